@@ -1,0 +1,3 @@
+from zimmer_cli.main import app
+
+app()

@@ -1,0 +1,58 @@
+"""Subject names (DESIGN §3). All under `zimmer.`; built here and nowhere else."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# Bounded contexts as they appear in subjects (spot-gate is `spot` on the wire, as in
+# `zimmer.spot.rpc.request_turn`).
+CONTEXTS: dict[str, str] = {
+    "backlog": "backlog",
+    "spot-gate": "spot",
+    "sweeper": "sweeper",
+    "alerts": "alerts",
+    "gateway": "gateway",
+}
+
+
+class Stream(StrEnum):
+    EVENTS = "ZIMMER_EVENTS"
+    RUNTIME = "ZIMMER_RUNTIME"
+    INGEST = "ZIMMER_INGEST"
+    JOBS = "ZIMMER_JOBS"
+
+
+def rpc_subject(ctx: str, op: str) -> str:
+    return f"zimmer.{ctx}.rpc.{op}"
+
+
+def event_subject(ctx: str, event: str) -> str:
+    return f"zimmer.{ctx}.evt.{event}"
+
+
+def job_subject(ctx: str, lane: str, job: str) -> str:
+    return f"zimmer.jobs.{ctx}.{lane}.{job}"
+
+
+def lane_filter(ctx: str, lane: str) -> str:
+    return f"zimmer.jobs.{ctx}.{lane}.>"
+
+
+# Schedule messages live beside the ticks they produce, under a prefix no lane consumer's
+# filter (`zimmer.jobs.<ctx>.<lane>.>`) can match, so a work-queue consumer never eats one.
+SCHEDULE_PREFIX = "zimmer.jobs.schedule"
+
+
+def schedule_subject(ctx: str, job: str) -> str:
+    return f"{SCHEDULE_PREFIX}.{ctx}.{job}"
+
+
+def ingest_subject(kind: str) -> str:
+    return f"zimmer.ingest.{kind}"
+
+
+def runtime_command_subject(command: str) -> str:
+    return f"zimmer.runtime.cmd.{command}"
+
+
+PAGE_SUBJECT = "zimmer.alerts.cmd.page"

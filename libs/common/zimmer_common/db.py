@@ -1,0 +1,109 @@
+"""Database plumbing: an async SQLAlchemy engine over asyncpg, and a per-schema migrator.
+
+Migrator choice: ordered SQL files, not alembic. Each service owns exactly one schema and
+its migrations are plain DDL; alembic would add an env.py, a version table per schema and
+autogenerate machinery per service for no gain. This migrator is one transaction under an
+advisory lock (replicas starting together apply each file once), keeps its version table in
+the service's own schema, and refuses to start if an applied file was edited afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from importlib import resources
+from urllib.parse import urlsplit
+
+import asyncpg
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+log = logging.getLogger("zimmer.db")
+
+COMMON_MIGRATIONS = "zimmer_common.migrations"
+
+
+def sqlalchemy_url(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    if scheme in ("postgres", "postgresql", "postgresql+asyncpg"):
+        return f"postgresql+asyncpg://{rest}"
+    raise ValueError(f"ZIMMER_DATABASE_URL must be a postgresql:// URL, got scheme {scheme!r}")
+
+
+def asyncpg_dsn(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    return f"postgresql://{rest}" if scheme.startswith("postgres") else url
+
+
+def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5, app_name: str = "zimmer") -> AsyncEngine:
+    """Create (but do not connect) the engine; called from start-up wiring, never at import."""
+    return create_async_engine(
+        sqlalchemy_url(url),
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        pool_timeout=10,  # a pool wait is a wait too: bounded
+        connect_args={"server_settings": {"application_name": app_name}, "command_timeout": 60, "timeout": 10},
+    )
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+def load_migrations(package: str, *, prefix: str, schema: str) -> list[Migration]:
+    files = sorted((f for f in resources.files(package).iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+    return [Migration(f"{prefix}/{f.name.removesuffix('.sql')}", f.read_text().replace("{schema}", schema))
+            for f in files]
+
+
+async def migrate(database_url: str, schema: str, package: str | None) -> list[str]:
+    """Bring `schema` up to date: the shared plumbing tables first, then the service's own.
+
+    Returns the versions applied by this call (empty when already current).
+    """
+    migrations = load_migrations(COMMON_MIGRATIONS, prefix="common", schema=schema)
+    if package:
+        migrations += load_migrations(package, prefix="service", schema=schema)
+    conn = await asyncpg.connect(asyncpg_dsn(database_url), timeout=10)
+    applied_now: list[str] = []
+    try:
+        async with conn.transaction():
+            # Replicas starting at once queue here; the loser sees the winner's rows.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"zimmer.migrate.{schema}")
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            await conn.execute(
+                f'CREATE TABLE IF NOT EXISTS "{schema}".schema_migrations ('
+                " version text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+            done = {r["version"]: r["checksum"] for r in
+                    await conn.fetch(f'SELECT version, checksum FROM "{schema}".schema_migrations')}
+            for m in migrations:
+                if m.version in done:
+                    if done[m.version] != m.checksum:
+                        raise MigrationError(
+                            f"migration {m.version} in schema {schema} was edited after it was applied; "
+                            "add a new migration instead")
+                    continue
+                await conn.execute(m.sql)
+                await conn.execute(f'INSERT INTO "{schema}".schema_migrations (version, checksum) VALUES ($1, $2)',
+                                   m.version, m.checksum)
+                applied_now.append(m.version)
+    finally:
+        await conn.close()
+    if applied_now:
+        log.info("migrated", extra={"fields": {"schema": schema, "applied": applied_now}})
+    return applied_now
+
+
+def database_name(url: str) -> str:
+    return urlsplit(asyncpg_dsn(url)).path.lstrip("/") or "postgres"

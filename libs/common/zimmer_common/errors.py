@@ -1,0 +1,58 @@
+"""The closed set of error codes that cross service boundaries (DESIGN §3).
+
+A reply carries `{ok: false, error: {code, message, details}}`; the gateway maps each code
+to one HTTP status and an RFC 9457 problem document. A request that times out is
+`unavailable`, never a guess at what the other side would have said.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    INVALID = "invalid"
+    FORBIDDEN = "forbidden"
+    UNAUTHORIZED = "unauthorized"
+    UNAVAILABLE = "unavailable"
+    BAND_FULL = "band_full"
+    REFUSED = "refused"
+    INTERNAL = "internal"
+
+
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.INVALID: 422,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.BAND_FULL: 409,
+    ErrorCode.REFUSED: 409,
+    ErrorCode.INTERNAL: 500,
+}
+
+
+class ZimmerError(Exception):
+    """An error with a code from the closed set; safe to send to another service."""
+
+    def __init__(self, code: ErrorCode | str, message: str, details: dict[str, Any] | None = None):
+        try:
+            self.code = ErrorCode(code)
+        except ValueError:
+            # An unknown code from a newer peer is still an error, never a success.
+            self.code = ErrorCode.INTERNAL
+            message = f"[{code}] {message}"
+        self.message = message
+        self.details = details or {}
+        super().__init__(f"{self.code.value}: {message}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code.value, "message": self.message, "details": self.details}
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS[self.code]

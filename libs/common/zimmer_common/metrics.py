@@ -1,0 +1,61 @@
+"""Prometheus metrics: one registry per service, the plumbing metrics every service shares.
+
+Non-gateway services serve their registry on their own port (`ZIMMER_METRICS_PORT`); the
+gateway serves it at `/metrics`. Domain metrics are declared by each service on the same
+registry through `ServiceMetrics.registry`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+
+log = logging.getLogger("zimmer.metrics")
+
+
+class ServiceMetrics:
+    def __init__(self, service: str, version: str, instance_id: str):
+        self.service = service
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        Info("zimmer_service", "Which service and build this process is", registry=r).info(
+            {"service": service, "version": version, "instance": instance_id})
+        self.rpc_requests = Counter("zimmer_rpc_requests_total", "RPC requests answered, by operation and outcome",
+                                    ["service", "op", "outcome"], registry=r)
+        self.rpc_seconds = Histogram("zimmer_rpc_seconds", "Time to answer an RPC request", ["service", "op"],
+                                     registry=r, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.outbox_pending = Gauge("zimmer_outbox_pending", "Outbox rows written but not yet relayed to JetStream",
+                                    ["service"], registry=r)
+        self.outbox_relayed = Counter("zimmer_outbox_relayed_total", "Outbox rows relayed to JetStream",
+                                      ["service"], registry=r)
+        self.job_runs = Counter("zimmer_job_runs_total", "Background job runs, by job and outcome",
+                                ["service", "job", "lane", "outcome"], registry=r)
+        self.job_seconds = Histogram("zimmer_job_run_seconds", "Background job run duration", ["service", "job"],
+                                     registry=r, buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600))
+        self.jobs_running = Gauge("zimmer_jobs_running", "Background jobs running in this process, by lane",
+                                  ["service", "lane"], registry=r)
+        self.ready = Gauge("zimmer_service_ready", "1 once the service has finished starting", ["service"], registry=r)
+        self.heartbeats = Counter("zimmer_heartbeats_total", "Heartbeats published", ["service"], registry=r)
+        self._http: Any = None
+
+    def rpc_served(self, op: str, outcome: str, seconds: float) -> None:
+        self.rpc_requests.labels(self.service, op, outcome).inc()
+        self.rpc_seconds.labels(self.service, op).observe(seconds)
+
+    def serve_http(self, host: str, port: int) -> int | None:
+        """Serve this registry on its own port; returns the bound port, None when disabled."""
+        if port < 0:
+            return None
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http = server
+        bound = server.server_address[1]
+        log.info("metrics listening", extra={"fields": {"port": bound}})
+        return int(bound)
+
+    def stop_http(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None

@@ -1,0 +1,146 @@
+"""Transactional outbox and idempotent-consumer helpers (DESIGN §5 "Nothing lost").
+
+A service calls `emit()` on the connection of the transaction that changes its state, so
+the event exists if and only if the change committed. `OutboxRelay` publishes unsent rows to
+JetStream with `Nats-Msg-Id = <schema>.outbox.<id>` and then marks them sent. A crash between
+the publish and the mark leaves the row unsent; the next relay publishes it again with the
+same id and JetStream's duplicate window drops the copy, so consumers see it once. Past that
+window a duplicate can still arrive, which is why consumers are idempotent too
+(`claim_message`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_common.bus import Bus
+from zimmer_common.contracts.envelope import EventEnvelope, Payload
+from zimmer_common.logs import kv
+from zimmer_common.metrics import ServiceMetrics
+
+log = logging.getLogger("zimmer.outbox")
+
+RELAY_BATCH = 100
+
+
+def outbox_message_id(schema: str, row_id: int) -> str:
+    return f"{schema}.outbox.{row_id}"
+
+
+async def emit(conn: AsyncConnection, schema: str, subject: str, event_type: str,
+               data: Payload | dict[str, Any]) -> int:
+    """Record an event in the caller's transaction; returns the outbox row id."""
+    body = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+    version = data.VERSION if isinstance(data, Payload) else 1
+    row = await conn.execute(
+        text(f'INSERT INTO "{schema}".outbox (subject, event_type, payload) '
+             "VALUES (:subject, :etype, CAST(:payload AS jsonb)) RETURNING id"),
+        {"subject": subject, "etype": event_type,
+         "payload": json.dumps({"version": version, "data": body})},
+    )
+    return int(row.scalar_one())
+
+
+async def claim_message(conn: AsyncConnection, schema: str, consumer: str, message_id: str) -> bool:
+    """True the first time `consumer` sees `message_id`; False for a redelivery.
+
+    Call it in the same transaction as the message's effects: if that transaction rolls
+    back, the claim does too and the redelivery is processed.
+    """
+    row = await conn.execute(
+        text(f'INSERT INTO "{schema}".processed_messages (consumer, message_id) VALUES (:c, :m) '
+             "ON CONFLICT DO NOTHING RETURNING 1"),
+        {"c": consumer, "m": message_id},
+    )
+    return row.first() is not None
+
+
+class OutboxRelay:
+    """Publishes a schema's outbox to JetStream. Replicas may run one each: rows are taken
+    with FOR UPDATE SKIP LOCKED, so two relays never publish the same batch concurrently."""
+
+    def __init__(self, engine: AsyncEngine, bus: Bus, *, schema: str, source: str,
+                 metrics: ServiceMetrics | None = None, poll_interval: float = 0.5):
+        self.engine = engine
+        self.bus = bus
+        self.schema = schema
+        self.source = source
+        self.metrics = metrics
+        self.poll_interval = poll_interval
+        self._wake = asyncio.Event()
+        # Fault-injection seam for tests: runs after a publish is acked, before the mark.
+        self.after_publish: Callable[[int], Awaitable[None]] | None = None
+
+    def kick(self) -> None:
+        """Wake the relay now (called after this process commits an event)."""
+        self._wake.set()
+
+    async def relay_once(self, limit: int = RELAY_BATCH) -> int:
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(
+                text(f'SELECT id, subject, event_type, payload, created_at FROM "{self.schema}".outbox '
+                     "WHERE sent_at IS NULL ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED"),
+                {"n": limit})).all()
+            for row in rows:
+                await self._publish(row.id, row.subject, row.event_type, row.payload, row.created_at)
+                if self.after_publish is not None:
+                    await self.after_publish(row.id)
+            if rows:
+                await conn.execute(text(f'UPDATE "{self.schema}".outbox SET sent_at = now() WHERE id = ANY(:ids)'),
+                                   {"ids": [r.id for r in rows]})
+        if rows and self.metrics:
+            self.metrics.outbox_relayed.labels(self.source).inc(len(rows))
+        return len(rows)
+
+    async def _publish(self, row_id: int, subject: str, event_type: str, payload: dict[str, Any],
+                       created_at: datetime) -> None:
+        msg_id = outbox_message_id(self.schema, row_id)
+        envelope = EventEnvelope(id=msg_id, type=event_type, version=int(payload.get("version", 1)),
+                                 source=self.source, occurred_at=created_at, data=payload.get("data", {}))
+        await self.bus.publish(subject, envelope.model_dump_json().encode(), msg_id=msg_id)
+
+    async def pending(self) -> int:
+        async with self.engine.connect() as conn:
+            n = (await conn.execute(text(f'SELECT count(*) FROM "{self.schema}".outbox WHERE sent_at IS NULL'))).scalar_one()
+        if self.metrics:
+            self.metrics.outbox_pending.labels(self.source).set(n)
+        return int(n)
+
+    async def run(self) -> None:
+        """Relay until cancelled. Errors are logged and retried: the rows stay unsent."""
+        while True:
+            try:
+                moved = await self.relay_once()
+                if moved == RELAY_BATCH:
+                    continue  # more waiting; don't sleep between full batches
+                await self.pending()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep relaying after a transient failure
+                log.warning("outbox relay pass failed; will retry", extra=kv(error=repr(exc), schema=self.schema))
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval)
+            except TimeoutError:
+                pass
+
+
+async def prune_outbox(engine: AsyncEngine, schema: str, *, keep: timedelta = timedelta(days=7)) -> int:
+    """Delete relayed outbox rows and processed-message records older than `keep`.
+
+    `keep` must outlast JetStream's duplicate window and any consumer's redelivery horizon.
+    """
+    async with engine.begin() as conn:
+        a = await conn.execute(text(f'DELETE FROM "{schema}".outbox WHERE sent_at < now() - :keep'), {"keep": keep})
+        b = await conn.execute(text(f'DELETE FROM "{schema}".processed_messages WHERE processed_at < now() - :keep'),
+                               {"keep": keep})
+    return int(a.rowcount or 0) + int(b.rowcount or 0)

@@ -1,0 +1,104 @@
+"""The schedule: one table, in code, of every recurring job of every service (seed 003, "The
+cron schedule"; DESIGN §4).
+
+Each entry names its cadence, job, lane and the environments it runs in. `test` runs nothing:
+a sweep firing mid-test is a source of flakes; tests that exercise the runner install their
+own entries. The fully resolved schedule per environment is pinned by a snapshot test
+(tests/fixtures/job_schedule.json) and every job must appear in docs/jobs.md: an entry that
+goes missing does not error, it just never runs, so omissions must be visible in a diff.
+
+Regenerate the snapshot deliberately, then read the diff:
+    python -m zimmer_common.schedule > tests/fixtures/job_schedule.json
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from croniter import croniter
+
+from zimmer_common.lanes import LANES
+from zimmer_common.settings import Environment
+
+ALL = frozenset(Environment) - {Environment.TEST}
+# Development runs nothing that spends money or quota, or reaps real disk.
+SAFE_IN_DEVELOPMENT = ALL
+
+_EVERY = re.compile(r"^@every\s+(\d+)(ms|s|m|h)$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+
+
+class ScheduleError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    service: str  # deployment name, e.g. "spot-gate"
+    job: str
+    cadence: str  # "@every 30s" or six-field cron with leading seconds: "0 */5 * * * *"
+    lane: str
+    environments: frozenset[Environment] = field(default=ALL)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        validate_cadence(self.cadence)
+        if self.lane not in LANES:
+            raise ScheduleError(f"{self.service}.{self.job}: unknown lane {self.lane!r}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.service}.{self.job}"
+
+
+def validate_cadence(cadence: str) -> None:
+    if _EVERY.match(cadence):
+        return
+    if len(cadence.split()) != 6 or not croniter.is_valid(cadence, second_at_beginning=True):
+        raise ScheduleError(f"cadence {cadence!r} is neither '@every <n>(s|m|h)' nor six-field cron (seconds first)")
+
+
+def next_fire_times(cadence: str, after: datetime, count: int = 2) -> list[datetime]:
+    """When a cadence fires next; used to prove sub-minute cron fires sub-minute."""
+    m = _EVERY.match(cadence)
+    if m:
+        step = timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+        return [after + step * (i + 1) for i in range(count)]
+    it = croniter(cadence, after, second_at_beginning=True)
+    return [it.get_next(datetime) for _ in range(count)]
+
+
+SCHEDULE: tuple[ScheduleEntry, ...] = (
+    ScheduleEntry("backlog", "outbox_prune", "0 */10 * * * *", "maintenance",
+                  description="Delete relayed outbox rows and processed-message records older than 7 days"),
+    ScheduleEntry("spot-gate", "outbox_prune", "10 */10 * * * *", "maintenance",
+                  description="Delete relayed outbox rows and processed-message records older than 7 days"),
+    ScheduleEntry("sweeper", "outbox_prune", "20 */10 * * * *", "maintenance",
+                  description="Delete relayed outbox rows and processed-message records older than 7 days"),
+    ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance",
+                  description="Delete relayed outbox rows and processed-message records older than 7 days"),
+    ScheduleEntry("gateway", "readiness_probe", "*/30 * * * * *", "pollers",
+                  description="Ping every service over NATS and publish who answered as zimmer_gateway_peer_up"),
+)
+
+
+def entries_for(service: str, env: Environment, schedule: tuple[ScheduleEntry, ...] = SCHEDULE) -> list[ScheduleEntry]:
+    return [e for e in schedule if e.service == service and env in e.environments]
+
+
+def resolved_schedule(schedule: tuple[ScheduleEntry, ...] = SCHEDULE) -> dict[str, dict[str, dict[str, str]]]:
+    seen: set[str] = set()
+    for e in schedule:
+        if e.key in seen:
+            raise ScheduleError(f"duplicate schedule entry {e.key}")
+        seen.add(e.key)
+    return {env.value: {e.key: {"cadence": e.cadence, "lane": e.lane}
+                        for e in schedule if env in e.environments}
+            for env in Environment}
+
+
+if __name__ == "__main__":
+    print(json.dumps(resolved_schedule(), indent=2, sort_keys=True))

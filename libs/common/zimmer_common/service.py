@@ -1,0 +1,197 @@
+"""Service lifecycle: the same start and stop sequence for every service.
+
+start:  settings → logging → metrics → database → migrate → bus → streams → outbox relay →
+        RPC handlers (ping + the service's own) → schedules and job workers → heartbeats → ready
+stop:   not ready → stop fetching jobs (finish in-flight within the grace, nak the rest) →
+        stop answering RPCs (bounded wait for in-flight answers) → stop loops → close bus → dispose
+        engine. SIGTERM/SIGINT trigger it; the whole stop is bounded by the grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_common import __version__
+from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock, SystemClock
+from zimmer_common.contracts.envelope import EventEnvelope, RpcSpec
+from zimmer_common.contracts.ops import HEARTBEAT, Heartbeat, PingReply, PingRequest, ping_rpc
+from zimmer_common.contracts.subjects import CONTEXTS
+from zimmer_common.db import create_engine, migrate
+from zimmer_common.jobs import JobContext, JobRunner, JobSpec
+from zimmer_common.logs import configure_logging, kv
+from zimmer_common.metrics import ServiceMetrics
+from zimmer_common.outbox import OutboxRelay, prune_outbox
+from zimmer_common.schedule import SCHEDULE, ScheduleEntry, entries_for
+from zimmer_common.settings import Settings
+from zimmer_common.streams import provision_streams
+
+log = logging.getLogger("zimmer.service")
+
+Hook = Callable[["Service"], Awaitable[None]]
+
+
+class Service:
+    def __init__(self, name: str, settings: Settings, *, schema: str | None = None, migrations: str | None = None,
+                 jobs: list[JobSpec] | None = None, schedule: tuple[ScheduleEntry, ...] = SCHEDULE,
+                 clock: Clock | None = None, serve_metrics: bool = True):
+        self.name = name
+        self.ctx = CONTEXTS[name] if name in CONTEXTS else name
+        self.settings = settings
+        self.schema = schema
+        self.migrations = migrations
+        self.job_specs = list(jobs or [])
+        self.schedule = schedule
+        self.clock = clock or SystemClock()
+        self.serve_metrics = serve_metrics
+        self.metrics = ServiceMetrics(name, __version__, settings.instance_id)
+        self.engine: AsyncEngine | None = None
+        self.bus: Bus | None = None
+        self.relay: OutboxRelay | None = None
+        self.runner: JobRunner | None = None
+        self.metrics_port: int | None = None
+        self.ready = False
+        self._handlers: list[tuple[RpcSpec[Any, Any], Callable[[Any], Awaitable[Any]]]] = []
+        self._on_start: list[Hook] = []
+        self._on_stop: list[Hook] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._started_at = time.monotonic()
+        self._stopped = asyncio.Event()
+
+    # ---- wiring (before start) -------------------------------------------------------
+
+    def rpc(self, spec: RpcSpec[Any, Any]) -> Callable[[Callable[[Any], Awaitable[Any]]], Callable[[Any], Awaitable[Any]]]:
+        def register(fn: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+            self._handlers.append((spec, fn))
+            return fn
+        return register
+
+    def on_start(self, hook: Hook) -> Hook:
+        self._on_start.append(hook)
+        return hook
+
+    def on_stop(self, hook: Hook) -> Hook:
+        self._on_stop.append(hook)
+        return hook
+
+    def spawn(self, coro: Awaitable[Any], name: str) -> None:
+        """Run a background loop for the life of the service; cancelled at stop."""
+        self._tasks.append(asyncio.ensure_future(coro))
+        self._tasks[-1].set_name(name)
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    @property
+    def uptime(self) -> float:
+        return time.monotonic() - self._started_at
+
+    async def start(self) -> None:
+        s = self.settings
+        log.info("starting", extra=kv(**s.safe_summary()))
+        if self.serve_metrics:
+            self.metrics_port = self.metrics.serve_http(s.http_host if s.metrics_port == 0 else "0.0.0.0", s.metrics_port)
+        if self.schema:
+            await migrate(s.database_url, self.schema, self.migrations)
+            self.engine = create_engine(s.database_url, app_name=f"zimmer-{self.name}")
+        self.bus = await Bus.connect(s.nats_servers, service=self.name, instance_id=s.instance_id,
+                                     rpc_timeout=s.rpc_timeout_seconds, metrics=self.metrics)
+        await provision_streams(self.bus, replicas=s.stream_replicas)
+        if self.engine is not None and self.schema:
+            self.relay = OutboxRelay(self.engine, self.bus, schema=self.schema, source=self.name,
+                                     metrics=self.metrics, poll_interval=s.outbox_poll_seconds)
+            self.spawn(self.relay.run(), "outbox-relay")
+        await self.bus.serve(ping_rpc(self.ctx), self._ping)
+        for spec, fn in self._handlers:
+            await self.bus.serve(spec, fn)
+        self.runner = JobRunner(self.bus, ctx=self.ctx, service=self.name, instance_id=s.instance_id,
+                                jobs=self.job_specs, engine=self.engine, metrics=self.metrics, clock=self.clock)
+        await self.runner.install_schedules(entries_for(self.name, s.env, self.schedule))
+        await self.runner.start()
+        for hook in self._on_start:
+            await hook(self)
+        self.spawn(self._heartbeat_loop(), "heartbeat")
+        self.ready = True
+        self.metrics.ready.labels(self.name).set(1)
+        log.info("ready", extra=kv(metrics_port=self.metrics_port))
+
+    async def stop(self) -> None:
+        grace = self.settings.shutdown_grace_seconds
+        self.ready = False
+        self.metrics.ready.labels(self.name).set(0)
+        log.info("stopping", extra=kv(grace_seconds=grace))
+        for hook in reversed(self._on_stop):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(hook(self), timeout=grace)
+        if self.runner:
+            await self.runner.stop(grace)
+        if self.bus:
+            await self.bus.stop_serving(grace=2.0)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self.bus:
+            await self.bus.close()
+        if self.engine:
+            await self.engine.dispose()
+        self.metrics.stop_http()
+        self._stopped.set()
+        log.info("stopped")
+
+    async def run_until_signalled(self) -> None:
+        """Start, then serve until SIGTERM or SIGINT, then stop gracefully."""
+        configure_logging(self.name, self.settings.instance_id, self.settings.log_level)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            try:
+                await self.start()
+            except Exception:
+                log.exception("start-up failed")
+                raise SystemExit(1) from None
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    # ---- built-in handlers -----------------------------------------------------------
+
+    async def _ping(self, _req: PingRequest) -> PingReply:
+        return PingReply(service=self.name, version=__version__, instance_id=self.settings.instance_id,
+                         uptime_seconds=round(self.uptime, 3), ready=self.ready)
+
+    async def _heartbeat_loop(self) -> None:
+        assert self.bus is not None
+        while True:
+            beat = Heartbeat(service=self.name, instance_id=self.settings.instance_id, version=__version__,
+                             at=self.clock.now(), uptime_seconds=round(self.uptime, 3),
+                             lanes=[lane.name for lane in (self.runner.lanes if self.runner else [])])
+            env = EventEnvelope(id=f"heartbeat.{self.name}.{self.settings.instance_id}.{int(time.time())}",
+                                type="heartbeat", version=Heartbeat.VERSION, source=self.name,
+                                occurred_at=beat.at, data=beat.model_dump(mode="json"))
+            try:
+                await self.bus.publish(HEARTBEAT, env.model_dump_json().encode(), msg_id=env.id)
+                self.metrics.heartbeats.labels(self.name).inc()
+            except Exception as exc:  # noqa: BLE001 - a missed beat is what the monitor is for
+                log.warning("heartbeat not published", extra=kv(error=repr(exc)))
+            await asyncio.sleep(self.settings.heartbeat_interval_seconds)
+
+
+def outbox_prune_job(schema: str) -> JobSpec:
+    """The maintenance job every schema-owning service schedules: bound the outbox tables."""
+
+    async def run(ctx: JobContext) -> None:
+        assert ctx.engine is not None
+        removed = await prune_outbox(ctx.engine, schema)
+        log.info("outbox pruned", extra=kv(schema=schema, removed=removed))
+
+    return JobSpec("outbox_prune", "maintenance", run)

@@ -1,0 +1,1 @@
+"""The one paging path and the health monitors (alerts service)."""

@@ -1,0 +1,1 @@
+"""The ranked work backlog (backlog service)."""

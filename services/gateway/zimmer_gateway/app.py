@@ -1,0 +1,81 @@
+"""The FastAPI application: probes, the v1 API, metrics, problem+json errors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from zimmer_common import __version__
+from zimmer_common.contracts.ops import PingReply, PingRequest, ping_rpc
+from zimmer_common.contracts.subjects import CONTEXTS
+from zimmer_common.errors import ZimmerError
+from zimmer_common.service import Service
+from zimmer_gateway.auth import Realm, authenticated, operator_only
+from zimmer_gateway.problems import install_problem_handlers, problem
+
+PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
+READY_TIMEOUT_SECONDS = 2.0
+
+
+async def ping_peers(service: Service, timeout: float = READY_TIMEOUT_SECONDS) -> dict[str, PingReply | ZimmerError]:
+    """Ping every domain service at once; each answer or the error that stood in for it."""
+    assert service.bus is not None
+    bus = service.bus
+
+    async def one(name: str) -> PingReply | ZimmerError:
+        try:
+            return await bus.request(ping_rpc(CONTEXTS[name]), PingRequest(), timeout=timeout)
+        except ZimmerError as exc:
+            return exc
+
+    answers = await asyncio.gather(*(one(n) for n in PEERS))
+    return dict(zip(PEERS, answers, strict=True))
+
+
+def create_app(service: Service) -> FastAPI:
+    app = FastAPI(title="Zimmer control plane", version=__version__,
+                  description="REST API of the Zimmer control plane. Authenticate with `Authorization: Bearer <key>`.")
+    app.state.settings = service.settings
+    app.state.service = service
+    install_problem_handlers(app)
+
+    @app.get("/healthz", tags=["probes"], summary="The gateway process is alive")
+    async def healthz() -> dict[str, str]:
+        return {"status": "alive"}
+
+    @app.get("/readyz", tags=["probes"], summary="Every service answers a ping over NATS",
+             responses={503: {"description": "Some service did not answer; the problem names it"}})
+    async def readyz(request: Request) -> Any:
+        if service.bus is None or not service.ready:
+            return problem(503, "the gateway itself is still starting", instance=request.url.path, missing=["gateway"])
+        answers = await ping_peers(service)
+        missing = sorted(n for n, a in answers.items() if isinstance(a, ZimmerError) or not a.ready)
+        if missing:
+            return problem(503, f"not answering: {', '.join(missing)}", instance=request.url.path, missing=missing,
+                           services={n: _describe(a) for n, a in answers.items()})
+        return {"ready": True, "services": {n: _describe(a) for n, a in answers.items()}}
+
+    @app.get("/metrics", tags=["probes"], summary="Prometheus metrics of the gateway")
+    async def metrics() -> Response:
+        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/v1/ping", tags=["system"], summary="Check the credential and the gateway")
+    async def api_ping(realm: Realm = Depends(authenticated)) -> dict[str, Any]:
+        return {"service": "gateway", "version": __version__, "instance_id": service.settings.instance_id,
+                "uptime_seconds": round(service.uptime, 3), "realm": realm.value}
+
+    @app.get("/api/v1/services", tags=["system"], summary="Ping every service (operator only)")
+    async def services(_realm: Realm = Depends(operator_only)) -> dict[str, Any]:
+        answers = await ping_peers(service)
+        return {"services": {n: _describe(a) for n, a in answers.items()}}
+
+    return app
+
+
+def _describe(answer: PingReply | ZimmerError) -> dict[str, Any]:
+    if isinstance(answer, ZimmerError):
+        return {"up": False, "error": answer.code.value, "detail": answer.message}
+    return {"up": answer.ready, **answer.model_dump(mode="json")}

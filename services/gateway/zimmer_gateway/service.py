@@ -1,0 +1,65 @@
+"""Wiring of the gateway: the HTTP server runs inside the service lifecycle, so it starts
+after the bus is up and stops (bounded) before the bus closes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+from prometheus_client import Gauge
+
+from zimmer_common.jobs import JobContext, JobSpec
+from zimmer_common.logs import kv
+from zimmer_common.service import Service
+from zimmer_common.settings import Settings
+from zimmer_gateway.app import PEERS, create_app, ping_peers
+
+NAME = "gateway"
+log = logging.getLogger("zimmer.gateway")
+
+
+def build(settings: Settings) -> Service:
+    service = Service(NAME, settings, serve_metrics=False)  # /metrics is on the HTTP port
+    peer_up = Gauge("zimmer_gateway_peer_up", "1 when the service answered the gateway's last readiness probe",
+                    ["peer"], registry=service.metrics.registry)
+
+    async def readiness_probe(_ctx: JobContext) -> None:
+        answers = await ping_peers(service)
+        for name in PEERS:
+            peer_up.labels(name).set(0 if isinstance(answers[name], Exception) else 1)
+        down = [n for n, a in answers.items() if isinstance(a, Exception)]
+        if down:
+            log.warning("services not answering", extra=kv(down=down))
+
+    service.job_specs.append(JobSpec("readiness_probe", "pollers", readiness_probe))
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host=settings.http_host, port=settings.http_port,
+                                           log_config=None, access_log=False, lifespan="on"))
+    # uvicorn installs its own signal handlers when it runs as the main server; the service
+    # lifecycle owns signals here.
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    serving: list[asyncio.Task[None]] = []
+
+    @service.on_start
+    async def start_http(svc: Service) -> None:
+        serving.append(asyncio.create_task(server.serve()))
+        for _ in range(200):  # bounded: 10 s for the socket to bind
+            if server.started or serving[0].done():
+                break
+            await asyncio.sleep(0.05)
+        if not server.started:
+            raise RuntimeError(f"gateway HTTP server did not start on {settings.http_host}:{settings.http_port}")
+        log.info("http listening", extra=kv(url=f"http://{settings.http_host}:{bound_port(server)}"))
+
+    @service.on_stop
+    async def stop_http(svc: Service) -> None:
+        server.should_exit = True
+        if serving:
+            await asyncio.wait(serving, timeout=5)
+
+    service.http_server = server  # type: ignore[attr-defined]
+    return service
+
+
+def bound_port(server: uvicorn.Server) -> int:
+    return int(server.servers[0].sockets[0].getsockname()[1])

@@ -1,0 +1,1 @@
+"""Sessions, the quota pool and the spot gate (spot-gate service)."""

@@ -1,0 +1,1 @@
+"""Session logs, clones, transcripts and trash (sweeper service)."""

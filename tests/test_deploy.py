@@ -1,0 +1,407 @@
+"""Static checks of the distributed deployment (docker-compose.yml and deploy/).
+
+There is no Docker engine where the tests run, so the compose file, the image and the
+observability configuration must be right by construction: these tests parse them and check
+them against the code (the service registry of `zimmer serve`) and against each other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from zimmer_cli.registry import SERVICES
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+PROMETHEUS_FILE = ROOT / "deploy" / "prometheus.yml"
+ALERTS_FILE = ROOT / "deploy" / "prometheus" / "alerts.yml"
+DASHBOARD_FILE = ROOT / "deploy" / "grafana" / "dashboards" / "zimmer.json"
+GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
+
+# Every setting Zimmer reads from the environment (pydantic-settings, prefix ZIMMER_). Kept as a
+# literal on purpose: a misspelt variable in the compose file or the image must fail here.
+KNOWN_ZIMMER_ENV = {
+    "ZIMMER_ENV",
+    "ZIMMER_DATABASE_URL",
+    "ZIMMER_NATS_URL",
+    "ZIMMER_API_KEY",
+    "ZIMMER_OPERATOR_TOKEN",
+    "ZIMMER_DATA_DIR",
+    "ZIMMER_INSTANCE_ID",
+    "ZIMMER_LOG_LEVEL",
+    "ZIMMER_METRICS_PORT",
+    "ZIMMER_HTTP_HOST",
+    "ZIMMER_HTTP_PORT",
+}
+ZIMMER_ENVS = {"production", "staging", "development", "test"}
+SECRETS = ("ZIMMER_API_KEY", "ZIMMER_OPERATOR_TOKEN")
+
+DEFAULT_METRICS_PORT = 9100
+DEFAULT_HTTP_PORT = 8000
+GATEWAY = "gateway"
+MIN_NATS = (2, 12)
+
+
+# --------------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    data = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert isinstance(data, dict) and isinstance(data.get("services"), dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict) -> dict[str, dict]:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def prometheus() -> dict:
+    return yaml.safe_load(PROMETHEUS_FILE.read_text())
+
+
+def _command(svc: dict) -> list[str]:
+    cmd = svc.get("command")
+    if cmd is None:
+        return []
+    if isinstance(cmd, str):
+        return shlex.split(cmd)
+    return [str(part) for part in cmd]
+
+
+def _flags(args: list[str]) -> dict[str, str | None]:
+    """`--name=v`, `--name v`, `-x v` and bare `-js` into {'name': v, 'x': v, 'js': None}."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-"):
+            i += 1
+            continue
+        name = arg.lstrip("-")
+        if "=" in name:
+            key, value = name.split("=", 1)
+            out[key] = value
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+            out[name] = args[i + 1]
+            i += 1
+        else:
+            out[name] = None
+        i += 1
+    return out
+
+
+def _build_dockerfile(svc: dict) -> str | None:
+    build = svc.get("build")
+    if build is None:
+        return None
+    if isinstance(build, str):
+        return str(Path(build) / "Dockerfile")
+    # The dockerfile is relative to the build context.
+    return (Path(build.get("context", ".")) / build.get("dockerfile", "Dockerfile")).as_posix()
+
+
+def _zimmer_services(services: dict[str, dict]) -> dict[str, dict]:
+    return {
+        name: svc
+        for name, svc in services.items()
+        if _build_dockerfile(svc) == "deploy/Dockerfile"
+    }
+
+
+def _environment(svc: dict) -> dict[str, str]:
+    env = svc.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+def _nats_services(services: dict[str, dict]) -> dict[str, dict]:
+    return {n: s for n, s in services.items() if str(s.get("image", "")).startswith("nats:")}
+
+
+def _expected_port(name: str, env: dict[str, str]) -> int:
+    if name == GATEWAY:
+        return int(env.get("ZIMMER_HTTP_PORT", DEFAULT_HTTP_PORT))
+    return int(env.get("ZIMMER_METRICS_PORT", DEFAULT_METRICS_PORT))
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) per instruction, continuation lines joined, comments dropped."""
+    lines: list[str] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        stripped = raw.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        lines.append(pending + stripped)
+        pending = ""
+    out = []
+    for line in lines:
+        instr, _, rest = line.partition(" ")
+        out.append((instr.upper(), rest.strip()))
+    return out
+
+
+# ----------------------------------------------------------------------- (a), (b): services
+
+
+def test_image_services_run_a_registered_service(services: dict[str, dict]) -> None:
+    zimmer = _zimmer_services(services)
+    assert zimmer, "no compose service is built from deploy/Dockerfile"
+    for name, svc in zimmer.items():
+        cmd = _command(svc)
+        assert len(cmd) == 2 and cmd[0] == "serve", f"{name}: command {cmd!r} is not ['serve', X]"
+        assert cmd[1] in SERVICES, f"{name}: `zimmer serve {cmd[1]}` names no registered service"
+
+
+def test_every_registered_service_is_deployed_twice(services: dict[str, dict]) -> None:
+    zimmer = _zimmer_services(services)
+    for name in SERVICES:
+        assert name in zimmer, f"service {name!r} is missing from docker-compose.yml"
+        svc = zimmer[name]
+        assert _command(svc) == ["serve", name], f"{name} runs {_command(svc)!r}"
+        assert (svc.get("deploy") or {}).get("replicas") == 2, f"{name}: deploy.replicas != 2"
+        # Replicas would collide on a fixed container name.
+        assert "container_name" not in svc, f"{name}: container_name prevents replicas"
+
+
+def test_services_wait_for_postgres_and_nats(services: dict[str, dict]) -> None:
+    nats = set(_nats_services(services))
+    for name, svc in _zimmer_services(services).items():
+        deps = svc.get("depends_on") or {}
+        assert isinstance(deps, dict), f"{name}: depends_on must use the long form"
+        assert deps.get("postgres", {}).get("condition") == "service_healthy", name
+        assert nats <= set(deps), f"{name} does not depend on {sorted(nats - set(deps))}"
+
+
+def test_gateway_publishes_its_http_port(services: dict[str, dict]) -> None:
+    gateway = services[GATEWAY]
+    port = _expected_port(GATEWAY, _environment(gateway))
+    published = []
+    for spec in gateway.get("ports") or []:
+        if isinstance(spec, dict):
+            published.append(int(spec["target"]))
+        else:
+            published.append(int(str(spec).rsplit(":", 1)[-1].split("/")[0]))
+    assert port in published, f"gateway does not publish container port {port}: {gateway.get('ports')}"
+
+
+def test_shared_environment(compose: dict, services: dict[str, dict]) -> None:
+    assert isinstance(compose.get("x-zimmer-env"), dict), "x-zimmer-env anchor is missing"
+    nats = sorted(_nats_services(services))
+    for name, svc in _zimmer_services(services).items():
+        env = _environment(svc)
+        assert env.get("ZIMMER_ENV") == "production", name
+        assert env["ZIMMER_ENV"] in ZIMMER_ENVS
+
+        db = urlsplit(env["ZIMMER_DATABASE_URL"].replace("${", "").replace("}", ""))
+        assert db.scheme == "postgresql", name
+        assert env["ZIMMER_DATABASE_URL"].split("@", 1)[1].startswith("postgres:5432/"), name
+        assert "postgres" in services
+
+        urls = [urlsplit(u.strip()) for u in env["ZIMMER_NATS_URL"].split(",")]
+        assert all(u.scheme == "nats" for u in urls), name
+        assert sorted(u.hostname for u in urls) == nats, f"{name}: NATS URL must list {nats}"
+        assert all(u.port == 4222 for u in urls), name
+
+        for secret in SECRETS:
+            # A missing secret must stop `docker compose up`, not start a service without it.
+            assert re.fullmatch(rf"\$\{{{secret}:\?[^}}]+\}}", env.get(secret, "")), (
+                f"{name}: {secret} must be ${{{secret}:?...}}"
+            )
+
+
+# --------------------------------------------------------------------------- (c): NATS
+
+
+def test_three_node_jetstream_cluster(services: dict[str, dict]) -> None:
+    nats = _nats_services(services)
+    assert len(nats) == 3, f"expected three NATS services, found {sorted(nats)}"
+    names = set(nats)
+    server_names = set()
+    for name, svc in nats.items():
+        m = re.match(r"nats:(\d+)\.(\d+)", svc["image"])
+        assert m and (int(m[1]), int(m[2])) >= MIN_NATS, f"{name}: {svc['image']} is older than 2.12"
+        cmd = _command(svc)
+        flags = _flags(cmd)
+        assert "-js" in cmd or "js" in flags, f"{name}: JetStream is not enabled"
+        assert flags.get("sd") == "/data", f"{name}: JetStream store dir is not /data"
+        assert flags.get("cluster_name") == "zimmer", name
+        assert flags.get("cluster") == "nats://0.0.0.0:6222", name
+        assert flags.get("m") == "8222" or flags.get("http_port") == "8222", name
+        server_names.add(flags.get("name") or flags.get("server_name") or flags.get("n"))
+
+        routes = [urlsplit(r.strip()) for r in (flags.get("routes") or "").split(",") if r.strip()]
+        assert {r.hostname for r in routes} == names - {name}, f"{name}: routes {flags.get('routes')!r}"
+        assert all(r.scheme == "nats" and r.port == 6222 for r in routes), name
+
+        volumes = svc.get("volumes") or []
+        assert any(str(v).endswith(":/data") for v in volumes), f"{name}: no volume at /data"
+    # JetStream clustering needs stable, distinct server names.
+    assert None not in server_names and len(server_names) == 3, server_names
+    data_volumes = [str(v).split(":")[0] for s in nats.values() for v in s["volumes"]]
+    assert len(set(data_volumes)) == 3, "each NATS node needs its own volume"
+
+
+def test_postgres(services: dict[str, dict]) -> None:
+    pg = services["postgres"]
+    assert pg["image"].startswith("postgres:16")
+    assert "pg_isready" in " ".join(map(str, pg["healthcheck"]["test"]))
+    assert pg.get("volumes")
+
+
+# ---------------------------------------------------------------------- (d): Prometheus
+
+
+def _job_targets(job: dict) -> list[tuple[str, int]]:
+    targets = []
+    for sd in job.get("dns_sd_configs") or []:
+        assert sd.get("type", "SRV") == "A", "A records need an explicit port"
+        for host in sd["names"]:
+            targets.append((host, int(sd["port"])))
+    for static in job.get("static_configs") or []:
+        for target in static["targets"]:
+            host, _, port = str(target).rpartition(":")
+            targets.append((host, int(port)))
+    return targets
+
+
+def test_prometheus_scrapes_every_service(prometheus: dict, services: dict[str, dict]) -> None:
+    jobs = {job["job_name"]: job for job in prometheus["scrape_configs"]}
+    zimmer_jobs = {name for name in jobs if name.startswith("zimmer-")}
+    assert zimmer_jobs == {f"zimmer-{name}" for name in SERVICES}
+    for name in SERVICES:
+        job = jobs[f"zimmer-{name}"]
+        assert job.get("metrics_path", "/metrics") == "/metrics"
+        port = _expected_port(name, _environment(services[name]))
+        targets = _job_targets(job)
+        assert targets, f"zimmer-{name} has no targets"
+        for host, target_port in targets:
+            assert host in (name, f"tasks.{name}"), f"zimmer-{name} scrapes {host!r}"
+            assert target_port == port, f"zimmer-{name} scrapes port {target_port}, not {port}"
+    assert prometheus["rule_files"] == ["/etc/prometheus/alerts.yml"]
+
+
+def test_prometheus_mounts(services: dict[str, dict]) -> None:
+    mounts = {}
+    for svc in ("prometheus", "grafana"):
+        for volume in services[svc].get("volumes") or []:
+            source, target = str(volume).split(":")[:2]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), f"{svc} mounts missing {source}"
+                mounts[target] = (ROOT / source).resolve()
+    assert mounts["/etc/prometheus/prometheus.yml"] == PROMETHEUS_FILE.resolve()
+    assert mounts["/etc/prometheus/alerts.yml"] == ALERTS_FILE.resolve()
+    assert mounts["/etc/grafana/provisioning"] == GRAFANA_PROVISIONING.resolve()
+
+
+def test_alert_rules() -> None:
+    data = yaml.safe_load(ALERTS_FILE.read_text())
+    rules = [rule for group in data["groups"] for rule in group["rules"]]
+    for rule in rules:
+        assert {"alert", "expr", "for"} <= set(rule), rule
+        assert re.fullmatch(r"\d+[smh]", str(rule["for"])), rule
+    names = {rule["alert"] for rule in rules}
+    assert {"ZimmerServiceDown", "ZimmerOutboxBacklog", "ZimmerJobFailures"} <= names
+    assert len(names) == len(rules), "duplicate alert names"
+
+
+# ------------------------------------------------------------------------- Grafana
+
+
+def test_grafana_provisioning() -> None:
+    datasources = [
+        ds
+        for f in (GRAFANA_PROVISIONING / "datasources").glob("*.y*ml")
+        for ds in yaml.safe_load(f.read_text())["datasources"]
+    ]
+    assert any(ds["type"] == "prometheus" and ds["url"] == "http://prometheus:9090" for ds in datasources)
+    uids = {ds.get("uid") for ds in datasources}
+
+    providers = [
+        p
+        for f in (GRAFANA_PROVISIONING / "dashboards").glob("*.y*ml")
+        for p in yaml.safe_load(f.read_text())["providers"]
+    ]
+    assert any(p["options"]["path"] == "/etc/grafana/dashboards" for p in providers)
+
+    dashboard = json.loads(DASHBOARD_FILE.read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    joined = "\n".join(exprs)
+    for needle in (
+        'up{job=~"zimmer-.*"}',
+        "rate(zimmer_rpc_requests_total[5m])",
+        "zimmer_outbox_pending",
+        "rate(zimmer_job_runs_total[5m])",
+        "histogram_quantile(0.95",
+        "zimmer_job_run_seconds_bucket",
+    ):
+        assert needle in joined, f"dashboard has no panel with {needle}"
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] in uids, panel["title"]
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+# ------------------------------------------------------------------------ (e): image
+
+
+def test_dockerfile() -> None:
+    instructions = _dockerfile_instructions()
+    entrypoints = [json.loads(args) for instr, args in instructions if instr == "ENTRYPOINT"]
+    assert entrypoints and entrypoints[-1] == ["zimmer"]
+    cmds = [json.loads(args) for instr, args in instructions if instr == "CMD"]
+    assert cmds and cmds[-1] == ["serve", GATEWAY]
+
+    froms = [args.split()[0] for instr, args in instructions if instr == "FROM"]
+    args = dict(
+        a.split("=", 1) for instr, a in instructions if instr == "ARG" and "=" in a
+    )
+    images = [args.get(f[2:-1], f) if f.startswith("${") else f for f in froms]
+    assert all(img == "python:3.11-slim" for img in images), images
+
+    users = [a for instr, a in instructions if instr == "USER"]
+    assert users, "the image must not run as root"
+    user = users[-1].split(":")[0]
+    user = args.get(user[2:-1], user) if user.startswith("${") else user
+    assert user not in ("root", "0"), user
+
+    assert any(instr == "RUN" and "pip install" in a and re.search(r"\s\.(\s|$)", a) for instr, a in instructions)
+    copied = " ".join(a for instr, a in instructions if instr == "COPY" and "--from" not in a)
+    for needed in ("pyproject.toml", "libs/", "services/"):
+        assert needed in copied, f"Dockerfile does not copy {needed}"
+    assert not re.search(r"COPY\s+\.\s", DOCKERFILE.read_text()), "copy only what the image needs"
+
+
+def test_dockerignore() -> None:
+    entries = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for needed in (".venv", ".zimmer", ".git", "bench/results"):
+        assert needed in entries, needed
+    assert "__pycache__" in entries or "**/__pycache__" in entries
+
+
+# -------------------------------------------------------------------- (f): env variables
+
+
+def test_only_known_zimmer_variables() -> None:
+    for path in (COMPOSE_FILE, DOCKERFILE):
+        used = set(re.findall(r"\bZIMMER_[A-Z0-9_]+\b", path.read_text()))
+        unknown = used - KNOWN_ZIMMER_ENV
+        assert not unknown, f"{path.name} uses unknown variables {sorted(unknown)}"
