@@ -147,7 +147,7 @@ def up(data_dir: DataDir = None,
             if name == "gateway":
                 child_env.update(ZIMMER_HTTP_HOST=host, ZIMMER_HTTP_PORT=str(port))
             else:
-                child_env.update(ZIMMER_METRICS_PORT=str(free_port()))
+                child_env.update(ZIMMER_METRICS_HOST="127.0.0.1", ZIMMER_METRICS_PORT=str(free_port()))
             children.append(Child(name, [sys.executable, "-m", "zimmer_cli", "serve", name], child_env,
                                   root / "logs" / f"{name}.log"))
 

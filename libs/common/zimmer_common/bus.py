@@ -38,11 +38,17 @@ Handler = Callable[[Any], Awaitable[BaseModel]]
 CONNECT_TIMEOUT_SECONDS = 5.0
 
 
-async def connect_nats(servers: list[str], name: str, *, attempts: int = 10) -> NatsClient:
-    """Connect with bounded retries at start, then reconnect forever once connected."""
+async def connect_nats(servers: list[str], name: str, *, attempts: int = 10,
+                       closing: asyncio.Event | None = None) -> NatsClient:
+    """Connect with bounded retries at start, then reconnect forever once connected.
+
+    `closing` silences the disconnect warning when the disconnect is our own close.
+    """
+    closing = closing or asyncio.Event()
 
     async def _on_disconnect() -> None:
-        log.warning("nats disconnected", extra=kv(client=name))
+        if not closing.is_set():
+            log.warning("nats disconnected", extra=kv(client=name))
 
     async def _on_reconnect() -> None:
         log.warning("nats reconnected", extra=kv(client=name))
@@ -73,8 +79,10 @@ async def connect_nats(servers: list[str], name: str, *, attempts: int = 10) -> 
 class Bus:
     """One service's view of NATS. Built at start-up, never at import."""
 
-    def __init__(self, nc: NatsClient, *, service: str, rpc_timeout: float, metrics: ServiceMetrics | None = None):
+    def __init__(self, nc: NatsClient, *, service: str, rpc_timeout: float, metrics: ServiceMetrics | None = None,
+                 closing: asyncio.Event | None = None):
         self.nc = nc
+        self._closing = closing or asyncio.Event()
         self.js: JetStreamContext = nc.jetstream(timeout=rpc_timeout)
         self.service = service
         self.rpc_timeout = rpc_timeout
@@ -85,8 +93,9 @@ class Bus:
     @classmethod
     async def connect(cls, servers: list[str], *, service: str, instance_id: str, rpc_timeout: float,
                       metrics: ServiceMetrics | None = None) -> Bus:
-        nc = await connect_nats(servers, f"{service}:{instance_id}")
-        return cls(nc, service=service, rpc_timeout=rpc_timeout, metrics=metrics)
+        closing = asyncio.Event()
+        nc = await connect_nats(servers, f"{service}:{instance_id}", closing=closing)
+        return cls(nc, service=service, rpc_timeout=rpc_timeout, metrics=metrics, closing=closing)
 
     # ---- request/reply -------------------------------------------------------------------
 
@@ -185,9 +194,10 @@ class Bus:
             await asyncio.wait(list(self._inflight), timeout=grace)
 
     async def close(self) -> None:
+        self._closing.set()
         if not self.nc.is_closed:
             try:
-                await asyncio.wait_for(self.nc.drain(), timeout=5)
+                await asyncio.wait_for(self.nc.drain(), timeout=2)
             except Exception:  # noqa: BLE001 - drain failing leaves close below
                 pass
             if not self.nc.is_closed:

@@ -140,7 +140,7 @@ async def prune_outbox(engine: AsyncEngine, schema: str, *, keep: timedelta = ti
     `keep` must outlast JetStream's duplicate window and any consumer's redelivery horizon.
     """
     async with engine.begin() as conn:
-        a = await conn.execute(text(f'DELETE FROM "{schema}".outbox WHERE sent_at < now() - :keep'), {"keep": keep})
-        b = await conn.execute(text(f'DELETE FROM "{schema}".processed_messages WHERE processed_at < now() - :keep'),
+        a = await conn.execute(text(f'DELETE FROM "{schema}".outbox WHERE sent_at < now() - CAST(:keep AS interval)'), {"keep": keep})
+        b = await conn.execute(text(f'DELETE FROM "{schema}".processed_messages WHERE processed_at < now() - CAST(:keep AS interval)'),
                                {"keep": keep})
     return int(a.rowcount or 0) + int(b.rowcount or 0)

@@ -97,7 +97,7 @@ class Service:
         s = self.settings
         log.info("starting", extra=kv(**s.safe_summary()))
         if self.serve_metrics:
-            self.metrics_port = self.metrics.serve_http(s.http_host if s.metrics_port == 0 else "0.0.0.0", s.metrics_port)
+            self.metrics_port = self.metrics.serve_http(s.metrics_host, s.metrics_port)
         if self.schema:
             await migrate(s.database_url, self.schema, self.migrations)
             self.engine = create_engine(s.database_url, app_name=f"zimmer-{self.name}")

@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     # Prometheus endpoint of a non-gateway service; 0 picks a free port, -1 disables it.
     metrics_port: int = 9100
+    metrics_host: str = "0.0.0.0"
     http_host: str = "127.0.0.1"
     http_port: int = 8000
     # Bound on every request/reply over the bus; a request past it is `unavailable`.

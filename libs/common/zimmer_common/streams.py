@@ -12,6 +12,7 @@ from typing import Any
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.subjects import CONTEXTS, Stream
+from zimmer_common.errors import ZimmerError
 
 log = logging.getLogger("zimmer.streams")
 
@@ -64,11 +65,15 @@ async def check_server(bus: Bus) -> str:
     if parse_version(version) < MIN_SERVER_VERSION:
         raise UnsupportedServer(
             f"NATS server {version} is too old: Zimmer needs nats-server >= {need} for JetStream message schedules")
-    info = await bus.js_api("INFO")
+    disabled = f"NATS server {version} has JetStream disabled; start it with -js (Zimmer needs nats-server >= {need})"
+    if not bus.nc._server_info.get("jetstream"):  # noqa: SLF001
+        raise UnsupportedServer(disabled)
+    try:
+        info = await bus.js_api("INFO")
+    except ZimmerError:
+        raise UnsupportedServer(disabled) from None
     if "error" in info:
-        raise UnsupportedServer(
-            f"NATS server {version} has JetStream disabled ({info['error'].get('description')}); "
-            f"start it with -js (nats-server >= {need})")
+        raise UnsupportedServer(f"{disabled} ({info['error'].get('description')})")
     return version
 
 

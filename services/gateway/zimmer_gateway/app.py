@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from zimmer_common import __version__
@@ -68,8 +68,10 @@ def create_app(service: Service) -> FastAPI:
                 "uptime_seconds": round(service.uptime, 3), "realm": realm.value}
 
     @app.get("/api/v1/services", tags=["system"], summary="Ping every service (operator only)")
-    async def services(_realm: Realm = Depends(operator_only)) -> dict[str, Any]:
-        answers = await ping_peers(service)
+    async def services(_realm: Realm = Depends(operator_only),
+                       timeout: float = Query(READY_TIMEOUT_SECONDS, gt=0, le=10,
+                                              description="Seconds to wait for each service")) -> dict[str, Any]:
+        answers = await ping_peers(service, timeout)
         return {"services": {n: _describe(a) for n, a in answers.items()}}
 
     return app

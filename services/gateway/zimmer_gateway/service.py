@@ -19,8 +19,18 @@ NAME = "gateway"
 log = logging.getLogger("zimmer.gateway")
 
 
-def build(settings: Settings) -> Service:
-    service = Service(NAME, settings, serve_metrics=False)  # /metrics is on the HTTP port
+class GatewayService(Service):
+    """The gateway is a service whose start also brings up the HTTP server."""
+
+    http_server: uvicorn.Server
+
+    @property
+    def http_port(self) -> int:
+        return bound_port(self.http_server)
+
+
+def build(settings: Settings) -> GatewayService:
+    service = GatewayService(NAME, settings, serve_metrics=False)  # /metrics is on the HTTP port
     peer_up = Gauge("zimmer_gateway_peer_up", "1 when the service answered the gateway's last readiness probe",
                     ["peer"], registry=service.metrics.registry)
 
@@ -57,7 +67,7 @@ def build(settings: Settings) -> Service:
         if serving:
             await asyncio.wait(serving, timeout=5)
 
-    service.http_server = server  # type: ignore[attr-defined]
+    service.http_server = server
     return service
 
 

@@ -1,0 +1,1 @@
+"""Zimmer benchmark suite; run with `python -m bench.run` (see bench/README.md)."""

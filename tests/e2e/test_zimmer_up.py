@@ -1,0 +1,332 @@
+"""`zimmer up` end to end: the real command, real embedded PostgreSQL and NATS, five real services.
+
+One test, in the order a user meets the system: it comes up, answers, survives a killed
+child, stops cleanly without leaving anything behind, and a second start on the same data
+directory reuses what the first one made. Every wait is a poll loop with a deadline; when a
+deadline passes the test fails with the tail of the supervisor's output and of DIR/logs/*.log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import psutil
+import pytest
+
+from zimmer_cli.registry import START_ORDER
+
+pytestmark = pytest.mark.e2e
+
+READY_DEADLINE = 60.0  # generous: a noisy 2-core machine starts five Python services slowly
+RESTART_DEADLINE = 30.0
+STOP_DEADLINE = 15.0  # upper bound only
+CLI_DEADLINE = 60.0
+TAIL_LINES = 40
+
+T = TypeVar("T")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _clean_env() -> dict[str, str]:
+    """The caller's environment minus every ZIMMER_* variable, so the command uses its embedded servers."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ZIMMER_")}
+
+
+def _tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"<unreadable: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class Run:
+    """One `zimmer up` subprocess, its output files and its data directory."""
+
+    def __init__(self, data_dir: Path, out_dir: Path, label: str):
+        self.data_dir = data_dir
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.stdout_path = out_dir / f"{label}.stdout"
+        self.stderr_path = out_dir / f"{label}.stderr"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.known: list[psutil.Process] = []  # everything it started that we have seen, for cleanup
+
+    def start(self) -> None:
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "zimmer_cli", "up", "--data-dir", str(self.data_dir), "--port", str(self.port)],
+                env=_clean_env(), cwd=self.data_dir.parent, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True)
+
+    # ----- diagnostics -------------------------------------------------------------------------------
+
+    def logs(self) -> str:
+        parts = [f"--- zimmer up stdout ({self.stdout_path}) ---\n{_tail(self.stdout_path)}",
+                 f"--- zimmer up stderr ({self.stderr_path}) ---\n{_tail(self.stderr_path)}"]
+        for log in sorted((self.data_dir / "logs").glob("*.log")):
+            parts.append(f"--- {log} ---\n{_tail(log)}")
+        return "\n".join(parts)
+
+    def fail(self, message: str) -> None:
+        code = self.proc.poll() if self.proc else None
+        pytest.fail(f"{message} (zimmer up returncode: {code})\n{self.logs()}", pytrace=False)
+
+    def wait_for(self, what: str, check: Callable[[], T | None], deadline: float, interval: float = 0.25,
+                 *, while_running: bool = True) -> T:
+        """Poll `check` until it returns something truthy; fail with the logs after `deadline` seconds
+        (or as soon as `zimmer up` exits, when `while_running`)."""
+        end = time.monotonic() + deadline
+        last_error: Exception | None = None
+        while True:
+            try:
+                result = check()
+                if result:
+                    return result
+            except Exception as exc:  # noqa: BLE001 - remembered for the failure message
+                last_error = exc
+            if while_running and self.proc is not None and self.proc.poll() is not None:
+                self.fail(f"zimmer up exited while waiting for {what}")
+            if time.monotonic() > end:
+                self.fail(f"timed out after {deadline:g}s waiting for {what}"
+                          + (f"; last error: {last_error!r}" if last_error else ""))
+            time.sleep(interval)
+
+    # ----- observations ------------------------------------------------------------------------------
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def runtime(self) -> dict[str, Any] | None:
+        """runtime.json, or None while it is absent or half written (it is rewritten in place)."""
+        try:
+            return json.loads((self.data_dir / "runtime.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def readyz(self) -> int | None:
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=5).status_code
+        except httpx.HTTPError:
+            return None
+
+    def wait_ready(self) -> dict[str, Any]:
+        self.wait_for('"Zimmer is up" on stdout', lambda: f"Zimmer is up: {self.url}" in self.stdout(),
+                      READY_DEADLINE)
+        self.wait_for("GET /readyz == 200", lambda: self.readyz() == 200, READY_DEADLINE)
+        runtime = self.wait_for("runtime.json with every service", self._full_runtime, READY_DEADLINE)
+        self.remember(runtime)
+        return runtime
+
+    def _full_runtime(self) -> dict[str, Any] | None:
+        runtime = self.runtime()
+        if runtime and all(runtime["services"].get(n, {}).get("pid") for n in START_ORDER):
+            return runtime
+        return None
+
+    # ----- processes ---------------------------------------------------------------------------------
+
+    def owned_processes(self, runtime: dict[str, Any]) -> dict[str, psutil.Process]:
+        """Every process this `zimmer up` runs: children (and their descendants), nats-server, postmaster
+        (and its backends). psutil.Process objects remember their create time, so pid reuse is not a risk."""
+        found: dict[str, psutil.Process] = {}
+        for name, info in runtime["services"].items():
+            try:
+                proc = psutil.Process(info["pid"])
+                found[f"child {name}"] = proc
+                for sub in proc.children(recursive=True):
+                    found[f"child {name} descendant {sub.pid}"] = sub
+            except psutil.NoSuchProcess:
+                self.fail(f"service {name} pid {info['pid']} from runtime.json does not exist")
+        data_dir = str(self.data_dir)
+        nats = [p for p in psutil.process_iter(["name", "cmdline"])
+                if "nats-server" in (p.info["name"] or "")
+                and any(data_dir in arg for arg in (p.info["cmdline"] or []))]
+        if len(nats) != 1:
+            self.fail(f"expected one nats-server for {data_dir}, found {[p.pid for p in nats]}")
+        found["nats-server"] = nats[0]
+        postmaster_pid = int((self.data_dir / "pg" / "postmaster.pid").read_text().splitlines()[0])
+        try:
+            postmaster = psutil.Process(postmaster_pid)
+        except psutil.NoSuchProcess:
+            self.fail(f"postmaster pid {postmaster_pid} from postmaster.pid does not exist")
+        if not any(data_dir in arg for arg in postmaster.cmdline()):
+            self.fail(f"pid {postmaster_pid} is not this data directory's postgres: {postmaster.cmdline()}")
+        found["postmaster"] = postmaster
+        for sub in postmaster.children(recursive=True):
+            found[f"postgres backend {sub.pid}"] = sub
+        return found
+
+    def remember(self, runtime: dict[str, Any]) -> None:
+        for info in runtime["services"].values():
+            try:
+                self.known.append(psutil.Process(info["pid"]))
+            except psutil.NoSuchProcess:
+                pass
+
+    def stop(self) -> int:
+        """SIGTERM the supervisor and assert it exits within STOP_DEADLINE seconds."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=STOP_DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.fail(f"zimmer up did not exit within {STOP_DEADLINE:g}s of SIGTERM")
+            raise  # unreachable: fail() raises
+
+    def kill_everything(self) -> None:
+        """Last resort for a failed test: nothing it started may outlive it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # lets it stop postgres, which is not in its group
+            try:
+                self.proc.wait(timeout=STOP_DEADLINE)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        leftovers = list(self.known)
+        data_dir = str(self.data_dir)
+        for p in psutil.process_iter(["cmdline"]):
+            if any(data_dir in arg for arg in (p.info["cmdline"] or [])):
+                leftovers.append(p)  # nats-server and postgres name the data directory
+        for p in leftovers:
+            try:
+                if p.is_running():
+                    p.kill()
+            except psutil.Error:
+                pass
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _schema_owners() -> list[str]:
+    """Services whose factory declares a schema (building one connects to nothing)."""
+    from zimmer_cli.main import _load_factory
+    from zimmer_common.settings import Environment, Settings
+
+    settings = Settings(env=Environment.TEST, database_url="postgresql://unused@127.0.0.1/unused",
+                        nats_url="nats://127.0.0.1:1", api_key="unused", operator_token="unused", metrics_port=-1)
+    return [name for name in START_ORDER if _load_factory(name)(settings).schema]
+
+
+def _zimmer(*args: str, run: Run) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run([sys.executable, "-m", "zimmer_cli", *args], env=_clean_env(), capture_output=True,
+                              text=True, timeout=CLI_DEADLINE, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        run.fail(f"`zimmer {' '.join(args)}` did not finish within {CLI_DEADLINE:g}s")
+        raise
+
+
+def test_zimmer_up_runs_supervises_stops_and_restarts_on_the_same_data(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    first = Run(data_dir, tmp_path, "up-1")
+    second: Run | None = None
+    try:
+        # 1. It comes up, and every service answers a ping.
+        first.start()
+        first.wait_ready()
+        status = _zimmer("status", "--data-dir", str(data_dir), run=first)
+        assert status.returncode == 0, f"zimmer status failed:\n{status.stdout}\n{status.stderr}\n{first.logs()}"
+        for name in START_ORDER:
+            lines = [line for line in status.stdout.splitlines() if line.split() and line.split()[0] == name]
+            assert len(lines) == 1 and "ping ok" in lines[0], f"{name} not ok in status:\n{status.stdout}"
+
+        # 2. The API key from credentials.json opens the API; no key gets a problem document.
+        creds_bytes = (data_dir / "credentials.json").read_bytes()
+        api_key = json.loads(creds_bytes)["api_key"]
+        ok = httpx.get(f"{first.url}/api/v1/ping", headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
+        assert ok.status_code == 200, ok.text
+        denied = httpx.get(f"{first.url}/api/v1/ping", timeout=10)
+        assert denied.status_code == 401, denied.text
+        assert denied.headers["content-type"].startswith("application/problem+json")
+
+        # 3. A killed child is restarted, recorded, logged, and the system is ready again.
+        before = first.runtime()
+        assert before is not None
+        old_pid = before["services"]["backlog"]["pid"]
+        os.kill(old_pid, signal.SIGKILL)
+
+        def restarted() -> dict[str, Any] | None:
+            runtime = first.runtime()
+            entry = (runtime or {}).get("services", {}).get("backlog", {})
+            if entry.get("pid") and entry["pid"] != old_pid and entry.get("restarts", 0) >= 1:
+                return runtime
+            return None
+
+        after = first.wait_for("runtime.json to show a restarted backlog", restarted, RESTART_DEADLINE)
+        first.remember(after)
+
+        def restart_logged() -> bool:
+            for line in first.stderr().splitlines():
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(doc, dict) and doc.get("msg") == "child restarted" and doc.get("child") == "backlog":
+                    return True
+            return False
+
+        first.wait_for('a "child restarted" JSON line for backlog on stderr', restart_logged, RESTART_DEADLINE)
+        first.wait_for("GET /readyz == 200 after the restart", lambda: first.readyz() == 200, READY_DEADLINE)
+
+        # 4. SIGTERM stops everything it started, promptly and cleanly.
+        owned = first.owned_processes(after)
+        assert first.stop() == 0, f"zimmer up exited non-zero\n{first.logs()}"
+        first.wait_for("every process of the first run to be gone",  # reaping by init may lag a moment
+                       lambda: all(_gone(p) for p in owned.values()), 5.0, while_running=False)
+        assert not (data_dir / "runtime.json").exists(), "runtime.json left behind after a clean stop"
+
+        # 5. A second start on the same directory reuses its data.
+        second = Run(data_dir, tmp_path, "up-2")
+        second.start()
+        second_runtime = second.wait_ready()
+        assert (data_dir / "credentials.json").read_bytes() == creds_bytes, "credentials.json was rewritten"
+        again = httpx.get(f"{second.url}/api/v1/ping", headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
+        assert again.status_code == 200, again.text
+        owned = second.owned_processes(second_runtime)
+        assert second.stop() == 0, f"second zimmer up exited non-zero\n{second.logs()}"
+        second.wait_for("every process of the second run to be gone",
+                        lambda: all(_gone(p) for p in owned.values()), 5.0, while_running=False)
+
+        migrated = _zimmer("migrate", "--data-dir", str(data_dir), run=second)
+        assert migrated.returncode == 0, f"zimmer migrate failed:\n{migrated.stdout}\n{migrated.stderr}"
+        owners = _schema_owners()
+        assert owners, "no service owns a schema?"
+        for name in owners:
+            lines = [line for line in migrated.stdout.splitlines() if line.split() and line.split()[0] == name]
+            assert len(lines) == 1 and "up to date" in lines[0], f"{name} not up to date:\n{migrated.stdout}"
+        assert "applied" not in migrated.stdout, f"migrations re-applied:\n{migrated.stdout}"
+    finally:
+        first.kill_everything()
+        if second is not None:
+            second.kill_everything()

@@ -1,0 +1,136 @@
+"""Request/reply over the bus: typed, bounded, with the closed error set."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from zimmer_cli.embedded import free_port, nats_server_binary, port_open
+from zimmer_common.bus import Bus
+from zimmer_common.contracts.envelope import Payload, RpcSpec
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.streams import UnsupportedServer, check_server
+
+
+class Echo(Payload):
+    text: str
+    times: int = 1
+
+
+class Echoed(Payload):
+    text: str
+
+
+ECHO = RpcSpec("testctx", "echo", Echo, Echoed)
+
+
+@pytest.fixture
+async def bus(nats_url: str):  # type: ignore[no-untyped-def]
+    b = await Bus.connect([nats_url], service="test", instance_id="t1", rpc_timeout=2.0)
+    yield b
+    await b.close()
+
+
+async def test_typed_round_trip(bus: Bus) -> None:
+    async def handle(req: Echo) -> Echoed:
+        return Echoed(text=req.text * req.times)
+
+    await bus.serve(ECHO, handle)
+    assert (await bus.request(ECHO, Echo(text="ab", times=2))).text == "abab"
+
+
+async def test_handler_error_keeps_its_code(bus: Bus) -> None:
+    async def handle(req: Echo) -> Echoed:
+        raise ZimmerError(ErrorCode.CONFLICT, "already there", {"key": req.text})
+
+    await bus.serve(ECHO, handle)
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(ECHO, Echo(text="k"))
+    assert info.value.code is ErrorCode.CONFLICT and info.value.details == {"key": "k"}
+
+
+async def test_unexpected_exception_is_internal_not_a_hang(bus: Bus) -> None:
+    async def handle(req: Echo) -> Echoed:
+        raise RuntimeError("boom")
+
+    await bus.serve(ECHO, handle)
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(ECHO, Echo(text="k"))
+    assert info.value.code is ErrorCode.INTERNAL and "boom" not in info.value.message
+
+
+async def test_request_not_matching_the_contract_is_invalid(bus: Bus) -> None:
+    async def handle(req: Echo) -> Echoed:
+        return Echoed(text=req.text)
+
+    await bus.serve(ECHO, handle)
+    reply = await bus.nc.request(ECHO.subject, b'{"times": "many"}', timeout=2)
+    assert b'"invalid"' in reply.data
+
+
+async def test_service_that_is_down_is_unavailable_within_the_bound(bus: Bus) -> None:
+    started = time.monotonic()
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(ECHO, Echo(text="x"), timeout=1.0)
+    assert info.value.code is ErrorCode.UNAVAILABLE
+    assert time.monotonic() - started < 5  # upper bound only: the bound fired
+
+
+async def test_service_that_hangs_is_unavailable_when_the_bound_fires(bus: Bus) -> None:
+    release = asyncio.Event()
+
+    async def handle(req: Echo) -> Echoed:
+        await release.wait()
+        return Echoed(text=req.text)
+
+    await bus.serve(ECHO, handle)
+    started = time.monotonic()
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(ECHO, Echo(text="x"), timeout=0.5)
+    release.set()
+    assert info.value.code is ErrorCode.UNAVAILABLE and "within 0.5s" in info.value.message
+    assert time.monotonic() - started < 5
+
+
+async def test_queue_group_shares_requests_between_replicas(nats_url: str) -> None:
+    served: list[str] = []
+    buses = [await Bus.connect([nats_url], service="test", instance_id=f"r{i}", rpc_timeout=2) for i in range(2)]
+    try:
+        for i, b in enumerate(buses):
+            async def handle(req: Echo, i: int = i) -> Echoed:
+                served.append(f"r{i}")
+                return Echoed(text=req.text)
+
+            await b.serve(ECHO, handle)
+        for n in range(40):
+            await buses[0].request(ECHO, Echo(text=str(n)))
+        assert len(served) == 40  # each request answered exactly once
+        assert set(served) == {"r0", "r1"}
+    finally:
+        for b in buses:
+            await b.close()
+
+
+async def test_server_without_jetstream_is_refused(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen([nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if port_open("127.0.0.1", port):
+                break
+            await asyncio.sleep(0.05)
+        b = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="t", rpc_timeout=2)
+        try:
+            with pytest.raises((UnsupportedServer, ZimmerError)) as info:
+                await check_server(b)
+            assert "JetStream" in str(info.value) and "2.12" in str(info.value)
+        finally:
+            await b.close()
+    finally:
+        proc.terminate()
+        proc.wait(5)

@@ -1,0 +1,155 @@
+"""Transactional outbox: nothing lost, nothing doubled (DESIGN §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import pytest
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig
+from sqlalchemy import text
+
+from zimmer_common.bus import Bus
+from zimmer_common.contracts.envelope import EventEnvelope, Payload
+from zimmer_common.contracts.subjects import Stream, event_subject
+from zimmer_common.db import create_engine, migrate
+from zimmer_common.outbox import OutboxRelay, claim_message, emit, prune_outbox
+from zimmer_common.streams import provision_streams
+
+SCHEMA = "backlog"
+SUBJECT = event_subject("backlog", "thing_happened")
+
+
+class ThingHappened(Payload):
+    thing: str
+
+
+@pytest.fixture
+async def env(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+    await migrate(database_url, SCHEMA, None)
+    engine = create_engine(database_url)
+    bus = await Bus.connect([nats_url], service="backlog", instance_id="t", rpc_timeout=2)
+    await provision_streams(bus)
+    yield engine, bus
+    await bus.close()
+    await engine.dispose()
+
+
+async def deliveries(bus: Bus, durable: str = "probe") -> list[EventEnvelope]:
+    """Everything a fresh durable consumer of SUBJECT is delivered, acked as it goes."""
+    await bus.js.add_consumer(Stream.EVENTS.value, ConsumerConfig(durable_name=durable, filter_subject=SUBJECT,
+                                                                  ack_policy=AckPolicy.EXPLICIT))
+    sub = await bus.js.pull_subscribe_bind(durable, stream=Stream.EVENTS.value)
+    got: list[EventEnvelope] = []
+    try:
+        while True:
+            try:
+                msgs = await sub.fetch(10, timeout=0.5)
+            except (NatsTimeout, asyncio.TimeoutError):
+                return got
+            for m in msgs:
+                got.append(EventEnvelope.model_validate_json(m.data))
+                await m.ack()
+    finally:
+        await sub.unsubscribe()
+
+
+async def test_committed_event_is_relayed_once_with_its_id(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    async with engine.begin() as conn:
+        row_id = await emit(conn, SCHEMA, SUBJECT, "thing_happened", ThingHappened(thing="a"))
+    relay = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog")
+    assert await relay.relay_once() == 1
+    assert await relay.relay_once() == 0
+    got = await deliveries(bus)
+    assert [(e.id, e.type, e.version, e.data) for e in got] == [
+        (f"backlog.outbox.{row_id}", "thing_happened", 1, {"thing": "a"})]
+    assert await relay.pending() == 0
+
+
+async def test_rolled_back_change_announces_nothing(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    with contextlib.suppress(RuntimeError):
+        async with engine.begin() as conn:
+            await emit(conn, SCHEMA, SUBJECT, "thing_happened", ThingHappened(thing="never"))
+            raise RuntimeError("the state change failed")
+    relay = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog")
+    assert await relay.relay_once() == 0
+    assert await deliveries(bus) == []
+
+
+async def test_crash_between_publish_and_mark_delivers_exactly_once(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    async with engine.begin() as conn:
+        for thing in ("a", "b", "c"):
+            await emit(conn, SCHEMA, SUBJECT, "thing_happened", ThingHappened(thing=thing))
+
+    crashing = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog")
+    published: list[int] = []
+
+    async def crash_after_second(row_id: int) -> None:
+        published.append(row_id)
+        if len(published) == 2:
+            raise ConnectionResetError("process died before marking the rows sent")
+
+    crashing.after_publish = crash_after_second
+    with pytest.raises(ConnectionResetError):
+        await crashing.relay_once()
+    # Two events reached JetStream, none is marked: the next relay must send all three again.
+    assert await crashing.pending() == 3
+
+    recovered = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog")
+    assert await recovered.relay_once() == 3
+    assert await recovered.pending() == 0
+    got = await deliveries(bus)
+    assert [e.data["thing"] for e in got] == ["a", "b", "c"]  # once each, in order
+    info = await bus.js_api(f"STREAM.INFO.{Stream.EVENTS.value}", {"subjects_filter": SUBJECT})
+    assert info["state"]["subjects"][SUBJECT] == 3
+
+
+async def test_run_loop_relays_after_a_kick(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    relay = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30)
+    task = asyncio.create_task(relay.run())
+    try:
+        await asyncio.sleep(0.2)
+        async with engine.begin() as conn:
+            await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "kicked"})
+        relay.kick()  # the poll interval is 30 s: only the kick can get it out in time
+        for _ in range(50):
+            if await relay.pending() == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert await relay.pending() == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_idempotent_consumer_claims_once_and_rollback_releases(env) -> None:  # type: ignore[no-untyped-def]
+    engine, _bus = env
+    async with engine.begin() as conn:
+        assert await claim_message(conn, SCHEMA, "counts", "backlog.outbox.1") is True
+        assert await claim_message(conn, SCHEMA, "counts", "backlog.outbox.1") is False
+        assert await claim_message(conn, SCHEMA, "other-consumer", "backlog.outbox.1") is True
+    with contextlib.suppress(RuntimeError):
+        async with engine.begin() as conn:
+            assert await claim_message(conn, SCHEMA, "counts", "backlog.outbox.2") is True
+            raise RuntimeError("handler failed; its effects and its claim roll back together")
+    async with engine.begin() as conn:
+        assert await claim_message(conn, SCHEMA, "counts", "backlog.outbox.2") is True
+
+
+async def test_prune_removes_only_old_sent_rows(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    async with engine.begin() as conn:
+        await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "old"})
+        await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "unsent"})
+        await conn.execute(text(f"UPDATE {SCHEMA}.outbox SET sent_at = now() - interval '8 days' "
+                                "WHERE payload->'data'->>'thing' = 'old'"))
+    assert await prune_outbox(engine, SCHEMA) == 1
+    async with engine.connect() as conn:
+        left = (await conn.execute(text(f"SELECT payload FROM {SCHEMA}.outbox"))).scalars().all()
+    assert [p["data"]["thing"] for p in (json.loads(x) if isinstance(x, str) else x for x in left)] == ["unsent"]
