@@ -152,7 +152,8 @@ def up(data_dir: DataDir = None,
                                   root / "logs" / f"{name}.log"))
 
         def write_runtime() -> None:
-            runtime_file.write_text(json.dumps({
+            staged = runtime_file.with_suffix(".tmp")  # rename: readers never see half a file
+            staged.write_text(json.dumps({
                 "supervisor_pid": os.getpid(),
                 "gateway_url": f"http://{host}:{port}",
                 "nats_url": nats_url,
@@ -161,6 +162,7 @@ def up(data_dir: DataDir = None,
                                       "metrics_port": c.env.get("ZIMMER_METRICS_PORT"), "log": str(c.log_path)}
                              for c in children},
             }, indent=2))
+            staged.replace(runtime_file)
 
         supervisor = Supervisor(children, on_change=write_runtime)
         supervisor.start_all()

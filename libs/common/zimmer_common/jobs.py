@@ -307,8 +307,9 @@ class JobRunner:
         """Stop fetching, let running jobs finish within `grace`, nak whatever is left."""
         self._stopping.set()
         for loop in self._loops:
-            loop.cancel()
-        await asyncio.gather(*self._loops, return_exceptions=True)
+            loop.cancel()  # a loop that absorbs the cancel still exits on `_stopping`
+        if self._loops:
+            await asyncio.wait(self._loops, timeout=FETCH_WAIT_SECONDS + 2)
         self._loops.clear()
         running = [r.task for r in self._running.values()]
         if running:

@@ -77,11 +77,18 @@ class OutboxRelay:
         self.metrics = metrics
         self.poll_interval = poll_interval
         self._wake = asyncio.Event()
+        self._stopped = False
         # Fault-injection seam for tests: runs after a publish is acked, before the mark.
         self.after_publish: Callable[[int], Awaitable[None]] | None = None
 
     def kick(self) -> None:
         """Wake the relay now (called after this process commits an event)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Let `run()` return after the pass in progress (cancellation alone is not enough:
+        nats-py can turn a cancelled publish into a timeout that a retry loop would absorb)."""
+        self._stopped = True
         self._wake.set()
 
     async def relay_once(self, limit: int = RELAY_BATCH) -> int:
@@ -116,17 +123,19 @@ class OutboxRelay:
         return int(n)
 
     async def run(self) -> None:
-        """Relay until cancelled. Errors are logged and retried: the rows stay unsent."""
-        while True:
+        """Relay until stopped. Errors are logged and retried: the rows stay unsent."""
+        while not self._stopped:
             try:
                 moved = await self.relay_once()
-                if moved == RELAY_BATCH:
+                if moved == RELAY_BATCH and not self._stopped:
                     continue  # more waiting; don't sleep between full batches
                 await self.pending()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep relaying after a transient failure
                 log.warning("outbox relay pass failed; will retry", extra=kv(error=repr(exc), schema=self.schema))
+            if self._stopped:
+                return
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval)

@@ -64,7 +64,7 @@ class Service:
         self._on_stop: list[Hook] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._started_at = time.monotonic()
-        self._stopped = asyncio.Event()
+        self._stopping = asyncio.Event()
 
     # ---- wiring (before start) -------------------------------------------------------
 
@@ -134,17 +134,34 @@ class Service:
             await self.runner.stop(grace)
         if self.bus:
             await self.bus.stop_serving(grace=2.0)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        self._stopping.set()
+        if self.relay:
+            self.relay.stop()
+        await self._stop_tasks(grace)
         if self.bus:
             await self.bus.close()
         if self.engine:
             await self.engine.dispose()
         self.metrics.stop_http()
-        self._stopped.set()
         log.info("stopped")
+
+    async def _stop_tasks(self, grace: float) -> None:
+        """Loops watch `_stopping`; give them a moment, then cancel, bounded either way."""
+        if not self._tasks:
+            return
+        _done, pending = await asyncio.wait(self._tasks, timeout=min(grace, 2.0))
+        for task in pending:
+            task.cancel()
+        if pending:
+            _done, stuck = await asyncio.wait(pending, timeout=2.0)
+            for task in stuck:
+                log.warning("background task ignored cancellation", extra=kv(task=task.get_name()))
+        self._tasks.clear()
+
+    async def pause(self, seconds: float) -> None:
+        """Sleep that a stop cuts short."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
     async def run_until_signalled(self) -> None:
         """Start, then serve until SIGTERM or SIGINT, then stop gracefully."""
@@ -171,7 +188,7 @@ class Service:
 
     async def _heartbeat_loop(self) -> None:
         assert self.bus is not None
-        while True:
+        while not self._stopping.is_set():
             beat = Heartbeat(service=self.name, instance_id=self.settings.instance_id, version=__version__,
                              at=self.clock.now(), uptime_seconds=round(self.uptime, 3),
                              lanes=[lane.name for lane in (self.runner.lanes if self.runner else [])])
@@ -183,7 +200,7 @@ class Service:
                 self.metrics.heartbeats.labels(self.name).inc()
             except Exception as exc:  # noqa: BLE001 - a missed beat is what the monitor is for
                 log.warning("heartbeat not published", extra=kv(error=repr(exc)))
-            await asyncio.sleep(self.settings.heartbeat_interval_seconds)
+            await self.pause(self.settings.heartbeat_interval_seconds)
 
 
 def outbox_prune_job(schema: str) -> JobSpec:

@@ -37,8 +37,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZIMMER_", extra="ignore")
 
     env: Environment = Environment.DEVELOPMENT
-    database_url: str = "postgresql://postgres@127.0.0.1:5432/zimmer"
-    nats_url: str = "nats://127.0.0.1:4222"
+    # URLs may carry credentials: kept out of repr; `safe_summary()` is what gets logged.
+    database_url: str = Field(default="postgresql://postgres@127.0.0.1:5432/zimmer", repr=False)
+    nats_url: str = Field(default="nats://127.0.0.1:4222", repr=False)
     api_key: SecretStr = SecretStr("")
     operator_token: SecretStr = SecretStr("")
     data_dir: Path = Path(".zimmer")

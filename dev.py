@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The README's commands, needing nothing but Python 3.11 (no make, no Docker, no root):
+
+    python3 dev.py run     # start the whole system on embedded PostgreSQL + NATS
+    python3 dev.py test    # run the whole test suite
+    python3 dev.py bench   # run the benchmarks
+
+Each creates `.venv` and installs the project into it when missing or when pyproject.toml
+changed, then replaces itself with the real command (so Ctrl-C reaches it directly).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / "bin"
+STAMP = VENV / ".zimmer-installed"
+COMMANDS = {
+    "run": [str(BIN / "zimmer"), "up"],
+    "test": [str(BIN / "pytest")],
+    "bench": [str(BIN / "python"), "-m", "bench.run"],
+}
+
+
+def ensure_python_311() -> None:
+    if sys.version_info[:2] == (3, 11):
+        return
+    other = shutil.which("python3.11")
+    if other:
+        os.execv(other, [other, *sys.argv])
+    sys.exit(f"Zimmer needs Python 3.11; this is {sys.version.split()[0]} and no python3.11 is on PATH")
+
+
+def ensure_installed() -> None:
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if (BIN / "python").exists() and STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    if not (BIN / "python").exists():
+        print("creating .venv", flush=True)
+        venv.create(VENV, with_pip=True)
+    print("installing Zimmer and its dependencies into .venv (first run takes a minute or two)", flush=True)
+    pip = [str(BIN / "python"), "-m", "pip", "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", "--quiet", "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "install", "--quiet", "-e", f"{ROOT}[test]"], check=True)
+    STAMP.write_text(wanted)
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(f"usage: python3 dev.py {{{'|'.join(COMMANDS)}}} [args...]")
+    ensure_python_311()
+    ensure_installed()
+    os.chdir(ROOT)
+    argv = COMMANDS[sys.argv[1]] + sys.argv[2:]
+    os.execv(argv[0], argv)
+
+
+if __name__ == "__main__":
+    main()
