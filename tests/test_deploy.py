@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from zimmer_common.settings import Settings
+
 from zimmer_cli.registry import SERVICES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,21 +28,9 @@ ALERTS_FILE = ROOT / "deploy" / "prometheus" / "alerts.yml"
 DASHBOARD_FILE = ROOT / "deploy" / "grafana" / "dashboards" / "zimmer.json"
 GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
 
-# Every setting Zimmer reads from the environment (pydantic-settings, prefix ZIMMER_). Kept as a
-# literal on purpose: a misspelt variable in the compose file or the image must fail here.
-KNOWN_ZIMMER_ENV = {
-    "ZIMMER_ENV",
-    "ZIMMER_DATABASE_URL",
-    "ZIMMER_NATS_URL",
-    "ZIMMER_API_KEY",
-    "ZIMMER_OPERATOR_TOKEN",
-    "ZIMMER_DATA_DIR",
-    "ZIMMER_INSTANCE_ID",
-    "ZIMMER_LOG_LEVEL",
-    "ZIMMER_METRICS_PORT",
-    "ZIMMER_HTTP_HOST",
-    "ZIMMER_HTTP_PORT",
-}
+# Every setting Zimmer reads from the environment, derived from the Settings model itself: a
+# misspelt variable in the compose file or the image is not one of these and fails here.
+KNOWN_ZIMMER_ENV = {f"ZIMMER_{name.upper()}" for name in Settings.model_fields}
 ZIMMER_ENVS = {"production", "staging", "development", "test"}
 SECRETS = ("ZIMMER_API_KEY", "ZIMMER_OPERATOR_TOKEN")
 
