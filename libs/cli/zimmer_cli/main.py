@@ -134,6 +134,8 @@ def up(data_dir: DataDir = None,
         if not os.environ.get("ZIMMER_API_KEY"):
             creds = _credentials(root)
             env.update(ZIMMER_API_KEY=creds["api_key"], ZIMMER_OPERATOR_TOKEN=creds["operator_token"])
+        if stopping["flag"]:
+            return  # a stop during start-up: the finally below tears down what exists
         settings = _settings(database_url=db_url)
         for name in START_ORDER:
             service = _load_factory(name)(settings)
@@ -164,6 +166,8 @@ def up(data_dir: DataDir = None,
             }, indent=2))
             staged.replace(runtime_file)
 
+        if stopping["flag"]:
+            return
         supervisor = Supervisor(children, on_change=write_runtime)
         supervisor.start_all()
         url = f"http://{host if host != '0.0.0.0' else '127.0.0.1'}:{port}"

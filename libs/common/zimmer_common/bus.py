@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import nats
@@ -24,7 +25,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
 
-from zimmer_common.contracts.envelope import Payload, RpcReply, RpcSpec
+from zimmer_common.contracts.envelope import EventEnvelope, Payload, RpcReply, RpcSpec
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
@@ -170,6 +171,14 @@ class Bus:
         except (NatsTimeoutError, asyncio.TimeoutError, NoRespondersError) as exc:
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"JetStream did not ack {subject}: {exc!r}") from None
         return ack.seq
+
+    async def publish_event(self, subject: str, event_type: str, payload: Payload, *, event_id: str,
+                            occurred_at: datetime | None = None) -> int:
+        """Publish a typed event outside the outbox (operational events, ingest from a runtime):
+        wrapped in an `EventEnvelope` whose id doubles as the Nats-Msg-Id."""
+        envelope = EventEnvelope(id=event_id, type=event_type, version=payload.VERSION, source=self.service,
+                                 occurred_at=occurred_at or datetime.now(UTC), data=payload.model_dump(mode="json"))
+        return await self.publish(subject, envelope.model_dump_json().encode(), msg_id=event_id)
 
     async def js_api(self, api: str, body: dict[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
         """Raw `$JS.API.*` request, for what nats-py's typed API lacks (schedules, first_ts)."""

@@ -36,7 +36,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock, SystemClock
-from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.ops import JOB_RUN, JobRun, JobRunState
 from zimmer_common.contracts.subjects import SCHEDULE_PREFIX, Stream, job_subject, lane_filter, schedule_subject
 from zimmer_common.lanes import LANES, Lane
@@ -293,11 +292,9 @@ class JobRunner:
     async def _event(self, spec: JobSpec, run_id: str, state: JobRunState, at: datetime, **fields: Any) -> None:
         payload = JobRun(service=self.service, job=spec.name, lane=spec.lane, run_id=run_id, state=state, at=at,
                          instance_id=self.instance_id, **fields)
-        msg_id = f"jobrun.{self.ctx}.{spec.name}.{run_id}.{state.value}"
-        envelope = EventEnvelope(id=msg_id, type="job_run", version=JobRun.VERSION, source=self.service,
-                                 occurred_at=at, data=payload.model_dump(mode="json"))
         try:
-            await self.bus.publish(JOB_RUN, envelope.model_dump_json().encode(), msg_id=msg_id)
+            await self.bus.publish_event(JOB_RUN, "job_run", payload, occurred_at=at,
+                                         event_id=f"jobrun.{self.ctx}.{spec.name}.{run_id}.{state.value}")
         except Exception as exc:  # noqa: BLE001 - losing a lifecycle event must not fail the run
             log.warning("could not publish job_run event", extra=kv(job=spec.name, state=state.value, error=repr(exc)))
 

@@ -22,9 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zimmer_common import __version__
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock, SystemClock
-from zimmer_common.contracts.envelope import EventEnvelope, RpcSpec
+from zimmer_common.contracts.envelope import RpcSpec
 from zimmer_common.contracts.ops import HEARTBEAT, Heartbeat, PingReply, PingRequest, ping_rpc
 from zimmer_common.contracts.subjects import CONTEXTS
+from zimmer_common.consumer import ConsumerSpec, DurableConsumer, Handler
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.jobs import JobContext, JobRunner, JobSpec
 from zimmer_common.logs import configure_logging, kv
@@ -60,6 +61,8 @@ class Service:
         self.metrics_port: int | None = None
         self.ready = False
         self._handlers: list[tuple[RpcSpec[Any, Any], Callable[[Any], Awaitable[Any]]]] = []
+        self._consumer_specs: list[tuple[ConsumerSpec, Handler]] = []
+        self.consumers: list[DurableConsumer] = []
         self._on_start: list[Hook] = []
         self._on_stop: list[Hook] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -71,6 +74,13 @@ class Service:
     def rpc(self, spec: RpcSpec[Any, Any]) -> Callable[[Callable[[Any], Awaitable[Any]]], Callable[[Any], Awaitable[Any]]]:
         def register(fn: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
             self._handlers.append((spec, fn))
+            return fn
+        return register
+
+    def consume(self, spec: ConsumerSpec) -> Callable[[Handler], Handler]:
+        """Register an idempotent durable consumer, started after the RPC handlers."""
+        def register(fn: Handler) -> Handler:
+            self._consumer_specs.append((spec, fn))
             return fn
         return register
 
@@ -111,6 +121,12 @@ class Service:
         await self.bus.serve(ping_rpc(self.ctx), self._ping)
         for spec, fn in self._handlers:
             await self.bus.serve(spec, fn)
+        for cspec, handler in self._consumer_specs:
+            if self.engine is None or self.schema is None:
+                raise RuntimeError(f"{self.name}: a durable consumer needs the service's database")
+            consumer = DurableConsumer(self.bus, self.engine, schema=self.schema, spec=cspec, handler=handler)
+            await consumer.start()
+            self.consumers.append(consumer)
         self.runner = JobRunner(self.bus, ctx=self.ctx, service=self.name, instance_id=s.instance_id,
                                 jobs=self.job_specs, engine=self.engine, metrics=self.metrics, clock=self.clock)
         await self.runner.install_schedules(entries_for(self.name, s.env, self.schedule))
@@ -132,6 +148,8 @@ class Service:
                 await asyncio.wait_for(hook(self), timeout=grace)
         if self.runner:
             await self.runner.stop(grace)
+        for consumer in self.consumers:
+            await consumer.stop(grace=2.0)
         if self.bus:
             await self.bus.stop_serving(grace=2.0)
         self._stopping.set()
@@ -192,11 +210,9 @@ class Service:
             beat = Heartbeat(service=self.name, instance_id=self.settings.instance_id, version=__version__,
                              at=self.clock.now(), uptime_seconds=round(self.uptime, 3),
                              lanes=[lane.name for lane in (self.runner.lanes if self.runner else [])])
-            env = EventEnvelope(id=f"heartbeat.{self.name}.{self.settings.instance_id}.{int(time.time())}",
-                                type="heartbeat", version=Heartbeat.VERSION, source=self.name,
-                                occurred_at=beat.at, data=beat.model_dump(mode="json"))
             try:
-                await self.bus.publish(HEARTBEAT, env.model_dump_json().encode(), msg_id=env.id)
+                await self.bus.publish_event(HEARTBEAT, "heartbeat", beat, occurred_at=beat.at,
+                                             event_id=f"heartbeat.{self.name}.{self.settings.instance_id}.{int(time.time())}")
                 self.metrics.heartbeats.labels(self.name).inc()
             except Exception as exc:  # noqa: BLE001 - a missed beat is what the monitor is for
                 log.warning("heartbeat not published", extra=kv(error=repr(exc)))

@@ -1,0 +1,116 @@
+"""Typed, idempotent JetStream consumers: the receiving half of the outbox.
+
+A `DurableConsumer` pulls from one durable consumer (shared by a service's replicas), decodes
+each message as an `EventEnvelope`, and runs the handler inside a database transaction that
+also records the envelope id in `processed_messages` (`claim_message`): a redelivery, or a
+duplicate that outlived JetStream's dedupe window, changes nothing. The ack is sent only after
+the transaction commits. A handler that fails is retried with a growing delay; a message that
+cannot be decoded, or carries a newer contract version than this code knows, is terminated and
+logged at ERROR rather than retried forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_common.bus import Bus
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.subjects import Stream
+from zimmer_common.logs import kv
+from zimmer_common.outbox import claim_message
+
+log = logging.getLogger("zimmer.consumer")
+
+Handler = Callable[[AsyncConnection, EventEnvelope], Awaitable[None]]
+RETRY_DELAYS = (1, 2, 5, 10, 30, 60)
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    durable: str
+    stream: Stream
+    subjects: tuple[str, ...]
+    # Highest contract version per event type this code understands; absent types: 1.
+    max_versions: dict[str, int] | None = None
+    batch: int = 20
+    ack_wait_seconds: float = 30.0
+
+
+class DurableConsumer:
+    def __init__(self, bus: Bus, engine: AsyncEngine, *, schema: str, spec: ConsumerSpec, handler: Handler):
+        self.bus = bus
+        self.engine = engine
+        self.schema = schema
+        self.spec = spec
+        self.handler = handler
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        cfg = ConsumerConfig(durable_name=self.spec.durable, ack_policy=AckPolicy.EXPLICIT,
+                             deliver_policy=DeliverPolicy.ALL, ack_wait=self.spec.ack_wait_seconds,
+                             max_ack_pending=self.spec.batch * 4, filter_subjects=list(self.spec.subjects))
+        await self.bus.js.add_consumer(self.spec.stream.value, cfg)
+        self._task = asyncio.create_task(self._loop(), name=f"consumer:{self.spec.durable}")
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop fetching; the batch in hand is finished (or left unacked for redelivery)."""
+        self._stopping.set()
+        if self._task:
+            _done, pending = await asyncio.wait([self._task], timeout=grace)
+            for task in pending:
+                task.cancel()
+
+    async def _loop(self) -> None:
+        sub = await self.bus.js.pull_subscribe_bind(self.spec.durable, stream=self.spec.stream.value)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    msgs = await sub.fetch(self.spec.batch, timeout=1.0)
+                except (NatsTimeoutError, asyncio.TimeoutError):
+                    continue
+                except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
+                    log.warning("fetch failed", extra=kv(consumer=self.spec.durable, error=repr(exc)))
+                    await asyncio.sleep(1)
+                    continue
+                for msg in msgs:
+                    await self.process(msg)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def process(self, msg: Msg) -> None:
+        try:
+            envelope = EventEnvelope.model_validate_json(msg.data)
+        except ValidationError:
+            log.error("undecodable message terminated", extra=kv(consumer=self.spec.durable, subject=msg.subject))
+            await msg.term()
+            return
+        known = (self.spec.max_versions or {}).get(envelope.type, 1)
+        if envelope.version > known:
+            log.error("event from a newer contract version terminated; upgrade this service",
+                      extra=kv(consumer=self.spec.durable, type=envelope.type, version=envelope.version, known=known))
+            await msg.term()
+            return
+        try:
+            async with self.engine.begin() as conn:
+                if await claim_message(conn, self.schema, self.spec.durable, envelope.id):
+                    await self.handler(conn, envelope)
+        except Exception:  # noqa: BLE001 - retried with backoff; the transaction rolled back whole
+            attempt = msg.metadata.num_delivered if msg.metadata else 1
+            delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS)) - 1]
+            log.exception("event handler failed; will retry", extra=kv(consumer=self.spec.durable, id=envelope.id,
+                                                                      attempt=attempt, retry_in_seconds=delay))
+            await msg.nak(delay=delay)
+            return
+        await msg.ack()

@@ -1,0 +1,104 @@
+"""Idempotent durable consumers: once per event id, retried on failure, terminated when unreadable."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from zimmer_common.bus import Bus
+from zimmer_common.consumer import ConsumerSpec, DurableConsumer
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.subjects import Stream, event_subject
+from zimmer_common.db import create_engine, migrate
+from zimmer_common.streams import provision_streams
+
+SUBJECT = event_subject("spot", "session_status_changed")
+
+
+@pytest.fixture
+async def env(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+    await migrate(database_url, "backlog", None)
+    engine = create_engine(database_url)
+    async with engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE backlog.seen (id text, n int)"))
+    bus = await Bus.connect([nats_url], service="backlog", instance_id="t", rpc_timeout=2)
+    await provision_streams(bus)
+    yield engine, bus
+    await bus.close()
+    await engine.dispose()
+
+
+def envelope(event_id: str, version: int = 1, n: int = 1) -> bytes:
+    return EventEnvelope(id=event_id, type="session_status_changed", version=version, source="spot-gate",
+                         occurred_at=datetime.now(UTC), data={"n": n}).model_dump_json().encode()
+
+
+async def seen(engine) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
+    async with engine.connect() as conn:
+        return [tuple(r) for r in (await conn.execute(text("SELECT id, n FROM backlog.seen ORDER BY id"))).all()]
+
+
+async def wait_for(predicate, within: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + within
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_each_event_id_is_handled_once_and_failures_are_retried(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    failures = {"left": 1}
+
+    async def handle(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await conn.execute(text("INSERT INTO backlog.seen VALUES (:i, :n)"), {"i": event.id, "n": event.data["n"]})
+        if event.id == "e2" and failures["left"]:
+            failures["left"] -= 1
+            raise RuntimeError("transient: the insert above must roll back with the claim")
+
+    consumer = DurableConsumer(bus, engine, schema="backlog", handler=handle,
+                               spec=ConsumerSpec("backlog_sessions", Stream.EVENTS, (SUBJECT,)))
+    await consumer.start()
+    try:
+        await bus.publish(SUBJECT, envelope("e1"), msg_id="a")
+        # The same event again under another stream id: past JetStream's dedupe, so only the
+        # consumer's own record stops a second effect.
+        await bus.publish(SUBJECT, envelope("e1"), msg_id="b")
+        await bus.publish(SUBJECT, envelope("e2", n=2), msg_id="c")
+
+        async def both_handled() -> bool:
+            return await seen(engine) == [("e1", 1), ("e2", 2)]
+
+        await wait_for(both_handled)
+        await asyncio.sleep(0.5)
+        assert await seen(engine) == [("e1", 1), ("e2", 2)]
+    finally:
+        await consumer.stop()
+
+
+async def test_unreadable_and_newer_version_messages_are_terminated(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    handled: list[str] = []
+
+    async def handle(conn: AsyncConnection, event: EventEnvelope) -> None:
+        handled.append(event.id)
+
+    consumer = DurableConsumer(bus, engine, schema="backlog", handler=handle,
+                               spec=ConsumerSpec("backlog_sessions", Stream.EVENTS, (SUBJECT,)))
+    await consumer.start()
+    try:
+        await bus.publish(SUBJECT, b"not json")
+        await bus.publish(SUBJECT, envelope("future", version=2))
+        await bus.publish(SUBJECT, envelope("fine"))
+
+        async def fine_handled() -> bool:
+            return handled == ["fine"]
+
+        await wait_for(fine_handled)
+        info = await bus.js.consumer_info(Stream.EVENTS.value, "backlog_sessions")
+        assert info.num_pending == 0 and info.num_ack_pending == 0  # nothing left to redeliver
+    finally:
+        await consumer.stop()
