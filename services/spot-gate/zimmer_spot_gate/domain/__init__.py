@@ -1,0 +1,1 @@
+"""Spot-gate domain rules: plain functions over plain values, no I/O (seed 004)."""

@@ -1,0 +1,187 @@
+"""The spot gate: one pure function from a snapshot to a decision (seed 004, "The gate",
+"There is always room for one session", "Before the first calibration", "The concurrency
+limit", "Fail-open"; arithmetic from DESIGN §9). Every surface renders this decision; there is
+no second copy of the rule.
+
+Per readable window w: capacity C (dollars, or 1.0 before calibration, when everything is a
+fraction of the window), reserve r, budget B = (1 − r)·C, spent S = u·C, left L = B − S, time
+left T, sustainable rate L/T. Fleet burn F, candidate burn b (per minute, in the window's unit).
+  cap:  S + (F + b)·10 min ≤ B          absolute; protects the priority reserve; never waived
+  pace: F + b ≤ L / T                    waived when nothing at all is running (room for one)
+  slot: running < max sessions           skipped for a session that is already running
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from zimmer_spot_gate.domain.model import Ceiling, Reason, Window
+
+PROJECTION_MINUTES = 10.0  # the re-check interval the cap projects spend over
+RESUME_MARGIN = 0.05  # resuming paused work needs 5 points of the window to spare
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Policy:
+    gating_enabled: bool = True
+    reserve: dict[Window, float] = field(default_factory=lambda: {Window.FIVE_HOUR: 0.2, Window.SEVEN_DAY: 0.1})
+    max_sessions: int = 10
+
+
+@dataclass(frozen=True)
+class WindowState:
+    window: Window
+    utilization: float  # pooled, 0..1
+    minutes_to_reset: float
+    capacity_dollars: float | None = None  # None: not calibrated, reason in fractions
+    # Before calibration the fleet's burn is the observed utilization rate (fraction/min).
+    observed_rate: float = 0.0
+
+
+@dataclass(frozen=True)
+class FleetState:
+    running_slots: int  # running Claude Code sessions of any class (not Codex, not status-summary forks)
+    running_total: int  # anything at all running, priority and Codex included
+    burn_dollars_per_minute: float  # sum of the running sessions' burn rates
+
+
+@dataclass(frozen=True)
+class Candidate:
+    burn_dollars_per_minute: float = 0.0
+    already_running: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    policy: Policy
+    windows: tuple[WindowState, ...]  # only the windows some account could read
+    fleet: FleetState
+    candidate: Candidate
+    accounts_averaged: int = 0
+    accounts_in_pool: int = 0
+
+
+@dataclass(frozen=True)
+class WindowNumbers:
+    window: Window
+    calibrated: bool
+    utilization: float
+    capacity: float
+    reserve_fraction: float
+    budget: float
+    spent: float
+    left: float
+    minutes_to_reset: float
+    sustainable_rate: float
+    fleet_burn: float
+    candidate_burn: float
+    projected: float
+    cap_ok: bool
+    pace_ok: bool
+    pace_waived: bool
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: Reason
+    ceiling: Ceiling | None
+    sentence: str
+    windows: tuple[WindowNumbers, ...] = ()
+    accounts_averaged: int = 0
+    accounts_in_pool: int = 0
+    holding_window: Window | None = None
+
+
+def window_numbers(w: WindowState, policy: Policy, fleet: FleetState, candidate: Candidate,
+                   reserve_margin: float = 0.0) -> WindowNumbers:
+    calibrated = w.capacity_dollars is not None and w.capacity_dollars > 0
+    capacity = float(w.capacity_dollars) if calibrated else 1.0
+    reserve = min(1.0, max(0.0, policy.reserve.get(w.window, 0.0) + reserve_margin))
+    u = min(1.0, max(0.0, w.utilization))
+    budget = (1.0 - reserve) * capacity
+    spent = u * capacity
+    left = budget - spent
+    minutes = max(w.minutes_to_reset, 1.0)
+    sustainable = left / minutes
+    if calibrated:
+        fleet_burn, candidate_burn = fleet.burn_dollars_per_minute, candidate.burn_dollars_per_minute
+    else:
+        # Only the burn-rate projection is unavailable before calibration: the fleet's burn is
+        # what utilization is observed to climb by, and the candidate's own share is unknown.
+        fleet_burn, candidate_burn = max(0.0, w.observed_rate), 0.0
+    if candidate.already_running:
+        candidate_burn = 0.0  # already inside the fleet's burn
+    projected = spent + (fleet_burn + candidate_burn) * PROJECTION_MINUTES
+    cap_ok = projected <= budget + _EPS and left > _EPS
+    waived = fleet.running_total == 0
+    pace_ok = waived or fleet_burn + candidate_burn <= sustainable + _EPS
+    return WindowNumbers(w.window, calibrated, u, capacity, reserve, budget, spent, left, minutes, sustainable,
+                         fleet_burn, candidate_burn, projected, cap_ok, pace_ok, waived)
+
+
+def decide(snap: Snapshot, *, reserve_margin: float = 0.0) -> Decision:
+    """The decision for one spot candidate (priority, Codex and status-summary forks never ask)."""
+    common = {"accounts_averaged": snap.accounts_averaged, "accounts_in_pool": snap.accounts_in_pool}
+    if not snap.policy.gating_enabled:
+        return Decision(True, Reason.GATING_DISABLED, None, "Allowed: spot gating is turned off.", **common)
+    if not snap.windows:
+        return Decision(True, Reason.NO_SNAPSHOT, None,
+                        "Allowed: there is no Claude Code quota reading to decide on, so the gate fails open.", **common)
+    numbers = tuple(window_numbers(w, snap.policy, snap.fleet, snap.candidate, reserve_margin) for w in snap.windows)
+    pooled = f" (pool average of {snap.accounts_averaged} of {snap.accounts_in_pool} accounts)"
+    for n in numbers:
+        if not n.cap_ok:
+            return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET, _cap_sentence(n) + pooled,
+                            numbers, holding_window=n.window, **common)
+    for n in numbers:
+        if not n.pace_ok:
+            return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.PACING_CURVE, _pace_sentence(n) + pooled,
+                            numbers, holding_window=n.window, **common)
+    slots, cap = snap.fleet.running_slots, snap.policy.max_sessions
+    if not snap.candidate.already_running and slots >= cap:
+        return Decision(False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP,
+                        f"Held: all {cap} session slots are taken ({slots} running), by spot work, priority work or both.",
+                        numbers, **common)
+    free = "it is already running" if snap.candidate.already_running else f"{cap - slots} of {cap} session slots free"
+    return Decision(True, Reason.WITHIN_LIMITS, None,
+                    f"Allowed: every window has room and is inside its pacing curve, with {free}{pooled}.",
+                    numbers, **common)
+
+
+def decide_safely(build: Callable[[], Snapshot], *, reserve_margin: float = 0.0) -> Decision:
+    """Any error building the snapshot or deciding fails open as `unavailable`: a monitoring
+    gap must not become an outage of all automated work."""
+    try:
+        return decide(build(), reserve_margin=reserve_margin)
+    except Exception as exc:  # noqa: BLE001 - fail open on purpose, and say why
+        return Decision(True, Reason.UNAVAILABLE, None,
+                        f"Allowed: the gate could not be evaluated ({type(exc).__name__}: {exc}), so it fails open.")
+
+
+WINDOW_NAMES = {Window.FIVE_HOUR: "5-hour", Window.SEVEN_DAY: "7-day"}
+
+
+def _amount(n: WindowNumbers, value: float) -> str:
+    return f"${value:,.2f}" if n.calibrated else f"{value * 100:.1f}%"
+
+
+def _rate(n: WindowNumbers, value: float) -> str:
+    return f"${value:,.2f}/min" if n.calibrated else f"{value * 100:.2f}%/min"
+
+
+def _cap_sentence(n: WindowNumbers) -> str:
+    name = WINDOW_NAMES[n.window]
+    return (f"Held: the {name} window's spot budget has no room: {_amount(n, n.spent)} spent and "
+            f"{_amount(n, n.projected)} projected over the next 10 minutes against a budget of "
+            f"{_amount(n, n.budget)}, with {n.reserve_fraction * 100:.0f}% kept for priority work"
+            f"{'' if n.calibrated else ' (not calibrated: fractions of the window)'}")
+
+
+def _pace_sentence(n: WindowNumbers) -> str:
+    name = WINDOW_NAMES[n.window]
+    return (f"Held: the fleet would burn {_rate(n, n.fleet_burn + n.candidate_burn)} against the {name} window's "
+            f"sustainable {_rate(n, n.sustainable_rate)} ({_amount(n, n.left)} left over "
+            f"{n.minutes_to_reset:.0f} minutes): ahead of the pacing curve")
