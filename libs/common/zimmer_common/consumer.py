@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
+from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
 from zimmer_common.outbox import claim_message
 
@@ -33,6 +34,7 @@ log = logging.getLogger("zimmer.consumer")
 
 Handler = Callable[[AsyncConnection, EventEnvelope], Awaitable[None]]
 RETRY_DELAYS = (1, 2, 5, 10, 30, 60)
+PERMANENT = frozenset({ErrorCode.INVALID, ErrorCode.NOT_FOUND, ErrorCode.REFUSED})
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,24 @@ class DurableConsumer:
             async with self.engine.begin() as conn:
                 if await claim_message(conn, self.schema, self.spec.durable, envelope.id):
                     await self.handler(conn, envelope)
+        except (ValidationError, ZimmerError) as exc:
+            if isinstance(exc, ZimmerError) and exc.code not in PERMANENT:
+                await self._retry(msg, envelope)
+                return
+            # Waiting will not make a malformed payload or a missing session valid: terminate.
+            log.error("event refused by its handler; terminated", extra=kv(
+                consumer=self.spec.durable, id=envelope.id, error=str(exc)[:500]))
+            await msg.term()
+            return
         except Exception:  # noqa: BLE001 - retried with backoff; the transaction rolled back whole
-            attempt = msg.metadata.num_delivered if msg.metadata else 1
-            delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS)) - 1]
-            log.exception("event handler failed; will retry", extra=kv(consumer=self.spec.durable, id=envelope.id,
-                                                                      attempt=attempt, retry_in_seconds=delay))
-            await msg.nak(delay=delay)
+            log.exception("event handler failed; will retry", extra=kv(consumer=self.spec.durable, id=envelope.id))
+            await self._retry(msg, envelope)
             return
         await msg.ack()
+
+    async def _retry(self, msg: Msg, envelope: EventEnvelope) -> None:
+        attempt = msg.metadata.num_delivered if msg.metadata else 1
+        delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS)) - 1]
+        log.warning("event will be retried", extra=kv(consumer=self.spec.durable, id=envelope.id, attempt=attempt,
+                                                      retry_in_seconds=delay))
+        await msg.nak(delay=delay)

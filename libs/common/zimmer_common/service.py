@@ -60,6 +60,8 @@ class Service:
         self.runner: JobRunner | None = None
         self.metrics_port: int | None = None
         self.ready = False
+        # The service's application object (its domain operations), for hooks and tests.
+        self.app: Any = None
         self._handlers: list[tuple[RpcSpec[Any, Any], Callable[[Any], Awaitable[Any]]]] = []
         self._consumer_specs: list[tuple[ConsumerSpec, Handler]] = []
         self.consumers: list[DurableConsumer] = []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request, Response
@@ -14,6 +16,7 @@ from zimmer_common.contracts.subjects import CONTEXTS
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.auth import Realm, authenticated, operator_only
+from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
@@ -36,7 +39,17 @@ async def ping_peers(service: Service, timeout: float = READY_TIMEOUT_SECONDS) -
 
 
 def create_app(service: Service) -> FastAPI:
-    app = FastAPI(title="Zimmer control plane", version=__version__,
+    mcp = McpSurface(service)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # A mounted app's own lifespan never runs: whatever mounted apps need running
+        # (the MCP servers' session managers) is entered here and closed on shutdown.
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(mcp.running())
+            yield
+
+    app = FastAPI(title="Zimmer control plane", version=__version__, lifespan=lifespan,
                   description="REST API of the Zimmer control plane. Authenticate with `Authorization: Bearer <key>`.")
     app.state.settings = service.settings
     app.state.service = service
@@ -74,6 +87,10 @@ def create_app(service: Service) -> FastAPI:
         answers = await ping_peers(service, timeout)
         return {"services": {n: _describe(a) for n, a in answers.items()}}
 
+    # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
+    # would redirect it to `/mcp/`), the mount answers `/mcp/`.
+    app.add_route("/mcp", mcp, include_in_schema=False)
+    app.mount("/mcp", mcp)
     return app
 
 

@@ -1,16 +1,68 @@
-"""Wiring of the spot-gate service: what it serves, which jobs it runs, in start-up order.
+"""Wiring of the spot-gate service: what it serves, consumes and schedules, in start-up order.
 
-Sessions, the quota pool and the spot gate. Owns the PostgreSQL schema `spot_gate`; talks to other services only over NATS.
+Sessions, the quota pool and the spot gate (seed 004). Owns the PostgreSQL schema `spot_gate`;
+talks to other services only over NATS.
 """
 
 from __future__ import annotations
 
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_common.clock import Clock
+from zimmer_common.consumer import ConsumerSpec
+from zimmer_common.contracts import spot as c
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.runtime import (
+    INGEST_QUOTA_READING, INGEST_SESSION_STATUS, INGEST_SPEND, QuotaReadingIn, SessionStatusReport, SpendReport)
+from zimmer_common.contracts.subjects import Stream
+from zimmer_common.outbox import OutboxRelay
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
+from zimmer_spot_gate.handlers import SpotGate
+from zimmer_spot_gate.jobs import spot_jobs
+from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.turns import TurnGate
 
 NAME = "spot-gate"
 SCHEMA = "spot_gate"
 
 
-def build(settings: Settings) -> Service:
-    return Service(NAME, settings, schema=SCHEMA, migrations=None, jobs=[outbox_prune_job(SCHEMA)])
+def build(settings: Settings, clock: Clock | None = None) -> Service:
+    service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_spot_gate.migrations",
+                      jobs=[outbox_prune_job(SCHEMA)], clock=clock)
+
+    def engine() -> AsyncEngine:
+        assert service.engine is not None, "used before start"
+        return service.engine
+
+    def relay() -> OutboxRelay | None:
+        return service.relay
+
+    gate = TurnGate(now=service.clock.now)
+    app = SpotGate(engine, service.clock.now, gate, relay)
+    service.app = app
+    service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
+                                       on_commit=lambda: service.relay.kick() if service.relay else None))
+
+    service.rpc(c.SPAWN)(app.spawn)
+    service.rpc(c.GET_SESSION)(app.get)
+    service.rpc(c.LIST_SESSIONS)(app.search)
+    service.rpc(c.UPDATE_SESSION)(app.update)
+    service.rpc(c.REQUEST_TURN)(app.request_turn)
+    service.rpc(c.REPORT_STATUS)(app.report_status)
+    service.rpc(c.GATE_DECISIONS)(app.decisions)
+    service.rpc(c.RECORD_READING)(app.record_reading)
+
+    @service.consume(ConsumerSpec("spot_gate_session_status", Stream.INGEST, (INGEST_SESSION_STATUS,)))
+    async def on_status(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await app.apply_status(conn, SessionStatusReport.model_validate(event.data))
+
+    @service.consume(ConsumerSpec("spot_gate_quota_readings", Stream.INGEST, (INGEST_QUOTA_READING,)))
+    async def on_reading(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await quota.record_reading(conn, QuotaReadingIn.model_validate(event.data), service.clock.now())
+
+    @service.consume(ConsumerSpec("spot_gate_spend", Stream.INGEST, (INGEST_SPEND,)))
+    async def on_spend(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await app.record_spend_in(conn, SpendReport.model_validate(event.data))
+
+    return service

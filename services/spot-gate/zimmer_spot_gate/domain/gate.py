@@ -157,8 +157,12 @@ def decide_safely(build: Callable[[], Snapshot], *, reserve_margin: float = 0.0)
     try:
         return decide(build(), reserve_margin=reserve_margin)
     except Exception as exc:  # noqa: BLE001 - fail open on purpose, and say why
-        return Decision(True, Reason.UNAVAILABLE, None,
-                        f"Allowed: the gate could not be evaluated ({type(exc).__name__}: {exc}), so it fails open.")
+        return unavailable(exc)
+
+
+def unavailable(exc: BaseException) -> Decision:
+    return Decision(True, Reason.UNAVAILABLE, None,
+                    f"Allowed: the gate could not be evaluated ({type(exc).__name__}: {exc}), so it fails open.")
 
 
 WINDOW_NAMES = {Window.FIVE_HOUR: "5-hour", Window.SEVEN_DAY: "7-day"}

@@ -1,0 +1,176 @@
+"""Spot-gate's published language: its RPC operations, their payloads, and its events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from zimmer_common.contracts.envelope import Payload, RpcSpec
+from zimmer_common.contracts.runtime import (
+    QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName)
+from zimmer_common.contracts.subjects import event_subject
+
+CTX = "spot"
+GenesisName = Literal["web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown"]
+ClassName = Literal["priority", "spot"]
+TriggerKindName = Literal["slack", "github_issue", "github_label", "schedule", "ao_event"]
+
+SESSION_CREATED = event_subject(CTX, "session_created")
+SESSION_STATUS_CHANGED = event_subject(CTX, "session_status_changed")
+SESSION_CLASS_CHANGED = event_subject(CTX, "session_class_changed")
+SESSION_PRECEDENCE_CHANGED = event_subject(CTX, "session_precedence_changed")
+
+
+class SessionView(Payload):
+    id: int
+    parent_session_id: int | None
+    forked_from_session_id: int | None
+    genesis: GenesisName
+    scheduling_class: ClassName | None  # what is stored: NULL means derived
+    priority_class: ClassName  # resolved now
+    precedence: int
+    status: SessionStatusName
+    runtime: str
+    harness: str
+    model: str
+    title: str
+    goal: str | None
+    prompt: str | None
+    trigger_id: int | None
+    clone_path: str | None
+    metadata: dict[str, Any]
+    is_status_summary_fork: bool
+    ever_started: bool  # has had a turn admitted; "spot_held" counts holds before the first turn
+    spot_hold_reason: str | None
+    spot_hold_retry_at: datetime | None
+    spot_hold_count: int
+    held_turn_kind: str | None
+    queued_prompt_coming: bool  # a held or enqueued prompt will still be delivered
+    enqueued_messages: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionEvent(Payload):
+    """Payload of every session_* event: the session as it now is, plus what changed."""
+
+    session: SessionView
+    previous: dict[str, Any] = Field(default_factory=dict)
+    spawned_by: str | None = None
+
+
+class SpawnSession(Payload):
+    idempotency_key: str | None = Field(default=None, max_length=200)
+    parent_session_id: int | None = None
+    forked_from_session_id: int | None = None
+    genesis: GenesisName | None = None
+    scheduling_class: ClassName | None = None
+    precedence: int | None = None
+    runtime: Literal["claude_code", "codex"] = "claude_code"
+    harness: str = "claude_code"
+    model: str = "claude-opus-4"
+    title: str = Field(default="", max_length=500)
+    goal: str | None = None
+    prompt: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    is_status_summary_fork: bool = False
+    start: bool = True  # ask for the first turn right away
+
+
+class SpawnResult(Payload):
+    session: SessionView
+    created: bool  # False when the idempotency key named an existing session
+    turn: TurnResult | None = None
+
+
+class SessionRef(Payload):
+    session_id: int
+
+
+class SessionQuery(Payload):
+    status: list[SessionStatusName] | None = None
+    priority_class: ClassName | None = None
+    genesis: list[GenesisName] | None = None
+    parent_session_id: int | None = None
+    order: Literal["precedence", "created_at", "updated_at"] = "created_at"
+    limit: int = Field(default=50, ge=1, le=500)
+    offset: int = Field(default=0, ge=0)
+
+
+class SessionList(Payload):
+    sessions: list[SessionView]
+    total: int
+
+
+class UpdateSession(Payload):
+    session_id: int
+    # "derive" clears the stored class so the session follows its genesis default again.
+    scheduling_class: Literal["priority", "spot", "derive"] | None = None
+    precedence: int | None = None
+
+
+class RequestTurn(Payload):
+    session_id: int
+    kind: TurnKindName
+    prompt: str | None = None
+    attachments: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class DecisionView(Payload):
+    allowed: bool
+    reason: str
+    ceiling: str | None
+    sentence: str
+    windows: list[dict[str, Any]] = Field(default_factory=list)
+    accounts_averaged: int = 0
+    accounts_in_pool: int = 0
+
+
+class TurnResult(Payload):
+    outcome: Literal["admitted", "held", "queued", "passed"]
+    # passed: not consulted (priority, Codex, status-summary fork, clone_only, resume_monitoring)
+    exempt_because: str | None = None
+    decision: DecisionView | None = None
+    session: SessionView
+
+
+class StatusChange(SessionStatusReport):
+    pass
+
+
+class GateDecisionQuery(Payload):
+    session_id: int
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class GateDecisionRow(Payload):
+    id: int
+    session_id: int
+    turn_kind: str
+    allowed: bool
+    reason: str
+    ceiling: str | None
+    sentence: str
+    numbers: dict[str, Any]
+    decided_at: datetime
+
+
+class GateDecisionList(Payload):
+    decisions: list[GateDecisionRow]
+
+
+class Ok(Payload):
+    ok: bool = True
+
+
+SPAWN = RpcSpec(CTX, "spawn_session", SpawnSession, SpawnResult)
+GET_SESSION = RpcSpec(CTX, "get_session", SessionRef, SessionView)
+LIST_SESSIONS = RpcSpec(CTX, "list_sessions", SessionQuery, SessionList)
+UPDATE_SESSION = RpcSpec(CTX, "update_session", UpdateSession, SessionView)
+REQUEST_TURN = RpcSpec(CTX, "request_turn", RequestTurn, TurnResult)
+REPORT_STATUS = RpcSpec(CTX, "report_status", StatusChange, SessionView)
+GATE_DECISIONS = RpcSpec(CTX, "gate_decisions", GateDecisionQuery, GateDecisionList)
+RECORD_READING = RpcSpec(CTX, "record_quota_reading", QuotaReadingIn, Ok)
+SpawnResult.model_rebuild()

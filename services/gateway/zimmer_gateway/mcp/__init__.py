@@ -1,0 +1,1 @@
+"""The gateway's MCP surface: tool groups (`registry`), the servers behind `/mcp` (`server`)."""

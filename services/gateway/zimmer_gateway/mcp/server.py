@@ -1,0 +1,251 @@
+"""The MCP surface at `/mcp`: one SDK server per requested group set, behind one ASGI dispatcher.
+
+The SDK has no per-connection tool filtering, so every distinct group set gets its own
+`MCPServer` holding exactly its tools: a tool outside the connection's groups is then neither
+listed nor callable, because that server does not have it. A connection names its groups with
+`?groups=a,b` or the header `X-Zimmer-Tool-Groups: a,b`; `core` is always in.
+
+Servers are built on first use of their group set, not for the whole powerset up front. Each
+server's `session_manager.run()` opens an anyio task group, and anyio requires a task group to
+be exited by the task that entered it, so it cannot be entered from the request that first
+needs it and left on an exit stack for the lifespan to close. Instead the surface owns one
+task group for the life of the app (entered from the FastAPI lifespan via `running()`), and each
+server gets a runner task in it that enters `run()`, reports started, and sleeps until shutdown
+cancels it. A stateless manager has no per-session state, so starting it late is no different
+from starting it at boot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any, Final, get_type_hints
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from zimmer_common import __version__
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.service import Service
+from zimmer_common.settings import Settings
+from zimmer_gateway.auth import Realm, realm_of
+from zimmer_gateway.mcp.registry import CORE, INJECTED, KNOWN_GROUPS, REGISTRY, ToolDef, ToolRegistry, \
+    UnknownGroupsError, parse_groups
+from zimmer_gateway.problems import problem
+
+# Modules that declare tools; imported when a surface is built (not at import time of this
+# module) so they may import `zimmer_gateway.app` without an import cycle. Each feature adds
+# its module here.
+TOOL_MODULES: Final[tuple[str, ...]] = ("zimmer_gateway.mcp.system",)
+
+GROUPS_HEADER: Final = "x-zimmer-tool-groups"
+REALM_SCOPE_KEY: Final = "zimmer.realm"
+LOCAL_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARD_BINDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
+_CONTEXT_PARAM: Final = "mcp_context"
+
+INSTRUCTIONS: Final = (
+    "Tools of the Zimmer control plane. This connection sees the `core` tools plus the groups it "
+    f"named with ?groups= or the X-Zimmer-Tool-Groups header (known: {', '.join(KNOWN_GROUPS)})."
+)
+
+
+def transport_security(settings: Settings, extra_hosts: Iterable[str] = ()) -> TransportSecuritySettings:
+    """DNS-rebinding protection that admits the configured HTTP host and the loopback names.
+
+    Any port is admitted (`host:*`): the bound port is only known after start when the
+    configured one is 0, and the protection is about host names, not ports. A wildcard bind
+    (0.0.0.0) says nothing about the name clients use: such deployments pass `extra_hosts`.
+    """
+    hosts = list(LOCAL_HOSTS)
+    configured = settings.http_host.strip()
+    if configured not in _WILDCARD_BINDS:
+        hosts.append(f"[{configured}]" if ":" in configured and not configured.startswith("[") else configured)
+    hosts.extend(h for h in extra_hosts if h)
+    hosts = list(dict.fromkeys(hosts))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
+        allowed_origins=[f"{scheme}://{h}{port}" for scheme in ("http", "https") for h in hosts for port in ("", ":*")],
+    )
+
+
+def describe_error(exc: ZimmerError) -> str:
+    """The text of a tool error: code, message and, for `invalid`, the offending field(s)."""
+    text = f"{exc.code.value}: {exc.message}"
+    if exc.code is ErrorCode.INVALID:
+        fields = _offending_fields(exc.details)
+        if fields:
+            text += f" (field: {', '.join(fields)})"
+    elif exc.details:
+        text += f" {json.dumps(exc.details, default=str, sort_keys=True)}"
+    return text
+
+
+def _offending_fields(details: dict[str, Any]) -> list[str]:
+    # Two shapes reach the gateway: a domain check naming `field`/`fields`, or the bus's
+    # contract check carrying pydantic `errors` with a `loc` each.
+    if isinstance(details.get("field"), str):
+        return [details["field"]]
+    if isinstance(details.get("fields"), list):
+        return [str(f) for f in details["fields"]]
+    locs = [".".join(str(p) for p in e.get("loc", ())) for e in details.get("errors", []) if isinstance(e, dict)]
+    return [loc for loc in dict.fromkeys(locs) if loc]
+
+
+def bind(tool: ToolDef, service: Service) -> Any:
+    """The callable the SDK registers for `tool`: its signature without the injected parameters.
+
+    The SDK derives the input schema from `inspect.signature`, which honours `__signature__`,
+    so `service` and `realm` are removed there and filled in at call time. A `Context`
+    parameter is added so the call can see the HTTP request (and so the caller's realm).
+    """
+    sig = inspect.signature(tool.fn)
+    hints = get_type_hints(tool.fn, include_extras=True)
+    wants = INJECTED & set(sig.parameters)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation), kind=inspect.Parameter.KEYWORD_ONLY)
+              for p in sig.parameters.values() if p.name not in INJECTED]
+    params.append(inspect.Parameter(_CONTEXT_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+
+    async def call(**kwargs: Any) -> Any:
+        context: Context = kwargs.pop(_CONTEXT_PARAM)
+        if "service" in wants:
+            kwargs["service"] = service
+        if "realm" in wants:
+            kwargs["realm"] = _realm_of_call(context)
+        try:
+            return await tool.fn(**kwargs)
+        except ZimmerError as exc:
+            # A ToolError is the SDK's "anticipated failure": an is_error result carrying this
+            # text. Anything else would reach the model only as "Error executing tool".
+            raise ToolError(describe_error(exc)) from exc
+
+    call.__name__ = call.__qualname__ = tool.name
+    call.__doc__ = tool.description
+    call.__signature__ = sig.replace(parameters=params, return_annotation=hints.get("return", sig.return_annotation))  # type: ignore[attr-defined]
+    call.__annotations__ = {p.name: p.annotation for p in params} | (
+        {"return": hints["return"]} if "return" in hints else {})
+    return call
+
+
+def _realm_of_call(context: Context) -> Realm:
+    request = context.request_context.request
+    realm = getattr(request, "scope", {}).get(REALM_SCOPE_KEY)
+    if not isinstance(realm, Realm):  # only reachable if a request bypassed the dispatcher
+        raise ToolError(f"{ErrorCode.UNAUTHORIZED.value}: no authenticated caller")
+    return realm
+
+
+def build_server(tools: Iterable[ToolDef], service: Service, security: TransportSecuritySettings) -> MCPServer:
+    server: MCPServer = MCPServer(name="zimmer", title="Zimmer control plane", version=__version__,
+                                  instructions=INSTRUCTIONS)
+    for tool in tools:
+        server.add_tool(bind(tool, service), name=tool.name, description=tool.description,
+                        annotations=ToolAnnotations(read_only_hint=tool.read_only, destructive_hint=tool.destructive,
+                                                    idempotent_hint=tool.idempotent, open_world_hint=False))
+    # Called for its side effect: it creates the server's session manager, which the
+    # dispatcher calls directly (the Starlette app it returns routes by path, which the
+    # dispatcher has already done). Stateless + JSON: no session to pin to one replica.
+    server.streamable_http_app(streamable_http_path="/", json_response=True, stateless_http=True,
+                               transport_security=security)
+    return server
+
+
+class McpSurface:
+    """ASGI app for `/mcp`: authenticate, resolve the group set, hand over to its server."""
+
+    def __init__(self, service: Service, *, registry: ToolRegistry = REGISTRY, extra_hosts: Iterable[str] = ()):
+        for module in TOOL_MODULES:
+            importlib.import_module(module)
+        self.service = service
+        self.registry = registry
+        self.security = transport_security(service.settings, extra_hosts)
+        self._servers: dict[frozenset[str], MCPServer] = {}
+        self._lock = asyncio.Lock()
+        self._tasks: TaskGroup | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[McpSurface]:
+        """Owns the servers' session managers; enter it from the app's lifespan."""
+        # Bind every declared tool once so a broken declaration fails the start, not the
+        # first connection that happens to ask for its group.
+        build_server(self.registry.all(), self.service, self.security)
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            try:
+                await self.server_for(frozenset({CORE}))  # the unscoped server is the common case
+                yield self
+            finally:
+                self._tasks = None
+                tasks.cancel_scope.cancel()
+        # Session managers run once only; a restarted app builds fresh servers.
+        self._servers.clear()
+
+    @property
+    def group_sets(self) -> list[frozenset[str]]:
+        return list(self._servers)
+
+    async def server_for(self, groups: frozenset[str]) -> MCPServer:
+        server = self._servers.get(groups)
+        if server is not None:
+            return server
+        async with self._lock:
+            if groups not in self._servers:
+                if self._tasks is None:
+                    raise ZimmerError(ErrorCode.UNAVAILABLE, "the MCP surface is not running")
+                server = build_server(self.registry.for_groups(groups), self.service, self.security)
+                await self._tasks.start(_serve, server)
+                self._servers[groups] = server
+            return self._servers[groups]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # streamable HTTP has no websocket form
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        request = Request(scope)
+        path = request.url.path
+        realm = self._authenticate(request)
+        if realm is None:
+            header = request.headers.get("authorization")
+            detail = "invalid bearer credential" if header else "missing bearer credential"
+            await problem(401, detail, instance=path,
+                          headers={"WWW-Authenticate": 'Bearer realm="zimmer"'})(scope, receive, send)
+            return
+        try:
+            groups = parse_groups(",".join(request.query_params.getlist("groups")),
+                                  request.headers.get(GROUPS_HEADER))
+        except UnknownGroupsError as exc:
+            await problem(422, str(exc), type_="urn:zimmer:error:invalid", instance=path, code="invalid",
+                          field="groups", unknown_groups=exc.unknown,
+                          known_groups=list(KNOWN_GROUPS))(scope, receive, send)
+            return
+        try:
+            server = await self.server_for(groups)
+        except ZimmerError as exc:
+            await problem(exc.http_status, exc.message, type_=f"urn:zimmer:error:{exc.code.value}", instance=path,
+                          code=exc.code.value)(scope, receive, send)
+            return
+        # Tools that ask for `realm` read it from the request the SDK hands them.
+        await server.session_manager.handle_request({**scope, REALM_SCOPE_KEY: realm}, receive, send)
+
+    def _authenticate(self, request: Request) -> Realm | None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return realm_of(self.service.settings, token.strip())
+
+
+async def _serve(server: MCPServer, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async with server.session_manager.run():
+        task_status.started()
+        await anyio.sleep_forever()

@@ -1,0 +1,110 @@
+"""Spot-gate's scheduled jobs (seed 003 cron table; seed 004 "What hold does")."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_common.contracts.runtime import SAMPLE_QUOTA, SampleQuota
+from zimmer_common.jobs import JobContext, JobSpec
+from zimmer_common.logs import kv
+from zimmer_common.outbox import emit
+from zimmer_spot_gate.domain.ladder import repair_delay
+from zimmer_spot_gate.domain.pool import pooled_windows
+from zimmer_spot_gate.domain.pricing import SessionSpend, accounts_to_sample, burn_rates, calibrate
+from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.store.quota import WINDOW_SPAN
+from zimmer_spot_gate.turns import SCHEMA, TurnGate
+
+log = logging.getLogger("zimmer.spot_gate.jobs")
+
+RECHECK_BATCH = 500
+REPAIR_PER_SWEEP = 10  # SpotHoldSweepJob: 10 a sweep
+REPAIR_OVERDUE_MINUTES = 10
+BURN_RATE_SESSIONS = 25
+
+
+def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
+              jitter: Callable[[], float] = random.random, on_commit: Callable[[], None] = lambda: None) -> list[JobSpec]:
+    async def recheck_due(ctx: JobContext) -> None:
+        """Re-check every held session whose time has come, one transaction each, so one
+        failure cannot take the batch down with it. Durable: the due time is a column, so a
+        restart loses nothing."""
+        async with engine().connect() as conn:
+            due = await store.due_holds(conn, now(), RECHECK_BATCH)
+        admitted = 0
+        for i, session_id in enumerate(due):
+            try:
+                async with engine().begin() as conn:
+                    result = await gate.recheck(conn, session_id)
+                admitted += bool(result and result.outcome in ("admitted", "passed"))
+            except Exception:  # noqa: BLE001 - the row stays due and the next pass retries it
+                log.exception("re-check failed", extra=kv(session_id=session_id))
+            if i % 50 == 49:
+                await ctx.progress()
+        if due:
+            on_commit()
+            log.info("re-checked held sessions", extra=kv(due=len(due), admitted=admitted))
+
+    async def hold_repair(ctx: JobContext) -> None:
+        """Put back on the ladder held sessions whose re-check is more than 10 minutes overdue
+        with nothing pending (the re-check pass has not reached them), 10 a sweep, spread over
+        3 minutes so a repaired backlog does not re-check in one instant."""
+        from datetime import timedelta
+
+        async with engine().begin() as conn:
+            stranded = await store.stranded_holds(conn, now() - timedelta(minutes=REPAIR_OVERDUE_MINUTES),
+                                                  REPAIR_PER_SWEEP)
+            for session_id in stranded:
+                await store.update_fields(conn, session_id, spot_hold_retry_at=now() + repair_delay(jitter()))
+        if stranded:
+            log.warning("repaired stranded spot holds", extra=kv(sessions=stranded))
+
+    async def quota_calibration(ctx: JobContext) -> None:
+        """A window's capacity in dollars = own spend over the window ÷ the pool's average
+        utilization of it, smoothed; only once utilization is measurable."""
+        at = now()
+        async with engine().begin() as conn:
+            readings, pool_size = await quota.newest_readings(conn)
+            pooled = pooled_windows(readings, at, pool_size)
+            previous = await quota.capacities(conn)
+            for window, p in pooled.items():
+                spend = await quota.spend_since(conn, at - WINDOW_SPAN[window])
+                capacity = calibrate(previous.get(window), spend, p.utilization)
+                if capacity is not None and capacity != previous.get(window):
+                    await quota.save_capacity(conn, window, capacity)
+
+    async def burn_rate_recompute(ctx: JobContext) -> None:
+        async with engine().begin() as conn:
+            rows = await quota.session_spends(conn, BURN_RATE_SESSIONS)
+            spends = [SessionSpend(str(r.session_id), r.harness, r.model, float(r.dollars), r.first_at, r.last_at)
+                      for r in rows]
+            rates = burn_rates(spends, BURN_RATE_SESSIONS)
+            counts: dict[tuple[str, str], int] = {}
+            for s in spends:
+                counts[(s.harness, s.model)] = counts.get((s.harness, s.model), 0) + 1
+            await quota.save_burn_rates(conn, rates, counts)
+
+    async def usage_sampler(ctx: JobContext) -> None:
+        """Ask the runtime for fresh readings: the serving account every tick, plus up to 2
+        others whose newest reading is older than 60 minutes, stalest first."""
+        async with engine().begin() as conn:
+            serving, newest = await quota.newest_reading_times(conn)
+            accounts = accounts_to_sample(serving, newest, now())
+            if accounts:
+                await emit(conn, SCHEMA, SAMPLE_QUOTA, "sample_quota", SampleQuota(accounts=accounts))
+        if accounts:
+            on_commit()
+
+    return [
+        JobSpec("recheck_due", "default", recheck_due),
+        JobSpec("hold_repair", "default", hold_repair),
+        JobSpec("quota_calibration", "default", quota_calibration),
+        JobSpec("burn_rate_recompute", "default", burn_rate_recompute),
+        JobSpec("usage_sampler", "pollers", usage_sampler),
+    ]

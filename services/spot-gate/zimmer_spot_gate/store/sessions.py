@@ -1,0 +1,169 @@
+"""Sessions, their hold records, enqueued messages and the decision log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from zimmer_common.contracts.spot import SessionQuery, SessionView, SpawnSession
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Origin, resolve_class
+from zimmer_spot_gate.domain.model import Genesis, SchedulingClass
+
+COLUMNS = """s.id, s.parent_session_id, s.forked_from_session_id, s.genesis, s.scheduling_class, s.precedence,
+    s.status, s.runtime, s.harness, s.model, s.title, s.goal, s.prompt, s.trigger_id, s.clone_path, s.metadata,
+    s.is_status_summary_fork, s.ever_started, s.spot_hold_reason, s.spot_hold_retry_at, s.spot_hold_count,
+    s.held_turn_kind, s.held_prompt, s.held_attachments, s.created_at, s.updated_at,
+    (SELECT count(*) FROM spot_gate.enqueued_messages m WHERE m.session_id = s.id AND m.delivered_at IS NULL)
+        AS enqueued"""
+
+
+def class_sql(overrides: Mapping[Genesis, SchedulingClass]) -> str:
+    """The resolved class as SQL, mirroring `resolve_class` (the values are our own enums)."""
+    cases = " ".join(f"WHEN '{g.value}' THEN '{overrides.get(g, c).value}'" for g, c in DEFAULT_GENESIS_CLASS.items())
+    return f"COALESCE(s.scheduling_class, CASE s.genesis {cases} END)"
+
+
+def to_view(row: Row[Any], overrides: Mapping[Genesis, SchedulingClass]) -> SessionView:
+    own = SchedulingClass(row.scheduling_class) if row.scheduling_class else None
+    return SessionView(
+        id=row.id, parent_session_id=row.parent_session_id, forked_from_session_id=row.forked_from_session_id,
+        genesis=row.genesis, scheduling_class=row.scheduling_class,
+        priority_class=resolve_class(own, Genesis(row.genesis), overrides).value, precedence=row.precedence,
+        status=row.status, runtime=row.runtime, harness=row.harness, model=row.model, title=row.title, goal=row.goal,
+        prompt=row.prompt, trigger_id=row.trigger_id, clone_path=row.clone_path, metadata=row.metadata or {},
+        is_status_summary_fork=row.is_status_summary_fork, ever_started=row.ever_started,
+        spot_hold_reason=row.spot_hold_reason, spot_hold_retry_at=row.spot_hold_retry_at,
+        spot_hold_count=row.spot_hold_count, held_turn_kind=row.held_turn_kind,
+        queued_prompt_coming=row.held_turn_kind is not None or row.enqueued > 0, enqueued_messages=row.enqueued,
+        created_at=row.created_at, updated_at=row.updated_at)
+
+
+async def fetch(conn: AsyncConnection, session_id: int, *, lock: bool = False) -> Row[Any]:
+    sql = f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE s.id = :id"
+    if lock:
+        # Lock the row first (the count subquery cannot be FOR UPDATE), then read it whole.
+        await conn.execute(text("SELECT 1 FROM spot_gate.sessions WHERE id = :id FOR UPDATE"), {"id": session_id})
+    row = (await conn.execute(text(sql), {"id": session_id})).first()
+    if row is None:
+        raise ZimmerError(ErrorCode.NOT_FOUND, f"session {session_id} does not exist", {"session_id": session_id})
+    return row
+
+
+async def by_idempotency_key(conn: AsyncConnection, key: str) -> Row[Any] | None:
+    return (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE s.idempotency_key = :k"),
+                               {"k": key})).first()
+
+
+async def lineage(conn: AsyncConnection, session_id: int, field: str) -> Lineage:
+    row = (await conn.execute(text("SELECT genesis, scheduling_class, precedence FROM spot_gate.sessions WHERE id = :id"),
+                              {"id": session_id})).first()
+    if row is None:
+        raise ZimmerError(ErrorCode.INVALID, f"{field} {session_id} does not exist", {"field": field})
+    return Lineage(Genesis(row.genesis), SchedulingClass(row.scheduling_class) if row.scheduling_class else None,
+                   row.precedence)
+
+
+async def insert(conn: AsyncConnection, req: SpawnSession, origin: Origin, trigger_id: int | None) -> int | None:
+    """Insert; None when a concurrent spawn with the same idempotency key won."""
+    row = (await conn.execute(text("""
+        INSERT INTO spot_gate.sessions (idempotency_key, parent_session_id, forked_from_session_id, genesis,
+            scheduling_class, precedence, runtime, harness, model, title, goal, prompt, trigger_id, metadata,
+            is_status_summary_fork)
+        VALUES (:key, :parent, :fork, :genesis, :cls, :precedence, :runtime, :harness, :model, :title, :goal,
+            :prompt, :trigger, CAST(:metadata AS jsonb), :fork_summary)
+        ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"""), {
+        "key": req.idempotency_key, "parent": req.parent_session_id, "fork": req.forked_from_session_id,
+        "genesis": origin.genesis.value, "cls": origin.scheduling_class.value if origin.scheduling_class else None,
+        "precedence": origin.precedence, "runtime": req.runtime, "harness": req.harness, "model": req.model,
+        "title": req.title, "goal": req.goal, "prompt": req.prompt, "trigger": trigger_id,
+        "metadata": json.dumps(req.metadata), "fork_summary": req.is_status_summary_fork})).first()
+    return int(row.id) if row else None
+
+
+async def search(conn: AsyncConnection, q: SessionQuery, overrides: Mapping[Genesis, SchedulingClass]) -> tuple[list[Row[Any]], int]:
+    where, params = ["true"], {"limit": q.limit, "offset": q.offset}
+    if q.status:
+        where.append("s.status = ANY(:statuses)")
+        params["statuses"] = list(q.status)
+    if q.genesis:
+        where.append("s.genesis = ANY(:geneses)")
+        params["geneses"] = list(q.genesis)
+    if q.priority_class:
+        where.append(f"{class_sql(overrides)} = :cls")
+        params["cls"] = q.priority_class
+    if q.parent_session_id is not None:
+        where.append("s.parent_session_id = :parent")
+        params["parent"] = q.parent_session_id
+    order = {"precedence": "s.precedence DESC, s.created_at ASC, s.id ASC", "created_at": "s.created_at DESC, s.id DESC",
+             "updated_at": "s.updated_at DESC, s.id DESC"}[q.order]
+    cond = " AND ".join(where)
+    rows = (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE {cond} ORDER BY {order} "
+                                    "LIMIT :limit OFFSET :offset"), params)).all()
+    total = (await conn.execute(text(f"SELECT count(*) FROM spot_gate.sessions s WHERE {cond}"), params)).scalar_one()
+    return list(rows), int(total)
+
+
+async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -> None:
+    if not fields:
+        return
+    sets = ", ".join(f"{k} = :{k}" if k not in ("held_attachments", "metadata") else f"{k} = CAST(:{k} AS jsonb)"
+                     for k in fields)
+    values = {k: json.dumps(v) if k in ("held_attachments", "metadata") and v is not None else v for k, v in fields.items()}
+    await conn.execute(text(f"UPDATE spot_gate.sessions SET {sets}, updated_at = now() WHERE id = :id"),
+                       {**values, "id": session_id})
+
+
+async def enqueue_message(conn: AsyncConnection, session_id: int, kind: str, prompt: str | None,
+                          attachments: list[dict[str, Any]]) -> None:
+    await conn.execute(text("INSERT INTO spot_gate.enqueued_messages (session_id, turn_kind, prompt, attachments) "
+                            "VALUES (:s, :k, :p, CAST(:a AS jsonb))"),
+                       {"s": session_id, "k": kind, "p": prompt, "a": json.dumps(attachments)})
+
+
+async def pop_enqueued(conn: AsyncConnection, session_id: int) -> Row[Any] | None:
+    return (await conn.execute(text("""
+        UPDATE spot_gate.enqueued_messages SET delivered_at = now()
+        WHERE id = (SELECT id FROM spot_gate.enqueued_messages WHERE session_id = :s AND delivered_at IS NULL
+                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING turn_kind, prompt, attachments"""), {"s": session_id})).first()
+
+
+async def log_decision(conn: AsyncConnection, session_id: int, kind: str, allowed: bool, reason: str,
+                       ceiling: str | None, sentence: str, numbers: dict[str, Any], at: datetime) -> None:
+    await conn.execute(text("""
+        INSERT INTO spot_gate.gate_decisions (session_id, turn_kind, allowed, reason, ceiling, sentence, numbers, decided_at)
+        VALUES (:s, :k, :a, :r, :c, :sent, CAST(:n AS jsonb), :at)"""),
+        {"s": session_id, "k": kind, "a": allowed, "r": reason, "c": ceiling, "sent": sentence,
+         "n": json.dumps(numbers, default=str), "at": at})
+
+
+async def decisions(conn: AsyncConnection, session_id: int, limit: int) -> list[Row[Any]]:
+    return list((await conn.execute(text(
+        "SELECT id, session_id, turn_kind, allowed, reason, ceiling, sentence, numbers, decided_at "
+        "FROM spot_gate.gate_decisions WHERE session_id = :s ORDER BY id DESC LIMIT :n"),
+        {"s": session_id, "n": limit})).all())
+
+
+async def due_holds(conn: AsyncConnection, now: datetime, limit: int) -> list[int]:
+    """Held sessions whose re-check is due, oldest first. Not locked here: each re-check locks its row and re-reads it."""
+    rows = await conn.execute(text("""
+        SELECT id FROM spot_gate.sessions
+        WHERE spot_hold_reason IS NOT NULL AND spot_hold_retry_at <= :now
+        ORDER BY spot_hold_retry_at LIMIT :n"""), {"now": now, "n": limit})
+    return [r.id for r in rows]
+
+
+async def stranded_holds(conn: AsyncConnection, overdue_before: datetime, limit: int) -> list[int]:
+    rows = await conn.execute(text("""
+        SELECT id FROM spot_gate.sessions
+        WHERE spot_hold_reason IS NOT NULL AND status = 'waiting'
+          AND (spot_hold_retry_at IS NULL OR spot_hold_retry_at < :before)
+        ORDER BY spot_hold_retry_at NULLS FIRST LIMIT :n"""), {"before": overdue_before, "n": limit})
+    return [r.id for r in rows]

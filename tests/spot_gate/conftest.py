@@ -1,0 +1,72 @@
+"""A spot-gate service in-process on real PostgreSQL and NATS, with a clock the test moves."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from zimmer_common.bus import Bus
+from zimmer_common.clock import FrozenClock
+from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn
+from zimmer_common.contracts.subjects import Stream
+from zimmer_spot_gate.service import build
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+class SpotHarness:
+    def __init__(self, service, clock: FrozenClock, bus: Bus):  # type: ignore[no-untyped-def]
+        self.service = service
+        self.clock = clock
+        self.bus = bus
+        self.app = service.app
+        self.app.gate.jitter = lambda: 0.0  # deterministic ladder; jitter bounds are unit-tested
+
+    async def sql(self, query: str, **params):  # type: ignore[no-untyped-def]
+        async with self.service.engine.begin() as conn:
+            return (await conn.execute(text(query), params)).all() if query.lstrip().upper().startswith("SELECT") \
+                else await conn.execute(text(query), params)
+
+    async def readings(self, *utilizations: tuple[float, float], resets_in_minutes: float = 120) -> None:
+        from datetime import timedelta
+
+        for i, (u5, u7) in enumerate(utilizations):
+            await self.app.record_reading(QuotaReadingIn(
+                account=f"acct-{i}", status="active", read_at=self.clock.now(),
+                five_hour=WindowReadingIn(utilization=u5, resets_at=self.clock.now() + timedelta(minutes=resets_in_minutes)),
+                seven_day=WindowReadingIn(utilization=u7, resets_at=self.clock.now() + timedelta(days=3))))
+
+    async def start_turn_commands(self) -> list[dict]:  # type: ignore[type-arg]
+        """Every start_turn the gate has issued, once the outbox has relayed them."""
+        import json
+
+        for _ in range(100):
+            if await self.service.relay.pending() == 0:
+                break
+            await asyncio.sleep(0.05)
+        info = await self.bus.js_api(f"STREAM.INFO.{Stream.RUNTIME.value}")
+        out = []
+        first, last = info["state"]["first_seq"], info["state"]["last_seq"]
+        for seq in range(first, last + 1) if info["state"]["messages"] else []:
+            msg = await self.bus.js_api(f"STREAM.MSG.GET.{Stream.RUNTIME.value}", {"seq": seq})
+            if "message" in msg and msg["message"]["subject"].endswith("start_turn"):
+                import base64
+
+                out.append(json.loads(base64.b64decode(msg["message"]["data"]))["data"])
+        return out
+
+
+@pytest.fixture
+async def spot(settings_factory):  # type: ignore[no-untyped-def]
+    clock = FrozenClock(T0)
+    service = build(settings_factory(), clock=clock)
+    await service.start()
+    bus = await Bus.connect([service.settings.nats_url], service="probe", instance_id="p", rpc_timeout=5)
+    try:
+        yield SpotHarness(service, clock, bus)
+    finally:
+        await bus.close()
+        await service.stop()
