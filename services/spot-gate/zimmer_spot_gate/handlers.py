@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -23,6 +23,9 @@ from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.turns import SCHEMA, TurnGate
 
+if TYPE_CHECKING:
+    from zimmer_spot_gate.policy import PolicyOps
+
 RUNNING = SessionStatus.RUNNING.value
 
 
@@ -35,6 +38,7 @@ class SpotGate:
         self.now = now
         self.gate = gate
         self._relay = relay
+        self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
 
     @property
     def engine(self) -> AsyncEngine:
@@ -174,3 +178,7 @@ class SpotGate:
         dollars = spend_dollars(TokenUsage(req.input_tokens, req.output_tokens, req.cache_write_tokens,
                                            req.cache_read_tokens), prices)
         return await quota.record_spend(conn, req, dollars, self.now())
+
+    async def record_spend_in_tx(self, req: SpendReport) -> bool:
+        async with self.engine.begin() as conn:
+            return await self.record_spend_in(conn, req)

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import spot as c
+from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.runtime import (
     INGEST_QUOTA_READING, INGEST_SESSION_STATUS, INGEST_SPEND, QuotaReadingIn, SessionStatusReport, SpendReport)
@@ -20,6 +21,7 @@ from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.jobs import spot_jobs
+from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.turns import TurnGate
 
@@ -52,6 +54,18 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     service.rpc(c.REPORT_STATUS)(app.report_status)
     service.rpc(c.GATE_DECISIONS)(app.decisions)
     service.rpc(c.RECORD_READING)(app.record_reading)
+
+    policy = PolicyOps(engine, service.clock.now, app)
+    app.policy = policy
+    service.rpc(p.GET_POLICY)(policy.get)
+    service.rpc(p.SET_POLICY)(policy.set)
+    service.rpc(p.GENESIS_ACTION)(policy.genesis_action)
+    service.rpc(p.CREATE_TRIGGER)(policy.create_trigger)
+    service.rpc(p.UPDATE_TRIGGER)(policy.update_trigger)
+    service.rpc(p.FIRE_TRIGGER)(policy.fire)
+    service.rpc(p.INVOKE_TRIGGER)(policy.invoke)
+    service.rpc(p.SEARCH_TRIGGERS)(policy.search_triggers)
+    service.rpc(p.GET_COSTS)(policy.costs)
 
     @service.consume(ConsumerSpec("spot_gate_session_status", Stream.INGEST, (INGEST_SESSION_STATUS,)))
     async def on_status(conn: AsyncConnection, event: EventEnvelope) -> None:

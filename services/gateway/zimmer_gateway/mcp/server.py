@@ -39,8 +39,16 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
 from zimmer_gateway.auth import Realm, realm_of
-from zimmer_gateway.mcp.registry import CORE, INJECTED, KNOWN_GROUPS, REGISTRY, ToolDef, ToolRegistry, \
-    UnknownGroupsError, parse_groups
+from zimmer_gateway.mcp.registry import (
+    CORE,
+    INJECTED,
+    KNOWN_GROUPS,
+    REGISTRY,
+    ToolDef,
+    ToolRegistry,
+    UnknownGroupsError,
+    parse_groups,
+)
 from zimmer_gateway.problems import problem
 
 # Modules that declare tools; imported when a surface is built (not at import time of this
@@ -111,6 +119,8 @@ def bind(tool: ToolDef, service: Service) -> Any:
     parameter is added so the call can see the HTTP request (and so the caller's realm).
     """
     sig = inspect.signature(tool.fn)
+    if _CONTEXT_PARAM in sig.parameters:
+        raise TypeError(f"tool {tool.name!r}: the parameter name {_CONTEXT_PARAM!r} is reserved")
     hints = get_type_hints(tool.fn, include_extras=True)
     wants = INJECTED & set(sig.parameters)
     params = [p.replace(annotation=hints.get(p.name, p.annotation), kind=inspect.Parameter.KEYWORD_ONLY)
@@ -132,7 +142,8 @@ def bind(tool: ToolDef, service: Service) -> Any:
 
     call.__name__ = call.__qualname__ = tool.name
     call.__doc__ = tool.description
-    call.__signature__ = sig.replace(parameters=params, return_annotation=hints.get("return", sig.return_annotation))  # type: ignore[attr-defined]
+    returns = hints.get("return", sig.return_annotation)
+    call.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
     call.__annotations__ = {p.name: p.annotation for p in params} | (
         {"return": hints["return"]} if "return" in hints else {})
     return call

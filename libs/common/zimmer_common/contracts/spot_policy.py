@@ -1,0 +1,154 @@
+"""Spot-gate's policy, trigger and cost operations (seed 004, "MCP parity")."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from zimmer_common.contracts.envelope import Payload, RpcSpec
+from zimmer_common.contracts.spot import CTX, ClassName, DecisionView, GenesisName, SpawnResult, TriggerKindName
+
+
+class PolicyQuery(Payload):
+    pass
+
+
+class WindowPosture(Payload):
+    window: Literal["five_hour", "seven_day"]
+    calibrated: bool  # False: every figure is a fraction of the window, never dollars
+    capacity_dollars: float | None
+    utilization: float
+    accounts_averaged: int
+    reserve_percent: float
+    reserve_dollars: float | None
+    spot_budget_dollars: float | None
+    spot_budget_left_dollars: float | None
+    spot_budget_left_fraction: float
+    minutes_to_reset: float
+    sustainable_rate: float  # $/min when calibrated, fraction/min otherwise
+    fleet_burn: float
+
+
+class UnblockView(Payload):
+    state: Literal["countdown", "not_blocked", "unknown", "no_readings"]
+    at: datetime | None
+    accounts_out: int
+    accounts_read: int
+    sentence: str
+    next_weekly_reset_at: datetime | None
+    accounts_week_spent: int
+
+
+class GenesisClassView(Payload):
+    genesis: GenesisName
+    default: ClassName
+    effective: ClassName
+    set_on: Literal["policy", "trigger"]
+
+
+class TriggerView(Payload):
+    id: int
+    kind: TriggerKindName
+    name: str
+    scheduling_class: ClassName | None
+    precedence: int | None
+    prompt: str | None
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class PolicyView(Payload):
+    gating_enabled: bool
+    max_sessions: int
+    windows: list[WindowPosture]
+    accounts_in_pool: int
+    running: dict[str, int]  # by class
+    held: dict[str, int]  # by hold reason
+    running_slots: int
+    decision: DecisionView  # what the gate says now for a new spot session
+    unblock: UnblockView
+    genesis_classes: list[GenesisClassView]
+    triggers: list[TriggerView]
+
+
+class SetPolicy(Payload):
+    gating_enabled: bool | None = None
+    reserve_five_hour_percent: float | None = Field(default=None, ge=0, le=100)
+    reserve_seven_day_percent: float | None = Field(default=None, ge=0, le=100)
+    max_sessions: int | None = Field(default=None, ge=0, le=10_000)
+
+
+class GenesisAction(Payload):
+    action: Literal["promote_genesis", "demote_genesis", "reset_genesis_classes"]
+    genesis: GenesisName | None = None
+
+
+class CreateTrigger(Payload):
+    kind: TriggerKindName
+    name: str = Field(min_length=1, max_length=200)
+    scheduling_class: ClassName | None = None
+    precedence: int | None = None
+    prompt: str | None = None
+    enabled: bool = True
+
+
+class UpdateTrigger(Payload):
+    trigger_id: int
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    # "derive": clear the trigger's class so its sessions follow their genesis default.
+    scheduling_class: Literal["priority", "spot", "derive"] | None = None
+    precedence: int | None = None
+    clear_precedence: bool = False
+    prompt: str | None = None
+    enabled: bool | None = None
+
+
+class FireTrigger(Payload):
+    trigger_id: int
+    prompt: str | None = None
+    title: str | None = None
+    idempotency_key: str | None = Field(default=None, max_length=200)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class TriggerQuery(Payload):
+    kind: TriggerKindName | None = None
+    name_contains: str | None = None
+    limit: int = Field(default=100, ge=1, le=500)
+
+
+class TriggerList(Payload):
+    triggers: list[TriggerView]
+
+
+class BurnRateView(Payload):
+    harness: str
+    model: str
+    dollars_per_minute: float
+    sessions_counted: int
+    computed_at: datetime
+
+
+class CostsView(Payload):
+    burn_rates: list[BurnRateView]
+    spend_five_hour_dollars: float
+    spend_seven_day_dollars: float
+    prices_per_million_tokens: dict[str, dict[str, float]]
+
+
+class CostsQuery(Payload):
+    pass
+
+
+GET_POLICY = RpcSpec(CTX, "get_spot_policy", PolicyQuery, PolicyView)
+SET_POLICY = RpcSpec(CTX, "set_spot_policy", SetPolicy, PolicyView)
+GENESIS_ACTION = RpcSpec(CTX, "genesis_action", GenesisAction, PolicyView)
+CREATE_TRIGGER = RpcSpec(CTX, "create_trigger", CreateTrigger, TriggerView)
+UPDATE_TRIGGER = RpcSpec(CTX, "update_trigger", UpdateTrigger, TriggerView)
+FIRE_TRIGGER = RpcSpec(CTX, "fire_trigger", FireTrigger, SpawnResult)
+INVOKE_TRIGGER = RpcSpec(CTX, "invoke_trigger", FireTrigger, SpawnResult)
+SEARCH_TRIGGERS = RpcSpec(CTX, "search_triggers", TriggerQuery, TriggerList)
+GET_COSTS = RpcSpec(CTX, "get_costs", CostsQuery, CostsView)

@@ -1,0 +1,173 @@
+"""The spot policy, triggers and costs: reads render the same gate decision every surface shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_common.contracts.spot import SpawnResult, SpawnSession
+from zimmer_common.contracts.spot_policy import (
+    BurnRateView, CostsQuery, CostsView, CreateTrigger, FireTrigger, GenesisAction, GenesisClassView, PolicyQuery,
+    PolicyView, SetPolicy, TriggerList, TriggerQuery, TriggerView, UnblockView, UpdateTrigger, WindowPosture)
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_spot_gate.domain.classes import (
+    DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
+from zimmer_spot_gate.domain.gate import Candidate, decide_safely, window_numbers
+from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
+from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
+from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES
+from zimmer_spot_gate.handlers import SpotGate
+from zimmer_spot_gate.snapshot import read_pool
+from zimmer_spot_gate.store import quota, triggers
+from zimmer_spot_gate.store.quota import WINDOW_SPAN
+from zimmer_spot_gate.store.sessions import class_sql
+from zimmer_spot_gate.turns import decision_view
+
+
+class PolicyOps:
+    def __init__(self, engine: Callable[[], AsyncEngine], now: Callable[[], datetime], sessions: SpotGate):
+        self._engine = engine
+        self.now = now
+        self.sessions = sessions
+
+    # ---- policy -------------------------------------------------------------------------
+
+    async def get(self, _q: PolicyQuery | None = None) -> PolicyView:
+        async with self._engine().connect() as conn:
+            return await self._view(conn)
+
+    async def _view(self, conn: AsyncConnection) -> PolicyView:
+        now = self.now()
+        typical = await _typical_burn(conn)
+        pool = await read_pool(conn, now, Candidate(typical))
+        snap, policy = pool.snapshot, pool.policy
+        decision = decide_safely(lambda: snap)
+        windows = []
+        for w in snap.windows:
+            n = window_numbers(w, policy.policy, snap.fleet, snap.candidate)
+            reserve = policy.policy.reserve.get(w.window, 0.0)
+            windows.append(WindowPosture(
+                window=w.window.value, calibrated=n.calibrated,
+                capacity_dollars=n.capacity if n.calibrated else None, utilization=n.utilization,
+                accounts_averaged=snap.accounts_averaged, reserve_percent=round(reserve * 100, 3),
+                reserve_dollars=reserve * n.capacity if n.calibrated else None,
+                spot_budget_dollars=n.budget if n.calibrated else None,
+                spot_budget_left_dollars=n.left if n.calibrated else None,
+                spot_budget_left_fraction=n.left / n.capacity, minutes_to_reset=n.minutes_to_reset,
+                sustainable_rate=n.sustainable_rate, fleet_burn=n.fleet_burn))
+        running, held = await triggers.counts(conn, class_sql(policy.overrides))
+        unblock = unblock_state(pool.readings, now)
+        weekly = next_weekly_reset(pool.readings, now)
+        return PolicyView(
+            gating_enabled=policy.policy.gating_enabled, max_sessions=policy.policy.max_sessions, windows=windows,
+            accounts_in_pool=pool.pool_size, running=running, held=held, running_slots=snap.fleet.running_slots,
+            decision=decision_view(decision),
+            unblock=UnblockView(state=unblock.state, at=unblock.at, accounts_out=unblock.accounts_out,
+                                accounts_read=unblock.accounts_read, sentence=unblock.sentence,
+                                next_weekly_reset_at=weekly.at, accounts_week_spent=weekly.accounts_week_spent),
+            genesis_classes=[GenesisClassView(genesis=g.value, default=d.value,
+                                              effective=resolve_class(None, g, policy.overrides).value,
+                                              set_on="trigger" if g in TRIGGER_KINDS else "policy")
+                             for g, d in DEFAULT_GENESIS_CLASS.items()],
+            triggers=await triggers.search(conn, TriggerQuery(limit=500)))
+
+    async def set(self, req: SetPolicy) -> PolicyView:
+        if all(v is None for v in req.model_dump().values()):
+            raise ZimmerError(ErrorCode.INVALID, "nothing to change: give gating_enabled, a reserve percent or "
+                              "max_sessions", {"field": "gating_enabled"})
+        async with self._engine().begin() as conn:
+            row = await quota.policy(conn)
+            p = row.policy
+            reserve = dict(p.reserve)
+            if req.reserve_five_hour_percent is not None:
+                reserve[Window.FIVE_HOUR] = req.reserve_five_hour_percent / 100
+            if req.reserve_seven_day_percent is not None:
+                reserve[Window.SEVEN_DAY] = req.reserve_seven_day_percent / 100
+            p = replace(p, reserve=reserve,
+                        gating_enabled=p.gating_enabled if req.gating_enabled is None else req.gating_enabled,
+                        max_sessions=p.max_sessions if req.max_sessions is None else req.max_sessions)
+            await quota.save_policy(conn, p, row.overrides)
+            return await self._view(conn)
+
+    async def genesis_action(self, req: GenesisAction) -> PolicyView:
+        async with self._engine().begin() as conn:
+            row = await quota.policy(conn)
+            if req.action == "reset_genesis_classes":
+                overrides: dict[Genesis, SchedulingClass] = {}
+            else:
+                if req.genesis is None:
+                    raise ZimmerError(ErrorCode.INVALID, f"{req.action} needs a genesis", {"field": "genesis"})
+                cls = SchedulingClass.PRIORITY if req.action == "promote_genesis" else SchedulingClass.SPOT
+                try:
+                    overrides = set_genesis_override(row.overrides, Genesis(req.genesis), cls)
+                except ClassRuleError as exc:
+                    raise ZimmerError(ErrorCode.INVALID, str(exc), {"field": "genesis"}) from None
+            await quota.save_policy(conn, row.policy, overrides)
+            return await self._view(conn)
+
+    # ---- triggers -----------------------------------------------------------------------
+
+    async def create_trigger(self, req: CreateTrigger) -> TriggerView:
+        async with self._engine().begin() as conn:
+            return await triggers.create(conn, req)
+
+    async def update_trigger(self, req: UpdateTrigger) -> TriggerView:
+        """Changing a trigger's class moves nothing it already spawned: its selector is read once, at fire."""
+        fields: dict[str, Any] = {k: v for k, v in (("name", req.name), ("prompt", req.prompt),
+                                                    ("enabled", req.enabled), ("precedence", req.precedence))
+                                  if v is not None}
+        if req.scheduling_class is not None:
+            fields["scheduling_class"] = None if req.scheduling_class == "derive" else req.scheduling_class
+        if req.clear_precedence:
+            fields["precedence"] = None
+        if not fields:
+            raise ZimmerError(ErrorCode.INVALID, "nothing to change", {"field": "scheduling_class"})
+        async with self._engine().begin() as conn:
+            await triggers.fetch(conn, req.trigger_id, lock=True)
+            return await triggers.update(conn, req.trigger_id, fields)
+
+    async def fire(self, req: FireTrigger) -> SpawnResult:
+        """The trigger fired: genesis is its kind; its class and precedence are stamped once."""
+        return await self._spawn_from(req, by_hand=False)
+
+    async def invoke(self, req: FireTrigger) -> SpawnResult:
+        """Fired by hand over the API: genesis `api`."""
+        return await self._spawn_from(req, by_hand=True)
+
+    async def _spawn_from(self, req: FireTrigger, *, by_hand: bool) -> SpawnResult:
+        async with self._engine().connect() as conn:
+            t = await triggers.fetch(conn, req.trigger_id)
+        if not t.enabled:
+            raise ZimmerError(ErrorCode.REFUSED, f"trigger {t.id} is disabled", {"trigger_id": t.id})
+        spawn = SpawnSession(idempotency_key=req.idempotency_key, title=req.title or t.name,
+                             prompt=req.prompt if req.prompt is not None else t.prompt, metadata=req.metadata)
+        return await self.sessions.spawn(
+            spawn, default_genesis=Genesis.API if by_hand else Genesis(t.kind), trigger_id=t.id,
+            trigger_class=SchedulingClass(t.scheduling_class) if t.scheduling_class else None,
+            trigger_precedence=t.precedence)
+
+    async def search_triggers(self, q: TriggerQuery) -> TriggerList:
+        async with self._engine().connect() as conn:
+            return TriggerList(triggers=await triggers.search(conn, q))
+
+    # ---- costs --------------------------------------------------------------------------
+
+    async def costs(self, _q: CostsQuery | None = None) -> CostsView:
+        now = self.now()
+        async with self._engine().connect() as conn:
+            rates = await quota.all_burn_rates(conn)
+            five = await quota.spend_since(conn, now - WINDOW_SPAN[Window.FIVE_HOUR])
+            seven = await quota.spend_since(conn, now - WINDOW_SPAN[Window.SEVEN_DAY])
+        return CostsView(burn_rates=[BurnRateView(**r._mapping) for r in rates], spend_five_hour_dollars=five,
+                         spend_seven_day_dollars=seven,
+                         prices_per_million_tokens={m: asdict(p) for m, p in DEFAULT_PRICES.items()})
+
+
+async def _typical_burn(conn: AsyncConnection) -> float:
+    """What a new spot session is projected to burn when none is named: the mean burn rate."""
+    rates = await quota.all_burn_rates(conn)
+    return sum(r.dollars_per_minute for r in rates) / len(rates) if rates else 0.0
