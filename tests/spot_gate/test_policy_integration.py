@@ -137,3 +137,19 @@ async def test_usage_sampler_asks_for_the_serving_and_stale_accounts(spot) -> No
         assert json.loads(msg.data)["data"]["accounts"] == ["acct-0", "acct-1", "acct-2"]
     finally:
         await nc.close()
+
+
+async def test_metrics_carry_every_number_of_the_policy_view(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.95, 0.3))
+    await spot.app.spawn(c.SpawnSession(genesis="api"))  # held: at_utilization_limit
+    await spot.app.spawn(c.SpawnSession(genesis="web_ui"))  # priority: running, never consulted
+    spot.app.metrics.observe(await spot.app.policy.get())  # what the 15-second refresh does
+    sample = spot.service.metrics.registry.get_sample_value
+    assert sample("zimmer_spot_decisions_total", {"reason": "at_utilization_limit"}) == 1
+    assert sample("zimmer_spot_held_sessions", {"reason": "at_utilization_limit"}) == 1
+    assert sample("zimmer_spot_running_sessions", {"class": "priority"}) == 1
+    assert sample("zimmer_spot_pool_utilization", {"window": "five_hour"}) == pytest.approx(0.95)
+    assert sample("zimmer_spot_budget_left_fraction", {"window": "five_hour"}) == pytest.approx(0.8 - 0.95)
+    assert sample("zimmer_spot_budget_left_dollars", {"window": "five_hour"}) is None  # not calibrated: no $0.00
+    assert sample("zimmer_spot_sustainable_rate", {"window": "seven_day"}) > 0
+    assert sample("zimmer_spot_gate_allowed") == 0 and sample("zimmer_spot_max_sessions") == 10

@@ -102,6 +102,10 @@ class Service:
     # ---- lifecycle -------------------------------------------------------------------
 
     @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
     def uptime(self) -> float:
         return time.monotonic() - self._started_at
 

@@ -24,6 +24,7 @@ from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.turns import SCHEMA, TurnGate
 
 if TYPE_CHECKING:
+    from zimmer_spot_gate.metrics import SpotMetrics
     from zimmer_spot_gate.policy import PolicyOps
 
 RUNNING = SessionStatus.RUNNING.value
@@ -39,6 +40,7 @@ class SpotGate:
         self.gate = gate
         self._relay = relay
         self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
+        self.metrics: SpotMetrics | None = None
 
     @property
     def engine(self) -> AsyncEngine:

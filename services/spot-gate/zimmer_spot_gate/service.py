@@ -6,10 +6,13 @@ talks to other services only over NATS.
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
+from zimmer_common.logs import kv
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.envelope import EventEnvelope
@@ -21,10 +24,12 @@ from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.jobs import spot_jobs
+from zimmer_spot_gate.metrics import REFRESH_SECONDS, SpotMetrics
 from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.turns import TurnGate
 
+log = logging.getLogger("zimmer.spot_gate")
 NAME = "spot-gate"
 SCHEMA = "spot_gate"
 
@@ -78,5 +83,21 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     @service.consume(ConsumerSpec("spot_gate_spend", Stream.INGEST, (INGEST_SPEND,)))
     async def on_spend(conn: AsyncConnection, event: EventEnvelope) -> None:
         await app.record_spend_in(conn, SpendReport.model_validate(event.data))
+
+    metrics = SpotMetrics(service.metrics.registry)
+    app.metrics = metrics
+    gate.on_decision = lambda reason: metrics.decisions.labels(reason).inc()
+
+    async def refresh_metrics() -> None:
+        while not service.stopping:
+            try:
+                metrics.observe(await policy.get())
+            except Exception as exc:  # noqa: BLE001 - a missed refresh leaves the last values
+                log.warning("spot metrics refresh failed", extra=kv(error=repr(exc)))
+            await service.pause(REFRESH_SECONDS)
+
+    @service.on_start
+    async def start_metrics(svc: Service) -> None:
+        svc.spawn(refresh_metrics(), "spot-metrics")
 
     return service

@@ -60,6 +60,7 @@ class TurnGate:
     def __init__(self, now: Callable[[], datetime], jitter: Callable[[], float] = random.random):
         self.now = now
         self.jitter = jitter
+        self.on_decision: Callable[[str], None] = lambda reason: None  # metrics hook
 
     async def request_turn(self, conn: AsyncConnection, session_id: int, kind: TurnKind, prompt: str | None,
                            attachments: list[dict[str, Any]]) -> TurnResult:
@@ -117,6 +118,7 @@ class TurnGate:
         except Exception as exc:  # noqa: BLE001 - the gate fails open, and says why
             decision = unavailable(exc)
         view = decision_view(decision)
+        self.on_decision(decision.reason.value)
         await store.log_decision(conn, row.id, kind.value, decision.allowed, decision.reason.value,
                                  view.ceiling, decision.sentence, view.model_dump(mode="json"), now)
         if decision.allowed:
