@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     metrics_host: str = "0.0.0.0"
     http_host: str = "127.0.0.1"
     http_port: int = 8000
+    # Host names clients use to reach the gateway's MCP endpoint (comma-separated), beyond
+    # localhost and ZIMMER_HTTP_HOST: the MCP transport refuses other Host headers (421).
+    mcp_allowed_hosts: str = ""
     # Bound on every request/reply over the bus; a request past it is `unavailable`.
     rpc_timeout_seconds: float = 5.0
     heartbeat_interval_seconds: float = 15.0

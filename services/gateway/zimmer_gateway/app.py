@@ -18,6 +18,7 @@ from zimmer_common.service import Service
 from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
+from zimmer_gateway.routes.spot import router as spot_router
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
 READY_TIMEOUT_SECONDS = 2.0
@@ -39,7 +40,7 @@ async def ping_peers(service: Service, timeout: float = READY_TIMEOUT_SECONDS) -
 
 
 def create_app(service: Service) -> FastAPI:
-    mcp = McpSurface(service)
+    mcp = McpSurface(service, extra_hosts=[h.strip() for h in service.settings.mcp_allowed_hosts.split(',')])
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -86,6 +87,8 @@ def create_app(service: Service) -> FastAPI:
                                               description="Seconds to wait for each service")) -> dict[str, Any]:
         answers = await ping_peers(service, timeout)
         return {"services": {n: _describe(a) for n, a in answers.items()}}
+
+    app.include_router(spot_router)  # sessions, turns, triggers, spot policy, costs, quota readings
 
     # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
     # would redirect it to `/mcp/`), the mount answers `/mcp/`.

@@ -1,0 +1,187 @@
+"""Spot-gate benchmarks (issue 3): end-to-end admissions/s, decision latency, re-check scan.
+
+- admissions: `request_turn` over NATS → decision → `start_turn` published on ZIMMER_RUNTIME by
+  the outbox relay, for 1,000 sessions with 10 accounts in the pool, 32 requests in flight.
+  Reported against Slurm's documented job start rate (500/s) as the reference baseline.
+- decision: the pure `decide()` vs the same decision with its inputs read from PostgreSQL
+  (`read_pool` + `decide`): what reading the snapshot costs.
+- recheck_scan: finding the due holds among 10,000 held sessions (`due_holds`, 500 a pass)
+  vs a sequential count of the same table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from bench.run import Entry, Series, Sizes, BenchContext  # noqa: F401 - shared harness types
+
+SLURM_JOB_START_RATE = 500.0  # jobs/s, Slurm's documented sustained job start rate
+SESSIONS = 1000
+ACCOUNTS = 10
+IN_FLIGHT = 32
+HELD = 10_000
+
+
+def _db_url(base: str, name: str) -> str:
+    head, sep, query = base.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
+
+
+async def _fresh_db(base: str) -> str:
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(base)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return _db_url(base, name)
+
+
+async def _start_service(ctx: BenchContext, db: str):  # type: ignore[no-untyped-def]
+    from zimmer_common.settings import Environment, Settings
+    from zimmer_spot_gate.service import build
+
+    settings = Settings(env=Environment.TEST, database_url=db, nats_url=ctx.nats_url, metrics_port=-1,
+                        instance_id=f"bench-{uuid.uuid4().hex[:4]}", rpc_timeout_seconds=30, outbox_poll_seconds=0.05)
+    service = build(settings)
+    await service.start()
+    return service
+
+
+async def _seed(service: Any, sessions: int, accounts: int) -> list[int]:
+    from sqlalchemy import text
+
+    from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn
+
+    now = datetime.now(UTC)
+    for i in range(accounts):
+        await service.app.record_reading(QuotaReadingIn(
+            account=f"acct-{i}", status="active", read_at=now,
+            five_hour=WindowReadingIn(utilization=0.1, resets_at=now + timedelta(hours=3)),
+            seven_day=WindowReadingIn(utilization=0.1, resets_at=now + timedelta(days=3))))
+    async with service.engine.begin() as conn:
+        await conn.execute(text("UPDATE spot_gate.spot_policy SET max_sessions = 1000000"))
+        rows = await conn.execute(text(
+            "INSERT INTO spot_gate.sessions (genesis, title, prompt) "
+            "SELECT 'api', 'bench ' || g, 'go' FROM generate_series(1, :n) g RETURNING id"), {"n": sessions})
+        return [r.id for r in rows]
+
+
+async def _runtime_messages(bus: Any) -> int:
+    info = await bus.js_api("STREAM.INFO.ZIMMER_RUNTIME")
+    return int(info["state"]["last_seq"])
+
+
+async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
+    from zimmer_common.bus import Bus
+    from zimmer_common.contracts.spot import REQUEST_TURN, RequestTurn
+
+    n = SESSIONS if sizes.rounds > 3 else 300
+    rate = Series("spot.admissions.e2e", "adm/s", False, n)
+    latency = Series("spot.request_turn.latency", "ms", True, n)
+    reference = Series("slurm.job_start_rate", "jobs/s", False, n)
+    for _round in range(max(2, sizes.rounds // 2)):
+        service = await _start_service(ctx, await _fresh_db(ctx.pg_url))
+        client = await Bus.connect([ctx.nats_url], service="bench", instance_id="c", rpc_timeout=60)
+        try:
+            ids = await _seed(service, n, ACCOUNTS)
+            before = await _runtime_messages(client)
+            queue: asyncio.Queue[int] = asyncio.Queue()
+            for i in ids:
+                queue.put_nowait(i)
+            samples: list[float] = []
+
+            async def worker() -> None:
+                while not queue.empty():
+                    sid = queue.get_nowait()
+                    t0 = time.perf_counter()
+                    result = await client.request(REQUEST_TURN, RequestTurn(session_id=sid, kind="first_start"))
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    assert result.outcome == "admitted", result.outcome
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+            # End to end means the start_turn command is on the runtime stream.
+            while await _runtime_messages(client) - before < n:
+                await asyncio.sleep(0.005)
+            elapsed = time.perf_counter() - started
+            rate.add_rate(n / elapsed)
+            latency.add_latencies(samples)
+            reference.add_rate(SLURM_JOB_START_RATE)
+        finally:
+            await client.close()
+            await service.stop()
+    return [Entry("spot_admissions", rate, reference,
+                  note=f"{n} sessions, {ACCOUNTS} accounts, {IN_FLIGHT} in flight; target ≥ 2,000/s"),
+            Entry("spot_admissions", latency, None, note="request_turn round trip under that load")]
+
+
+async def bench_decision(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
+    from zimmer_spot_gate.domain.gate import Candidate, decide
+    from zimmer_spot_gate.snapshot import read_pool
+
+    service = await _start_service(ctx, await _fresh_db(ctx.pg_url))
+    n = 2000 if sizes.rounds > 3 else 300
+    pure = Series("spot.decide.pure", "µs", True, n)
+    full = Series("spot.decide.with_reads", "µs", True, n)
+    try:
+        await _seed(service, 100, ACCOUNTS)
+        now = datetime.now(UTC)
+        async with service.engine.connect() as conn:
+            snap = (await read_pool(conn, now, Candidate(2.0))).snapshot
+            for _ in range(sizes.rounds):
+                samples = []
+                for _ in range(n):
+                    t0 = time.perf_counter_ns()
+                    decide(snap)
+                    samples.append((time.perf_counter_ns() - t0) / 1000)
+                pure.add_latencies(samples)
+                samples = []
+                for _ in range(max(50, n // 10)):
+                    t0 = time.perf_counter_ns()
+                    decide((await read_pool(conn, now, Candidate(2.0))).snapshot)
+                    samples.append((time.perf_counter_ns() - t0) / 1000)
+                full.add_latencies(samples)
+    finally:
+        await service.stop()
+    return [Entry("spot_decision", full, pure, note="ratio: what reading the snapshot from PostgreSQL costs")]
+
+
+async def bench_recheck_scan(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
+    from sqlalchemy import text
+
+    from zimmer_spot_gate.store.sessions import due_holds
+
+    service = await _start_service(ctx, await _fresh_db(ctx.pg_url))
+    scan = Series("spot.recheck_scan.10k_held", "ms", True, 1)
+    baseline = Series("pg.seq_count.sessions", "ms", True, 1)
+    try:
+        now = datetime.now(UTC)
+        async with service.engine.begin() as conn:
+            await conn.execute(text("""
+                INSERT INTO spot_gate.sessions (genesis, title, spot_hold_reason, spot_hold_retry_at, spot_hold_count)
+                SELECT 'api', 'held ' || g, 'at_utilization_limit', CAST(:now AS timestamptz) - make_interval(secs => g), 1
+                FROM generate_series(1, :n) g"""), {"n": HELD, "now": now})
+            await conn.execute(text("ANALYZE spot_gate.sessions"))
+        async with service.engine.connect() as conn:
+            for _ in range(sizes.rounds):
+                samples, base = [], []
+                for _ in range(20):
+                    t0 = time.perf_counter()
+                    due = await due_holds(conn, now, 500)
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    t0 = time.perf_counter()
+                    await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))
+                    base.append((time.perf_counter() - t0) * 1000)
+                    assert len(due) == 500
+                scan.add_latencies(samples)
+                baseline.add_latencies(base)
+    finally:
+        await service.stop()
+    return [Entry("spot_recheck_scan", scan, baseline, note=f"{HELD} held, 500 due taken per pass; target ≤ 1 s")]

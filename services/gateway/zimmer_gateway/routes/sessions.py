@@ -1,0 +1,116 @@
+"""`/api/v1/sessions`: spawn, read, search, re-class and re-rank sessions; turns; the decision log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response, status
+from pydantic import ConfigDict, Field
+
+from zimmer_common.contracts import spot as c
+from zimmer_common.contracts.runtime import SessionStatusName, TurnKindName
+from zimmer_gateway.routes.common import (
+    ID_MAX, BusDep, Precedence, RowId, SessionIdPath, StrictBody, problem_responses)
+
+router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
+
+
+class SpawnSessionBody(c.SpawnSession):
+    """A new session. Genesis, class and precedence are inherited from `parent_session_id` (or
+    `forked_from_session_id`) unless declared; repeating an `idempotency_key` returns the same session."""
+
+    model_config = ConfigDict(extra="forbid")
+    parent_session_id: RowId | None = None
+    forked_from_session_id: RowId | None = None
+    precedence: Precedence | None = None
+
+
+class SessionPatch(StrictBody):
+    scheduling_class: Literal["priority", "spot", "derive"] | None = Field(
+        None, description='"derive" clears the stored class so the session follows its genesis default again; '
+                          "making a held session priority starts it now")
+    precedence: Precedence | None = None
+
+
+class TurnBody(StrictBody):
+    kind: TurnKindName
+    prompt: str | None = None
+    attachments: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class StatusBody(StrictBody):
+    status: SessionStatusName
+    at: datetime | None = Field(None, description="When the status changed (default: now)")
+
+
+@router.post("", summary="Spawn a session (idempotent on idempotency_key)", response_model=c.SpawnResult,
+             status_code=status.HTTP_201_CREATED,
+             responses={200: {"model": c.SpawnResult, "description": "The idempotency key named an existing session"},
+                        **problem_responses(422)})
+async def spawn_session(body: SpawnSessionBody, bus: BusDep, response: Response) -> c.SpawnResult:
+    """Creates the session and, unless `start` is false, asks the gate for its first turn:
+    `turn.outcome` says whether it was admitted, held or passed without consulting the gate."""
+    result = await bus.request(c.SPAWN, body)
+    if not result.created:
+        response.status_code = status.HTTP_200_OK
+    return result
+
+
+@router.get("", summary="Search sessions", response_model=c.SessionList, responses=problem_responses(422))
+async def list_sessions(
+    bus: BusDep,
+    status_: Annotated[list[SessionStatusName] | None, Query(alias="status", description="Repeatable")] = None,
+    priority_class: Annotated[c.ClassName | None, Query(description="The resolved class")] = None,
+    genesis: Annotated[list[c.GenesisName] | None, Query(description="Repeatable")] = None,
+    parent_session_id: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
+    order: Annotated[Literal["precedence", "created_at", "updated_at"],
+                     Query(description="precedence: highest first, oldest first within a tie "
+                                       "(the order the spot queue is worked)")] = "created_at",
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=ID_MAX)] = 0,
+) -> c.SessionList:
+    return await bus.request(c.LIST_SESSIONS, c.SessionQuery(
+        status=status_, priority_class=priority_class, genesis=genesis, parent_session_id=parent_session_id,
+        order=order, limit=limit, offset=offset))
+
+
+@router.get("/{session_id}", summary="Read one session", response_model=c.SessionView,
+            responses=problem_responses(404, 422))
+async def get_session(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
+    return await bus.request(c.GET_SESSION, c.SessionRef(session_id=session_id))
+
+
+@router.patch("/{session_id}", summary="Change a session's scheduling class and/or precedence",
+              response_model=c.SessionView, responses=problem_responses(404, 422))
+async def patch_session(session_id: SessionIdPath, body: SessionPatch, bus: BusDep) -> c.SessionView:
+    """All or nothing: a refused change leaves the session as it was."""
+    return await bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=session_id, **body.model_dump()))
+
+
+@router.post("/{session_id}/turns", summary="Ask for a turn; every turn is gated", response_model=c.TurnResult,
+             responses={202: {"model": c.TurnResult,
+                              "description": "Held (the gate keeps the prompt) or queued behind a held turn"},
+                        **problem_responses(404, 409, 422)})
+async def request_turn(session_id: SessionIdPath, body: TurnBody, bus: BusDep, response: Response) -> c.TurnResult:
+    """200 when the turn was admitted or passed (not consulted); 202 when it was held or queued:
+    the prompt will still be delivered when the gate admits it."""
+    result = await bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=session_id, **body.model_dump()))
+    if result.outcome in ("held", "queued"):
+        response.status_code = status.HTTP_202_ACCEPTED
+    return result
+
+
+@router.post("/{session_id}/status", summary="Report a session's status (for scripts)",
+             response_model=c.SessionView, responses=problem_responses(404, 422))
+async def report_status(session_id: SessionIdPath, body: StatusBody, bus: BusDep) -> c.SessionView:
+    return await bus.request(c.REPORT_STATUS, c.StatusChange(session_id=session_id, **body.model_dump()))
+
+
+@router.get("/{session_id}/gate_decisions", summary="The gate's decisions for a session, newest first",
+            response_model=c.GateDecisionList, responses=problem_responses(404, 422))
+async def gate_decisions(session_id: SessionIdPath, bus: BusDep,
+                         limit: Annotated[int, Query(ge=1, le=500)] = 50) -> c.GateDecisionList:
+    """Why was this session held at 14:02? Each row carries the decision's reason, ceiling,
+    sentence and per-window numbers."""
+    return await bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=limit))

@@ -1,0 +1,82 @@
+"""`/api/v1/triggers`: the triggers registry; firing stamps the trigger's class and precedence once."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Query, Response, status
+from pydantic import ConfigDict, Field
+
+from zimmer_common.contracts import spot as c
+from zimmer_common.contracts import spot_policy as p
+from zimmer_gateway.routes.common import BusDep, Precedence, StrictBody, TriggerIdPath, problem_responses
+
+router = APIRouter(prefix="/api/v1/triggers", tags=["triggers"])
+
+
+class CreateTriggerBody(p.CreateTrigger):
+    model_config = ConfigDict(extra="forbid")
+
+    precedence: Precedence | None = None
+
+
+class TriggerPatch(StrictBody):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    scheduling_class: Literal["priority", "spot", "derive"] | None = Field(
+        None, description='"derive" clears the class; sessions already spawned keep theirs')
+    precedence: Precedence | None = None
+    clear_precedence: bool = False
+    prompt: str | None = None
+    enabled: bool | None = None
+
+
+class FireBody(StrictBody):
+    prompt: str | None = Field(None, description="Default: the trigger's prompt")
+    title: str | None = Field(None, max_length=500, description="Default: the trigger's name")
+    idempotency_key: str | None = Field(None, max_length=200)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+SPAWNED = {200: {"model": c.SpawnResult, "description": "The idempotency key named an existing session"},
+           **problem_responses(404, 409, 422)}
+
+
+@router.post("", summary="Create a trigger", response_model=p.TriggerView, status_code=status.HTTP_201_CREATED,
+             responses=problem_responses(422))
+async def create_trigger(body: CreateTriggerBody, bus: BusDep) -> p.TriggerView:
+    return await bus.request(p.CREATE_TRIGGER, body)
+
+
+@router.get("", summary="Search triggers", response_model=p.TriggerList, responses=problem_responses(422))
+async def search_triggers(bus: BusDep, kind: p.TriggerKindName | None = None,
+                          name_contains: Annotated[str | None, Query(max_length=200)] = None,
+                          limit: Annotated[int, Query(ge=1, le=500)] = 100) -> p.TriggerList:
+    return await bus.request(p.SEARCH_TRIGGERS, p.TriggerQuery(kind=kind, name_contains=name_contains, limit=limit))
+
+
+@router.patch("/{trigger_id}", summary="Change a trigger (its class applies to sessions it fires from now on)",
+              response_model=p.TriggerView, responses=problem_responses(404, 422))
+async def patch_trigger(trigger_id: TriggerIdPath, body: TriggerPatch, bus: BusDep) -> p.TriggerView:
+    return await bus.request(p.UPDATE_TRIGGER, p.UpdateTrigger(trigger_id=trigger_id, **body.model_dump()))
+
+
+async def _spawn(spec: Any, trigger_id: int, body: FireBody | None, bus: BusDep, response: Response) -> c.SpawnResult:
+    fire = body or FireBody()
+    result: c.SpawnResult = await bus.request(spec, p.FireTrigger(trigger_id=trigger_id, **fire.model_dump()))
+    if not result.created:
+        response.status_code = status.HTTP_200_OK
+    return result
+
+
+@router.post("/{trigger_id}/invoke", summary="Invoke a trigger by hand (genesis api)", response_model=c.SpawnResult,
+             status_code=status.HTTP_201_CREATED, responses=SPAWNED)
+async def invoke_trigger(trigger_id: TriggerIdPath, bus: BusDep, response: Response,
+                         body: Annotated[FireBody | None, Body()] = None) -> c.SpawnResult:
+    return await _spawn(p.INVOKE_TRIGGER, trigger_id, body, bus, response)
+
+
+@router.post("/{trigger_id}/fire", summary="Fire a trigger (genesis = its kind; class and precedence stamped once)",
+             response_model=c.SpawnResult, status_code=status.HTTP_201_CREATED, responses=SPAWNED)
+async def fire_trigger(trigger_id: TriggerIdPath, bus: BusDep, response: Response,
+                       body: Annotated[FireBody | None, Body()] = None) -> c.SpawnResult:
+    return await _spawn(p.FIRE_TRIGGER, trigger_id, body, bus, response)
