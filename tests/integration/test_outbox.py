@@ -64,8 +64,10 @@ async def test_committed_event_is_relayed_once_with_its_id(env) -> None:  # type
     assert await relay.relay_once() == 1
     assert await relay.relay_once() == 0
     got = await deliveries(bus)
+    async with engine.connect() as conn:
+        event_id = (await conn.execute(text("SELECT event_id FROM backlog.outbox WHERE id = :i"), {"i": row_id})).scalar_one()
     assert [(e.id, e.type, e.version, e.data) for e in got] == [
-        (f"backlog.outbox.{row_id}", "thing_happened", 1, {"thing": "a"})]
+        (f"backlog.{event_id}", "thing_happened", 1, {"thing": "a"})]
     assert await relay.pending() == 0
 
 
@@ -153,3 +155,33 @@ async def test_prune_removes_only_old_sent_rows(env) -> None:  # type: ignore[no
     async with engine.connect() as conn:
         left = (await conn.execute(text(f"SELECT payload FROM {SCHEMA}.outbox"))).scalars().all()
     assert [p["data"]["thing"] for p in (json.loads(x) if isinstance(x, str) else x for x in left)] == ["unsent"]
+
+
+async def test_a_rebuilt_database_is_not_mistaken_for_the_old_one(env, pg_base_url: str) -> None:  # type: ignore[no-untyped-def]
+    """Row ids restart in a new database; the event ids JetStream dedupes on must not."""
+    import uuid
+
+    import asyncpg
+
+    engine, bus = env
+    async with engine.begin() as conn:
+        await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "old"})
+    await OutboxRelay(engine, bus, schema=SCHEMA, source="backlog").relay_once()
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(pg_base_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    head, sep, query = pg_base_url.partition("?")
+    rebuilt_url = f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
+    await migrate(rebuilt_url, SCHEMA, None)
+    rebuilt = create_engine(rebuilt_url)
+    try:
+        async with rebuilt.begin() as conn:
+            assert await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "new"}) == 1  # same row id
+        await OutboxRelay(rebuilt, bus, schema=SCHEMA, source="backlog").relay_once()
+        assert [e.data["thing"] for e in await deliveries(bus)] == ["old", "new"]
+    finally:
+        await rebuilt.dispose()
+        admin = await asyncpg.connect(pg_base_url)
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()

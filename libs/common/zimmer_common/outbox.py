@@ -2,7 +2,7 @@
 
 A service calls `emit()` on the connection of the transaction that changes its state, so
 the event exists if and only if the change committed. `OutboxRelay` publishes unsent rows to
-JetStream with `Nats-Msg-Id = <schema>.outbox.<id>` and then marks them sent. A crash between
+JetStream with `Nats-Msg-Id = <schema>.<event uuid>` and then marks them sent. A crash between
 the publish and the mark leaves the row unsent; the next relay publishes it again with the
 same id and JetStream's duplicate window drops the copy, so consumers see it once. Past that
 window a duplicate can still arrive, which is why consumers are idempotent too
@@ -32,8 +32,8 @@ log = logging.getLogger("zimmer.outbox")
 RELAY_BATCH = 100
 
 
-def outbox_message_id(schema: str, row_id: int) -> str:
-    return f"{schema}.outbox.{row_id}"
+def outbox_message_id(schema: str, event_id: object) -> str:
+    return f"{schema}.{event_id}"
 
 
 async def emit(conn: AsyncConnection, schema: str, subject: str, event_type: str,
@@ -94,11 +94,11 @@ class OutboxRelay:
     async def relay_once(self, limit: int = RELAY_BATCH) -> int:
         async with self.engine.begin() as conn:
             rows = (await conn.execute(
-                text(f'SELECT id, subject, event_type, payload, created_at FROM "{self.schema}".outbox '
+                text(f'SELECT id, event_id, subject, event_type, payload, created_at FROM "{self.schema}".outbox '
                      "WHERE sent_at IS NULL ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED"),
                 {"n": limit})).all()
             for row in rows:
-                await self._publish(row.id, row.subject, row.event_type, row.payload, row.created_at)
+                await self._publish(row.event_id, row.subject, row.event_type, row.payload, row.created_at)
                 if self.after_publish is not None:
                     await self.after_publish(row.id)
             if rows:
@@ -108,9 +108,9 @@ class OutboxRelay:
             self.metrics.outbox_relayed.labels(self.source).inc(len(rows))
         return len(rows)
 
-    async def _publish(self, row_id: int, subject: str, event_type: str, payload: dict[str, Any],
+    async def _publish(self, event_id: object, subject: str, event_type: str, payload: dict[str, Any],
                        created_at: datetime) -> None:
-        msg_id = outbox_message_id(self.schema, row_id)
+        msg_id = outbox_message_id(self.schema, event_id)
         envelope = EventEnvelope(id=msg_id, type=event_type, version=int(payload.get("version", 1)),
                                  source=self.source, occurred_at=created_at, data=payload.get("data", {}))
         await self.bus.publish(subject, envelope.model_dump_json().encode(), msg_id=msg_id)
