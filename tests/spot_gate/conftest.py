@@ -24,6 +24,7 @@ class SpotHarness:
         self.bus = bus
         self.app = service.app
         self.app.gate.jitter = lambda: 0.0  # deterministic ladder; jitter bounds are unit-tested
+        self.app.gate.pool.ttl = 0.0  # tests change readings with SQL behind the cache's back
 
     async def sql(self, query: str, **params):  # type: ignore[no-untyped-def]
         async with self.service.engine.begin() as conn:

@@ -138,6 +138,7 @@ async def test_recheck_survives_a_service_restart(spot, settings_factory) -> Non
     await again.start()
     try:
         again.app.gate.jitter = lambda: 0.0
+        again.app.gate.pool.ttl = 0.0
         await again.app.record_reading(__import__("zimmer_common.contracts.runtime", fromlist=["x"]).QuotaReadingIn(
             account="acct-0", status="active", read_at=spot.clock.now(),
             five_hour={"utilization": 0.1}, seven_day={"utilization": 0.1}))
@@ -174,3 +175,23 @@ async def test_status_from_the_runtime_and_the_queued_prompt_at_the_turn_boundar
     view = await spot.app.report_status(SessionStatusReport(session_id=s.id, status="needs_input"))
     assert view.status == "running" and view.enqueued_messages == 0  # delivered, gated, admitted
     assert [cmd["prompt"] for cmd in await spot.start_turn_commands()][-1] == "next"
+
+
+async def test_concurrent_admissions_across_replicas_never_exceed_the_cap(spot, settings_factory) -> None:  # type: ignore[no-untyped-def]
+    """The slot check is exact under concurrency: batches are decided under one advisory lock."""
+    await spot.readings((0.05, 0.05))
+    await spot.sql("UPDATE spot_gate.spot_policy SET max_sessions = 5")
+    sessions = [(await spot.app.spawn(spawn(genesis="api", start=False))).session.id for _ in range(24)]
+    replica = build(settings_factory(), clock=spot.clock)
+    await replica.start()
+    try:
+        replica.app.gate.pool.ttl = 0.0
+        results = await asyncio.gather(*(
+            spot.bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=sid, kind="first_start")) for sid in sessions))
+    finally:
+        await replica.stop()
+    outcomes = sorted(r.outcome for r in results)
+    assert outcomes.count("admitted") == 5 and outcomes.count("held") == 19
+    assert {r.decision.reason for r in results if r.outcome == "held"} == {"fleet_at_cap"}
+    rows = await spot.sql("SELECT count(*) AS n FROM spot_gate.sessions WHERE status = 'running'")
+    assert rows[0].n == 5

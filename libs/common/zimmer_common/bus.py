@@ -172,6 +172,23 @@ class Bus:
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"JetStream did not ack {subject}: {exc!r}") from None
         return ack.seq
 
+    async def publish_many(self, messages: list[tuple[str, bytes, str]], *, timeout: float | None = None) -> list[int]:
+        """Publish (subject, body, msg_id) in order without waiting for each ack in turn, then
+        wait (bounded) for all of them. Any failure raises `unavailable` for the whole batch:
+        the caller re-publishes it, and the ids make the copies harmless."""
+        bound = timeout if timeout is not None else self.rpc_timeout
+        futures: list[asyncio.Future[Any]] = []
+        try:
+            for subject, body, msg_id in messages:
+                futures.append(await self.js.publish_async(subject, body, headers={"Nats-Msg-Id": msg_id},
+                                                           wait_stall=bound))
+            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout=bound)
+        except Exception as exc:  # noqa: BLE001 - stalled, timed out, refused: all mean "not all stored"
+            for future in futures:
+                future.cancel()  # releases nats-py's pending-publish slots
+            raise ZimmerError(ErrorCode.UNAVAILABLE, f"JetStream did not ack a batch of {len(messages)}: {exc!r}") from None
+        return [ack.seq for ack in acks]
+
     async def publish_event(self, subject: str, event_type: str, payload: Payload, *, event_id: str,
                             occurred_at: datetime | None = None) -> int:
         """Publish a typed event outside the outbox (operational events, ingest from a runtime):

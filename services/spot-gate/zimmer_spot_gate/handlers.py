@@ -3,7 +3,8 @@ change together with its events."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatu
 from zimmer_spot_gate.domain.pricing import TokenUsage, price_for, spend_dollars
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import SCHEMA, TurnGate
+from zimmer_spot_gate.turns import SCHEMA, Outcome, TurnGate, TurnRequest
 
 if TYPE_CHECKING:
     from zimmer_spot_gate.metrics import SpotMetrics
@@ -39,6 +40,7 @@ class SpotGate:
         self.now = now
         self.gate = gate
         self._relay = relay
+        self.batcher = AdmissionBatcher(self._run_batch)
         self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
         self.metrics: SpotMetrics | None = None
 
@@ -104,6 +106,7 @@ class SpotGate:
             raise ZimmerError(ErrorCode.INVALID, "nothing to change: give scheduling_class and/or precedence",
                               {"field": "scheduling_class"})
         async with self.engine.begin() as conn:
+            await self.gate.lock_admissions(conn)  # before the row lock: the order every batch takes
             before = await store.fetch(conn, req.session_id, lock=True)
             overrides = (await quota.policy(conn)).overrides
             old_view = store.to_view(before, overrides)
@@ -122,17 +125,24 @@ class SpotGate:
                            SessionEvent(session=view, previous={"precedence": old_view.precedence}))
             if view.priority_class == "priority" and before.spot_hold_reason is not None:
                 # Make this session priority: the lever that starts a held session now.
-                result = await self.gate.recheck_now(conn, req.session_id)
+                result = await self.gate.recheck(conn, req.session_id, force=True)
                 view = result.session if result else view
         self._kick()
         return view
 
     async def request_turn(self, req: RequestTurn) -> TurnResult:
+        """Concurrent requests are decided together, one transaction per batch."""
+        out = await self.batcher.submit(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt, req.attachments))
+        if isinstance(out, ZimmerError):
+            raise out
+        assert out is not None
+        return out
+
+    async def _run_batch(self, requests: list[TurnRequest]) -> list[Outcome]:
         async with self.engine.begin() as conn:
-            result = await self.gate.request_turn(conn, req.session_id, TurnKind(req.kind), req.prompt,
-                                                  req.attachments)
+            outcomes = await self.gate.process(conn, requests)
         self._kick()
-        return result
+        return outcomes
 
     async def report_status(self, req: SessionStatusReport) -> SessionView:
         async with self.engine.begin() as conn:
@@ -141,6 +151,7 @@ class SpotGate:
         return view
 
     async def apply_status(self, conn: AsyncConnection, req: SessionStatusReport) -> SessionView:
+        await self.gate.lock_admissions(conn)  # it may deliver a queued turn: same lock order as a batch
         before = await store.fetch(conn, req.session_id, lock=True)
         if before.status != req.status:
             fields: dict[str, Any] = {"status": req.status}
@@ -168,6 +179,7 @@ class SpotGate:
     async def record_reading(self, req: QuotaReadingIn) -> Ok:
         async with self.engine.begin() as conn:
             await quota.record_reading(conn, req, self.now())
+        self.gate.pool.invalidate()
         return Ok()
 
     async def record_spend_in(self, conn: AsyncConnection, req: SpendReport) -> bool:
@@ -184,3 +196,35 @@ class SpotGate:
     async def record_spend_in_tx(self, req: SpendReport) -> bool:
         async with self.engine.begin() as conn:
             return await self.record_spend_in(conn, req)
+
+
+class AdmissionBatcher:
+    """Collects turn requests that arrive while a batch is being decided and decides them as
+    the next batch: no added delay when idle, few transactions under load."""
+
+    def __init__(self, run: Callable[[list[TurnRequest]], Awaitable[list[Outcome]]], max_batch: int = 100):
+        self._run = run
+        self.max_batch = max_batch
+        self._pending: list[tuple[TurnRequest, asyncio.Future[Outcome]]] = []
+        self._draining: asyncio.Task[None] | None = None
+
+    async def submit(self, request: TurnRequest) -> Outcome:
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._pending.append((request, future))
+        if self._draining is None or self._draining.done():
+            self._draining = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+            try:
+                outcomes = await self._run([request for request, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - the whole batch rolled back: every caller hears why
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
+                if not future.done():
+                    future.set_result(outcome)

@@ -19,11 +19,12 @@ from zimmer_spot_gate.domain.pricing import SessionSpend, accounts_to_sample, bu
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.quota import WINDOW_SPAN
-from zimmer_spot_gate.turns import SCHEMA, TurnGate
+from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 
 log = logging.getLogger("zimmer.spot_gate.jobs")
 
 RECHECK_BATCH = 500
+RECHECK_CHUNK = 100
 REPAIR_PER_SWEEP = 10  # SpotHoldSweepJob: 10 a sweep
 REPAIR_OVERDUE_MINUTES = 10
 BURN_RATE_SESSIONS = 25
@@ -32,21 +33,21 @@ BURN_RATE_SESSIONS = 25
 def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
               jitter: Callable[[], float] = random.random, on_commit: Callable[[], None] = lambda: None) -> list[JobSpec]:
     async def recheck_due(ctx: JobContext) -> None:
-        """Re-check every held session whose time has come, one transaction each, so one
-        failure cannot take the batch down with it. Durable: the due time is a column, so a
-        restart loses nothing."""
+        """Re-check every held session whose time has come, in batches of `RECHECK_CHUNK`, one
+        transaction each, so one failure cannot take the whole pass down. Durable: the due
+        time is a column, so a restart loses nothing."""
         async with engine().connect() as conn:
             due = await store.due_holds(conn, now(), RECHECK_BATCH)
         admitted = 0
-        for i, session_id in enumerate(due):
+        for start in range(0, len(due), RECHECK_CHUNK):
+            chunk = due[start:start + RECHECK_CHUNK]
             try:
                 async with engine().begin() as conn:
-                    result = await gate.recheck(conn, session_id)
-                admitted += bool(result and result.outcome in ("admitted", "passed"))
-            except Exception:  # noqa: BLE001 - the row stays due and the next pass retries it
-                log.exception("re-check failed", extra=kv(session_id=session_id))
-            if i % 50 == 49:
-                await ctx.progress()
+                    outcomes = await gate.process(conn, [TurnRequest(sid, recheck=True) for sid in chunk])
+                admitted += sum(1 for o in outcomes if getattr(o, "outcome", None) in ("admitted", "passed"))
+            except Exception:  # noqa: BLE001 - these rows stay due and the next pass retries them
+                log.exception("re-check batch failed", extra=kv(sessions=chunk))
+            await ctx.progress()
         if due:
             on_commit()
             log.info("re-checked held sessions", extra=kv(due=len(due), admitted=admitted))
@@ -78,6 +79,7 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
                 capacity = calibrate(previous.get(window), spend, p.utilization)
                 if capacity is not None and capacity != previous.get(window):
                     await quota.save_capacity(conn, window, capacity)
+        gate.pool.invalidate()
 
     async def burn_rate_recompute(ctx: JobContext) -> None:
         async with engine().begin() as conn:
@@ -89,6 +91,7 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
             for s in spends:
                 counts[(s.harness, s.model)] = counts.get((s.harness, s.model), 0) + 1
             await quota.save_burn_rates(conn, rates, counts)
+        gate.pool.invalidate()
 
     async def usage_sampler(ctx: JobContext) -> None:
         """Ask the runtime for fresh readings: the serving account every tick, plus up to 2

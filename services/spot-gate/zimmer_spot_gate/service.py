@@ -27,6 +27,7 @@ from zimmer_spot_gate.jobs import spot_jobs
 from zimmer_spot_gate.metrics import REFRESH_SECONDS, SpotMetrics
 from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.snapshot import PoolCache
 from zimmer_spot_gate.turns import TurnGate
 
 log = logging.getLogger("zimmer.spot_gate")
@@ -45,7 +46,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     def relay() -> OutboxRelay | None:
         return service.relay
 
-    gate = TurnGate(now=service.clock.now)
+    gate = TurnGate(now=service.clock.now, pool=PoolCache(engine, service.clock.now))
     app = SpotGate(engine, service.clock.now, gate, relay)
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
@@ -79,6 +80,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     @service.consume(ConsumerSpec("spot_gate_quota_readings", Stream.INGEST, (INGEST_QUOTA_READING,)))
     async def on_reading(conn: AsyncConnection, event: EventEnvelope) -> None:
         await quota.record_reading(conn, QuotaReadingIn.model_validate(event.data), service.clock.now())
+        gate.pool.invalidate()
 
     @service.consume(ConsumerSpec("spot_gate_spend", Stream.INGEST, (INGEST_SPEND,)))
     async def on_spend(conn: AsyncConnection, event: EventEnvelope) -> None:

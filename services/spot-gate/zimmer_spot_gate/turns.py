@@ -1,17 +1,18 @@
 """Every turn is gated (seed 004, "What hold does", "Consecutive holds back off", "Every turn
-is gated, not just the first").
+is gated, not just the first", "The concurrency limit").
 
-`request_turn` is the admission path for any turn; `recheck` is the held session's re-check.
-Both run inside the caller's transaction with the session row locked, so the decision, the
-hold record, the decision log row, the status event and the start_turn command commit
-together or not at all.
+Turns are decided in batches, inside the caller's transaction, under one transaction-scoped
+advisory lock: the decisions of a batch see each other's admissions (the slot count is exact
+across concurrent requests and across replicas), and a batch costs a handful of statements
+however many turns it carries. The decision, the hold record, the decision log, the status
+events and the start_turn commands commit together or not at all.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -20,18 +21,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zimmer_common.contracts.runtime import START_TURN, StartTurn
 from zimmer_common.contracts.spot import SESSION_STATUS_CHANGED, DecisionView, SessionEvent, TurnResult
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import emit
+from zimmer_common.outbox import emit_many
 from zimmer_spot_gate.domain.classes import resolve_class
-from zimmer_spot_gate.domain.gate import Candidate, Decision, decide_safely, unavailable
+from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, Snapshot, decide, unavailable
 from zimmer_spot_gate.domain.ladder import hold_delay
 from zimmer_spot_gate.domain.model import (
     UNGATED_TURNS, Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind)
-from zimmer_spot_gate.snapshot import read_pool
+from zimmer_spot_gate.snapshot import PoolCache
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 
 SCHEMA = "spot_gate"
 ENDED = {SessionStatus.ARCHIVED.value, SessionStatus.FAILED.value}
+RUNNING = SessionStatus.RUNNING.value
+ADMISSION_LOCK = "zimmer.spot_gate.admission"
 
 
 def decision_view(d: Decision) -> DecisionView:
@@ -44,127 +47,201 @@ def _numbers(n: Any) -> dict[str, Any]:
     return {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(n).items()}
 
 
-def exemption(row: Any, overrides: Any) -> str | None:
+def exemption(s: dict[str, Any], overrides: Any) -> str | None:
     """Why this session is never consulted, or None for a spot session the gate decides on."""
-    own = SchedulingClass(row.scheduling_class) if row.scheduling_class else None
-    if resolve_class(own, Genesis(row.genesis), overrides) is SchedulingClass.PRIORITY:
+    own = SchedulingClass(s["scheduling_class"]) if s["scheduling_class"] else None
+    if resolve_class(own, Genesis(s["genesis"]), overrides) is SchedulingClass.PRIORITY:
         return "priority"
-    if row.runtime == Runtime.CODEX.value:
+    if s["runtime"] == Runtime.CODEX.value:
         return "codex"  # spends nothing against a Claude window and takes no slot
-    if row.is_status_summary_fork:
+    if s["is_status_summary_fork"]:
         return "status_summary_fork"
     return None
 
 
+def takes_slot(s: dict[str, Any]) -> bool:
+    return s["runtime"] == Runtime.CLAUDE_CODE.value and not s["is_status_summary_fork"]
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    session_id: int
+    kind: TurnKind | None = None  # None with recheck: the turn the hold carries
+    prompt: str | None = None
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    recheck: bool = False  # the held session's re-check
+    force: bool = False  # re-check now whatever the retry time (its class changed)
+
+
+Outcome = TurnResult | ZimmerError | None
+
+
+class _Batch:
+    """What a batch decided, to be written in a few statements at the end."""
+
+    def __init__(self, rows: dict[int, Any]):
+        self.before = {sid: dict(r._mapping) for sid, r in rows.items()}
+        self.live = {sid: dict(r._mapping) for sid, r in rows.items()}
+        self.changed: set[int] = set()
+        self.decisions: list[dict[str, Any]] = []
+        self.enqueued: list[dict[str, Any]] = []
+        self.commands: list[tuple[str, str, StartTurn]] = []
+        self.outcomes: list[tuple[str, int, str, str | None, DecisionView | None] | ZimmerError | None] = []
+
+
 class TurnGate:
-    def __init__(self, now: Callable[[], datetime], jitter: Callable[[], float] = random.random):
+    def __init__(self, now: Callable[[], datetime], pool: PoolCache, jitter: Callable[[], float] = random.random):
         self.now = now
+        self.pool = pool
         self.jitter = jitter
         self.on_decision: Callable[[str], None] = lambda reason: None  # metrics hook
 
+    async def lock_admissions(self, conn: AsyncConnection) -> None:
+        """Take the admission lock; callers that will lock session rows first must take it before them."""
+        await store.advisory_xact_lock(conn, ADMISSION_LOCK)
+
     async def request_turn(self, conn: AsyncConnection, session_id: int, kind: TurnKind, prompt: str | None,
                            attachments: list[dict[str, Any]]) -> TurnResult:
-        row = await store.fetch(conn, session_id, lock=True)
-        if row.status in ENDED:
-            raise ZimmerError(ErrorCode.REFUSED, f"session {session_id} is {row.status}; it takes no more turns",
-                              {"status": row.status})
+        [out] = await self.process(conn, [TurnRequest(session_id, kind, prompt, list(attachments))])
+        if isinstance(out, ZimmerError):
+            raise out
+        assert out is not None
+        return out
+
+    async def recheck(self, conn: AsyncConnection, session_id: int, *, force: bool = False) -> TurnResult | None:
+        [out] = await self.process(conn, [TurnRequest(session_id, recheck=True, force=force)])
+        if isinstance(out, ZimmerError):
+            raise out
+        return out
+
+    async def process(self, conn: AsyncConnection, requests: list[TurnRequest]) -> list[Outcome]:
+        await self.lock_admissions(conn)
+        rows = {r.id: r for r in await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
+        batch = _Batch(rows)
         policy = await quota.policy(conn)
-        if kind in UNGATED_TURNS:
-            await self._command(conn, row, kind, prompt, attachments)
-            return await self._result(conn, session_id, "passed", policy.overrides, exempt=kind.value)
-        exempt = exemption(row, policy.overrides)
-        if row.spot_hold_reason is not None and exempt is None:
+        fleet: list[FleetState] = []  # read once, on the first decision, then kept current in memory
+        now = self.now()
+        for req in requests:
+            s = batch.live.get(req.session_id)
+            if s is None:
+                batch.outcomes.append(ZimmerError(ErrorCode.NOT_FOUND, f"session {req.session_id} does not exist",
+                                                  {"session_id": req.session_id}))
+            elif req.recheck:
+                await self._recheck(conn, batch, s, req, policy, fleet, now)
+            else:
+                await self._turn(conn, batch, s, req, policy, fleet, now)
+        return await self._write(conn, batch, policy.overrides)
+
+    async def _turn(self, conn: AsyncConnection, batch: _Batch, s: dict[str, Any], req: TurnRequest, policy: Any,
+                    fleet: list[FleetState], now: datetime) -> None:
+        assert req.kind is not None
+        if s["status"] in ENDED:
+            batch.outcomes.append(ZimmerError(ErrorCode.REFUSED, f"session {s['id']} is {s['status']}; "
+                                              "it takes no more turns", {"status": s["status"]}))
+            return
+        if req.kind in UNGATED_TURNS:
+            self._command(batch, s, req.kind, req.prompt, req.attachments)
+            batch.outcomes.append(("passed", s["id"], "passed", req.kind.value, None))
+            return
+        exempt = exemption(s, policy.overrides)
+        if s["spot_hold_reason"] is not None and exempt is None:
             # A second refused turn is queued, not given a second re-check; the hold record is
             # left alone: the re-check it names is the one that will fire.
-            await store.enqueue_message(conn, session_id, kind.value, prompt, attachments)
-            return await self._result(conn, session_id, "queued", policy.overrides)
-        if kind is TurnKind.RESTART:
-            await store.update_fields(conn, session_id, spot_hold_count=0)  # a person asked: the ladder resets
-            row = await store.fetch(conn, session_id)
+            batch.enqueued.append({"s": s["id"], "k": req.kind.value, "p": req.prompt,
+                                   "a": store.dumps(req.attachments)})
+            batch.outcomes.append(("queued", s["id"], "queued", None, None))
+            return
+        if req.kind is TurnKind.RESTART:
+            s["spot_hold_count"] = 0  # a person asked for it: the ladder starts again at 10 minutes
         if exempt is not None:
-            await self._admit(conn, row, kind, prompt, attachments)
-            return await self._result(conn, session_id, "passed", policy.overrides, exempt=exempt)
-        return await self._decide(conn, row, kind, prompt, attachments, policy.overrides)
+            self._admit(batch, s, req.kind, req.prompt, req.attachments, fleet)
+            batch.outcomes.append(("passed", s["id"], "passed", exempt, None))
+            return
+        await self._decide(conn, batch, s, req.kind, req.prompt, req.attachments, policy, fleet, now)
 
-    async def recheck(self, conn: AsyncConnection, session_id: int) -> TurnResult | None:
-        """The held session's re-check, carrying the turn it holds. None when nothing is due."""
-        row = await store.fetch(conn, session_id, lock=True)
-        if row.spot_hold_retry_at is not None and row.spot_hold_retry_at > self.now():
-            return None  # another worker re-checked it first
-        return await self.recheck_now(conn, session_id)
+    async def _recheck(self, conn: AsyncConnection, batch: _Batch, s: dict[str, Any], req: TurnRequest, policy: Any,
+                       fleet: list[FleetState], now: datetime) -> None:
+        due = s["spot_hold_retry_at"] is None or s["spot_hold_retry_at"] <= now
+        if s["spot_hold_reason"] is None or s["status"] in ENDED or not (due or req.force):
+            batch.outcomes.append(None)  # nothing held, or another worker re-checked it first
+            return
+        kind = TurnKind(s["held_turn_kind"] or TurnKind.FIRST_START.value)
+        prompt, attachments = s["held_prompt"], s["held_attachments"] or []
+        exempt = exemption(s, policy.overrides)
+        if exempt is not None:  # promoted to priority while held: the lever that starts it now
+            self._admit(batch, s, kind, prompt, attachments, fleet)
+            batch.outcomes.append(("passed", s["id"], "passed", exempt, None))
+            return
+        await self._decide(conn, batch, s, kind, prompt, attachments, policy, fleet, now)
 
-    async def recheck_now(self, conn: AsyncConnection, session_id: int) -> TurnResult | None:
-        """Re-check a held session whatever its retry time (after a class change, say)."""
-        row = await store.fetch(conn, session_id, lock=True)
-        if row.spot_hold_reason is None or row.status in ENDED:
-            return None
-        policy = await quota.policy(conn)
-        kind = TurnKind(row.held_turn_kind or TurnKind.FIRST_START.value)
-        if exemption(row, policy.overrides) is not None:  # promoted to priority while held
-            await self._admit(conn, row, kind, row.held_prompt, row.held_attachments or [])
-            return await self._result(conn, session_id, "passed", policy.overrides, exempt="priority")
-        return await self._decide(conn, row, kind, row.held_prompt, row.held_attachments or [], policy.overrides)
-
-    async def _decide(self, conn: AsyncConnection, row: Any, kind: TurnKind, prompt: str | None,
-                      attachments: list[dict[str, Any]], overrides: Any) -> TurnResult:
-        now = self.now()
-        burn = await quota.burn_rate(conn, row.harness, row.model)
-        candidate = Candidate(burn or 0.0, already_running=row.status == SessionStatus.RUNNING.value)
+    async def _decide(self, conn: AsyncConnection, batch: _Batch, s: dict[str, Any], kind: TurnKind,
+                      prompt: str | None, attachments: list[dict[str, Any]], policy: Any, fleet: list[FleetState],
+                      now: datetime) -> None:
         try:
-            # A savepoint: a failed read must not poison the transaction the hold is written in.
-            async with conn.begin_nested():
-                snap = (await read_pool(conn, now, candidate)).snapshot
-            decision = decide_safely(lambda: snap)
-        except Exception as exc:  # noqa: BLE001 - the gate fails open, and says why
+            parts = await self.pool.get()
+            if not fleet:
+                fleet.append(await quota.fleet(conn))
+            burn = parts.burn_rates.get((s["harness"], s["model"]), 0.0)
+            snap = Snapshot(policy.policy, parts.windows, fleet[0],
+                            Candidate(burn, already_running=s["status"] == RUNNING),
+                            parts.accounts_averaged, parts.pool_size)
+            decision = decide(snap)
+        except Exception as exc:  # noqa: BLE001 - any error evaluating the gate fails open, and says why
             decision = unavailable(exc)
         view = decision_view(decision)
         self.on_decision(decision.reason.value)
-        await store.log_decision(conn, row.id, kind.value, decision.allowed, decision.reason.value,
-                                 view.ceiling, decision.sentence, view.model_dump(mode="json"), now)
+        batch.decisions.append({"s": s["id"], "k": kind.value, "a": decision.allowed, "r": decision.reason.value,
+                                "c": view.ceiling, "sent": decision.sentence,
+                                "n": store.dumps(view.model_dump(mode="json")), "at": now})
         if decision.allowed:
-            await self._admit(conn, row, kind, prompt, attachments)
-            return await self._result(conn, row.id, "admitted", overrides, decision=view)
-        await self._hold(conn, row, kind, prompt, attachments, decision.reason, now)
-        return await self._result(conn, row.id, "held", overrides, decision=view)
+            self._admit(batch, s, kind, prompt, attachments, fleet)
+            batch.outcomes.append(("admitted", s["id"], "admitted", None, view))
+        else:
+            self._hold(batch, s, kind, prompt, attachments, decision.reason, now)
+            batch.outcomes.append(("held", s["id"], "held", None, view))
 
-    async def _admit(self, conn: AsyncConnection, row: Any, kind: TurnKind, prompt: str | None,
-                     attachments: list[dict[str, Any]]) -> None:
+    def _admit(self, batch: _Batch, s: dict[str, Any], kind: TurnKind, prompt: str | None,
+               attachments: list[dict[str, Any]], fleet: list[FleetState]) -> None:
+        if fleet and s["status"] != RUNNING:
+            f = fleet[0]  # the next decision in this batch sees this admission
+            fleet[0] = replace(f, running_slots=f.running_slots + takes_slot(s), running_total=f.running_total + 1)
         # Admission clears every spot_hold_* key: the next outage starts the ladder at 10 minutes.
-        await store.update_fields(conn, row.id, status=SessionStatus.RUNNING.value, ever_started=True,
-                                  spot_hold_reason=None, spot_hold_retry_at=None, spot_hold_count=0,
-                                  held_turn_kind=None, held_prompt=None, held_attachments=None)
-        await self._command(conn, row, kind, prompt, attachments)
-        await self._status_event(conn, row, SessionStatus.RUNNING)
+        s.update(status=RUNNING, ever_started=True, spot_hold_reason=None, spot_hold_retry_at=None,
+                 spot_hold_count=0, held_turn_kind=None, held_prompt=None, held_attachments=None)
+        batch.changed.add(s["id"])
+        self._command(batch, s, kind, prompt, attachments)
 
-    async def _hold(self, conn: AsyncConnection, row: Any, kind: TurnKind, prompt: str | None,
-                    attachments: list[dict[str, Any]], reason: Reason, now: datetime) -> None:
-        count = row.spot_hold_count + 1
-        retry_at = now + hold_delay(reason, count, self.jitter())
+    def _hold(self, batch: _Batch, s: dict[str, Any], kind: TurnKind, prompt: str | None,
+              attachments: list[dict[str, Any]], reason: Reason, now: datetime) -> None:
+        count = s["spot_hold_count"] + 1
         # The gate takes custody of the prompt; the session goes dormant in waiting, and nothing
         # announces it as needing a human.
-        await store.update_fields(conn, row.id, status=SessionStatus.WAITING.value, spot_hold_reason=reason.value,
-                                  spot_hold_retry_at=retry_at, spot_hold_count=count, held_turn_kind=kind.value,
-                                  held_prompt=prompt, held_attachments=attachments)
-        await self._status_event(conn, row, SessionStatus.WAITING)
+        s.update(status=SessionStatus.WAITING.value, spot_hold_reason=reason.value,
+                 spot_hold_retry_at=now + hold_delay(reason, count, self.jitter()), spot_hold_count=count,
+                 held_turn_kind=kind.value, held_prompt=prompt, held_attachments=attachments)
+        batch.changed.add(s["id"])
 
-    async def _command(self, conn: AsyncConnection, row: Any, kind: TurnKind, prompt: str | None,
-                       attachments: list[dict[str, Any]]) -> None:
-        await emit(conn, SCHEMA, START_TURN, "start_turn",
-                   StartTurn(session_id=row.id, turn_kind=kind.value, prompt=prompt, attachments=attachments,
-                             runtime=row.runtime, harness=row.harness, model=row.model))
+    def _command(self, batch: _Batch, s: dict[str, Any], kind: TurnKind, prompt: str | None,
+                 attachments: list[dict[str, Any]]) -> None:
+        batch.commands.append((START_TURN, "start_turn", StartTurn(
+            session_id=s["id"], turn_kind=kind.value, prompt=prompt, attachments=list(attachments),
+            runtime=s["runtime"], harness=s["harness"], model=s["model"])))
 
-    async def _status_event(self, conn: AsyncConnection, before: Any, status: SessionStatus) -> None:
-        after = await store.fetch(conn, before.id)
-        policy = await quota.policy(conn)
-        if before.status == status.value and before.spot_hold_reason == after.spot_hold_reason:
-            return
-        await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed",
-                   SessionEvent(session=store.to_view(after, policy.overrides),
-                                previous={"status": before.status, "spot_hold_reason": before.spot_hold_reason},
-                                spawned_by=(before.metadata or {}).get("spawned_by")))
-
-    async def _result(self, conn: AsyncConnection, session_id: int, outcome: str, overrides: Any, *,
-                      exempt: str | None = None, decision: DecisionView | None = None) -> TurnResult:
-        row = await store.fetch(conn, session_id)
-        return TurnResult(outcome=outcome, exempt_because=exempt, decision=decision,  # type: ignore[arg-type]
-                          session=store.to_view(row, overrides))
+    async def _write(self, conn: AsyncConnection, batch: _Batch, overrides: Any) -> list[Outcome]:
+        await store.save_turn_state(conn, [batch.live[sid] for sid in sorted(batch.changed)])
+        await store.log_decisions(conn, batch.decisions)
+        await store.enqueue_messages(conn, batch.enqueued)
+        touched = sorted({o[1] for o in batch.outcomes if isinstance(o, tuple)})
+        views = {r.id: store.to_view(r, overrides) for r in await store.fetch_many(conn, touched)} if touched else {}
+        events: list[tuple[str, str, Any]] = []
+        for sid in sorted(batch.changed):
+            before, after = batch.before[sid], batch.live[sid]
+            if (before["status"], before["spot_hold_reason"]) != (after["status"], after["spot_hold_reason"]):
+                events.append((SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
+                    session=views[sid], previous={"status": before["status"],
+                                                  "spot_hold_reason": before["spot_hold_reason"]},
+                    spawned_by=(before["metadata"] or {}).get("spawned_by"))))
+        await emit_many(conn, SCHEMA, events + batch.commands)
+        return [o if not isinstance(o, tuple) else
+                TurnResult(outcome=o[2], exempt_because=o[3], decision=o[4], session=views[o[1]])  # type: ignore[arg-type]
+                for o in batch.outcomes]

@@ -120,28 +120,12 @@ async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -
                        {**values, "id": session_id})
 
 
-async def enqueue_message(conn: AsyncConnection, session_id: int, kind: str, prompt: str | None,
-                          attachments: list[dict[str, Any]]) -> None:
-    await conn.execute(text("INSERT INTO spot_gate.enqueued_messages (session_id, turn_kind, prompt, attachments) "
-                            "VALUES (:s, :k, :p, CAST(:a AS jsonb))"),
-                       {"s": session_id, "k": kind, "p": prompt, "a": json.dumps(attachments)})
-
-
 async def pop_enqueued(conn: AsyncConnection, session_id: int) -> Row[Any] | None:
     return (await conn.execute(text("""
         UPDATE spot_gate.enqueued_messages SET delivered_at = now()
         WHERE id = (SELECT id FROM spot_gate.enqueued_messages WHERE session_id = :s AND delivered_at IS NULL
                     ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING turn_kind, prompt, attachments"""), {"s": session_id})).first()
-
-
-async def log_decision(conn: AsyncConnection, session_id: int, kind: str, allowed: bool, reason: str,
-                       ceiling: str | None, sentence: str, numbers: dict[str, Any], at: datetime) -> None:
-    await conn.execute(text("""
-        INSERT INTO spot_gate.gate_decisions (session_id, turn_kind, allowed, reason, ceiling, sentence, numbers, decided_at)
-        VALUES (:s, :k, :a, :r, :c, :sent, CAST(:n AS jsonb), :at)"""),
-        {"s": session_id, "k": kind, "a": allowed, "r": reason, "c": ceiling, "sent": sentence,
-         "n": json.dumps(numbers, default=str), "at": at})
 
 
 async def decisions(conn: AsyncConnection, session_id: int, limit: int) -> list[Row[Any]]:
@@ -167,3 +151,47 @@ async def stranded_holds(conn: AsyncConnection, overdue_before: datetime, limit:
           AND (spot_hold_retry_at IS NULL OR spot_hold_retry_at < :before)
         ORDER BY spot_hold_retry_at NULLS FIRST LIMIT :n"""), {"before": overdue_before, "n": limit})
     return [r.id for r in rows]
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str)
+
+
+async def advisory_xact_lock(conn: AsyncConnection, key: str) -> None:
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": key})
+
+
+async def fetch_many(conn: AsyncConnection, ids: list[int], *, lock: bool = False) -> list[Row[Any]]:
+    """Sessions by id, in id order; locked in that order, so two batches cannot deadlock."""
+    suffix = " FOR UPDATE OF s" if lock else ""
+    return list((await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE s.id = ANY(:ids) "
+                                         f"ORDER BY s.id{suffix}"), {"ids": ids})).all())
+
+
+async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]]) -> None:
+    """Write the status and hold record the gate decided, for many sessions in one round trip."""
+    if not sessions:
+        return
+    await conn.execute(text("""
+        UPDATE spot_gate.sessions SET status = :status, ever_started = :ever_started,
+            spot_hold_reason = :spot_hold_reason, spot_hold_retry_at = :spot_hold_retry_at,
+            spot_hold_count = :spot_hold_count, held_turn_kind = :held_turn_kind, held_prompt = :held_prompt,
+            held_attachments = CAST(:held_attachments AS jsonb), updated_at = now()
+        WHERE id = :id"""), [{**{k: s[k] for k in ("id", "status", "ever_started", "spot_hold_reason",
+                                                   "spot_hold_retry_at", "spot_hold_count", "held_turn_kind",
+                                                   "held_prompt")},
+                              "held_attachments": dumps(s["held_attachments"])} for s in sessions])
+
+
+async def log_decisions(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        await conn.execute(text("""
+            INSERT INTO spot_gate.gate_decisions (session_id, turn_kind, allowed, reason, ceiling, sentence, numbers,
+                decided_at)
+            VALUES (:s, :k, :a, :r, :c, :sent, CAST(:n AS jsonb), :at)"""), rows)
+
+
+async def enqueue_messages(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        await conn.execute(text("INSERT INTO spot_gate.enqueued_messages (session_id, turn_kind, prompt, attachments) "
+                                "VALUES (:s, :k, :p, CAST(:a AS jsonb))"), rows)
