@@ -1,7 +1,8 @@
 """Spot-gate benchmarks (issue 3): end-to-end admissions/s, decision latency, re-check scan.
 
 - admissions: `request_turn` over NATS → decision → `start_turn` published on ZIMMER_RUNTIME by
-  the outbox relay, for 1,000 sessions with 10 accounts in the pool, 32 requests in flight.
+  the outbox relay, for 1,000 sessions with 10 accounts in the pool, 64 requests in flight, the
+  service running as its own process (`zimmer serve spot-gate`).
   Reported against Slurm's documented job start rate (500/s) as the reference baseline.
 - decision: the pure `decide()` vs the same decision with its inputs read from PostgreSQL
   (`read_pool` + `decide`): what reading the snapshot costs.
@@ -24,7 +25,7 @@ from bench.run import Entry, Series, Sizes, BenchContext  # noqa: F401 - shared 
 SLURM_JOB_START_RATE = 500.0  # jobs/s, Slurm's documented sustained job start rate
 SESSIONS = 1000
 ACCOUNTS = 10
-IN_FLIGHT = 32
+IN_FLIGHT = 64
 HELD = 10_000
 
 
@@ -52,6 +53,69 @@ async def _start_service(ctx: BenchContext, db: str):  # type: ignore[no-untyped
     service = build(settings)
     await service.start()
     return service
+
+
+class ServiceProcess:
+    """The spot-gate service as its own process (`zimmer serve spot-gate`), as deployed: the
+    benchmark client must not share its interpreter with the service it measures."""
+
+    def __init__(self, ctx: BenchContext, db: str):
+        import os
+        import subprocess
+        import sys
+
+        env = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=db, ZIMMER_NATS_URL=ctx.nats_url,
+                   ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="WARNING", ZIMMER_INSTANCE_ID="bench-spot",
+                   ZIMMER_RPC_TIMEOUT_SECONDS="30")
+        self.proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", "spot-gate"], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def ready(self, bus: Any, timeout: float = 60) -> None:
+        from zimmer_common.contracts.ops import PingRequest, ping_rpc
+        from zimmer_common.errors import ZimmerError
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if (await bus.request(ping_rpc("spot"), PingRequest(), timeout=1)).ready:
+                    return
+            except ZimmerError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("spot-gate service did not become ready")
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+async def _seed_sql(db: str, sessions: int, accounts: int) -> list[int]:
+    """Sessions and readings written straight into the migrated schema, before the service starts."""
+    from zimmer_common.db import asyncpg_dsn, migrate
+
+    await migrate(db, "spot_gate", "zimmer_spot_gate.migrations")
+    now = datetime.now(UTC)
+    conn = await asyncpg.connect(asyncpg_dsn(db))
+    try:
+        for i in range(accounts):
+            await conn.execute("INSERT INTO spot_gate.accounts (account, status) VALUES ($1, 'active')", f"acct-{i}")
+            await conn.execute(
+                "INSERT INTO spot_gate.quota_readings (account, status, five_hour_utilization, five_hour_resets_at, "
+                "seven_day_utilization, seven_day_resets_at, read_at) VALUES ($1, 'active', 0.1, $2, 0.1, $3, $4)",
+                f"acct-{i}", now + timedelta(hours=3), now + timedelta(days=3), now)
+        await conn.execute("UPDATE spot_gate.spot_policy SET max_sessions = 1000000")
+        rows = await conn.fetch("INSERT INTO spot_gate.sessions (genesis, title, prompt) "
+                                "SELECT 'api', 'bench ' || g, 'go' FROM generate_series(1, $1) g RETURNING id", sessions)
+        return [r["id"] for r in rows]
+    finally:
+        await conn.close()
 
 
 async def _seed(service: Any, sessions: int, accounts: int) -> list[int]:
@@ -86,11 +150,13 @@ async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     rate = Series("spot.admissions.e2e", "adm/s", False, n)
     latency = Series("spot.request_turn.latency", "ms", True, n)
     reference = Series("slurm.job_start_rate", "jobs/s", False, n)
-    for _round in range(max(2, sizes.rounds // 2)):
-        service = await _start_service(ctx, await _fresh_db(ctx.pg_url))
+    for _round in range(sizes.rounds):
+        db = await _fresh_db(ctx.pg_url)
+        ids = await _seed_sql(db, n, ACCOUNTS)
+        service = ServiceProcess(ctx, db)
         client = await Bus.connect([ctx.nats_url], service="bench", instance_id="c", rpc_timeout=60)
         try:
-            ids = await _seed(service, n, ACCOUNTS)
+            await service.ready(client)
             before = await _runtime_messages(client)
             queue: asyncio.Queue[int] = asyncio.Queue()
             for i in ids:
@@ -116,7 +182,7 @@ async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             reference.add_rate(SLURM_JOB_START_RATE)
         finally:
             await client.close()
-            await service.stop()
+            service.stop()
     return [Entry("spot_admissions", rate, reference,
                   note=f"{n} sessions, {ACCOUNTS} accounts, {IN_FLIGHT} in flight; target ≥ 2,000/s"),
             Entry("spot_admissions", latency, None, note="request_turn round trip under that load")]

@@ -50,10 +50,12 @@ def _data_dir(option: Path | None) -> Path:
 @app.command()
 def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICES)}")]) -> None:
     """Run one service in the foreground until SIGTERM/SIGINT (what containers run)."""
+    import uvloop  # libuv's event loop: a service is mostly socket I/O, and uvloop does it faster
+
     factory = _load_factory(name)
     service = factory(_settings())
     try:
-        asyncio.run(service.run_until_signalled())
+        uvloop.run(service.run_until_signalled())
     except KeyboardInterrupt:
         pass
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from zimmer_common.metrics import ServiceMetrics
 log = logging.getLogger("zimmer.outbox")
 
 RELAY_BATCH = 100
+PENDING_GAUGE_SECONDS = 1.0
 
 
 def outbox_message_id(schema: str, event_id: object) -> str:
@@ -137,12 +139,15 @@ class OutboxRelay:
 
     async def run(self) -> None:
         """Relay until stopped. Errors are logged and retried: the rows stay unsent."""
+        counted_at = 0.0
         while not self._stopped:
             try:
                 moved = await self.relay_once()
                 if moved == RELAY_BATCH and not self._stopped:
                     continue  # more waiting; don't sleep between full batches
-                await self.pending()
+                if time.monotonic() - counted_at > PENDING_GAUGE_SECONDS:
+                    await self.pending()  # the gauge, at most once a second: not a query per pass
+                    counted_at = time.monotonic()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep relaying after a transient failure

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +23,8 @@ from zimmer_common.contracts.spot import SESSION_STATUS_CHANGED, DecisionView, S
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit_many
 from zimmer_spot_gate.domain.classes import resolve_class
-from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, Snapshot, decide, unavailable
+from zimmer_spot_gate.domain.gate import (
+    Candidate, Decision, FleetState, Snapshot, WindowNumbers, decide, unavailable)
 from zimmer_spot_gate.domain.ladder import hold_delay
 from zimmer_spot_gate.domain.model import (
     UNGATED_TURNS, Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind)
@@ -43,8 +44,14 @@ def decision_view(d: Decision) -> DecisionView:
                         accounts_averaged=d.accounts_averaged, accounts_in_pool=d.accounts_in_pool)
 
 
-def _numbers(n: Any) -> dict[str, Any]:
-    return {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(n).items()}
+_NUMBER_FIELDS = tuple(f.name for f in fields(WindowNumbers))
+
+
+def _numbers(n: WindowNumbers) -> dict[str, Any]:
+    # Flat and hot (every decision): a shallow read, not dataclasses.asdict's deep copy.
+    out = {name: getattr(n, name) for name in _NUMBER_FIELDS}
+    out["window"] = n.window.value
+    return out
 
 
 def exemption(s: dict[str, Any], overrides: Any) -> str | None:
@@ -231,8 +238,15 @@ class TurnGate:
         await store.save_turn_state(conn, [batch.live[sid] for sid in sorted(batch.changed)])
         await store.log_decisions(conn, batch.decisions)
         await store.enqueue_messages(conn, batch.enqueued)
-        touched = sorted({o[1] for o in batch.outcomes if isinstance(o, tuple)})
-        views = {r.id: store.to_view(r, overrides) for r in await store.fetch_many(conn, touched)} if touched else {}
+        touched = {o[1] for o in batch.outcomes if isinstance(o, tuple)}
+        queued: dict[int, int] = {}
+        for row in batch.enqueued:
+            queued[row["s"]] = queued.get(row["s"], 0) + 1
+        now = self.now()
+        # Views from what this batch read and wrote, rather than a second read of the same rows.
+        views = {sid: store.view_of({**batch.live[sid], "enqueued": batch.live[sid]["enqueued"] + queued.get(sid, 0),
+                                     "updated_at": now if sid in batch.changed else batch.live[sid]["updated_at"]},
+                                    overrides) for sid in touched}
         events: list[tuple[str, str, Any]] = []
         for sid in sorted(batch.changed):
             before, after = batch.before[sid], batch.live[sid]

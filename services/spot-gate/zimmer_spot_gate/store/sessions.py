@@ -31,18 +31,21 @@ def class_sql(overrides: Mapping[Genesis, SchedulingClass]) -> str:
 
 
 def to_view(row: Row[Any], overrides: Mapping[Genesis, SchedulingClass]) -> SessionView:
-    own = SchedulingClass(row.scheduling_class) if row.scheduling_class else None
+    return view_of(row._mapping, overrides)
+
+
+VIEW_COLUMNS = ("id", "parent_session_id", "forked_from_session_id", "genesis", "scheduling_class", "precedence",
+                "status", "runtime", "harness", "model", "title", "goal", "prompt", "trigger_id", "clone_path",
+                "is_status_summary_fork", "ever_started", "spot_hold_reason", "spot_hold_retry_at",
+                "spot_hold_count", "held_turn_kind", "created_at", "updated_at")
+
+
+def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) -> SessionView:
+    own = SchedulingClass(s["scheduling_class"]) if s["scheduling_class"] else None
     return SessionView(
-        id=row.id, parent_session_id=row.parent_session_id, forked_from_session_id=row.forked_from_session_id,
-        genesis=row.genesis, scheduling_class=row.scheduling_class,
-        priority_class=resolve_class(own, Genesis(row.genesis), overrides).value, precedence=row.precedence,
-        status=row.status, runtime=row.runtime, harness=row.harness, model=row.model, title=row.title, goal=row.goal,
-        prompt=row.prompt, trigger_id=row.trigger_id, clone_path=row.clone_path, metadata=row.metadata or {},
-        is_status_summary_fork=row.is_status_summary_fork, ever_started=row.ever_started,
-        spot_hold_reason=row.spot_hold_reason, spot_hold_retry_at=row.spot_hold_retry_at,
-        spot_hold_count=row.spot_hold_count, held_turn_kind=row.held_turn_kind,
-        queued_prompt_coming=row.held_turn_kind is not None or row.enqueued > 0, enqueued_messages=row.enqueued,
-        created_at=row.created_at, updated_at=row.updated_at)
+        **{k: s[k] for k in VIEW_COLUMNS}, metadata=s["metadata"] or {},
+        priority_class=resolve_class(own, Genesis(s["genesis"]), overrides).value,
+        queued_prompt_coming=s["held_turn_kind"] is not None or s["enqueued"] > 0, enqueued_messages=s["enqueued"])
 
 
 async def fetch(conn: AsyncConnection, session_id: int, *, lock: bool = False) -> Row[Any]:
