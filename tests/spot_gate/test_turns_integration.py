@@ -125,8 +125,16 @@ async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ign
         s = await spot.app.get(c.SessionRef(session_id=s.id))
         delays.append(s.spot_hold_retry_at - now)
     assert [d / timedelta(minutes=1) for d in delays] == [10, 20, 40, 60, 60]
+    assert s.spot_hold_count == 5
+    # A person restarts it: the ladder resets, the gate still decides, and it is held again at 10 minutes.
     restarted = await spot.app.request_turn(c.RequestTurn(session_id=s.id, kind="restart"))
-    assert restarted.outcome == "queued"  # already held: the restart's prompt waits behind the held turn
+    assert restarted.outcome == "held" and restarted.session.spot_hold_count == 1
+    assert restarted.session.spot_hold_retry_at - spot.clock.now() == timedelta(minutes=10)
+    assert restarted.session.held_turn_kind == "first_start"  # the turn in custody is still the one it carries
+    # Once readings fall, a restart is admitted and starts the held turn.
+    await spot.readings((0.1, 0.1))
+    admitted = await spot.app.request_turn(c.RequestTurn(session_id=s.id, kind="restart"))
+    assert (admitted.outcome, admitted.session.status, admitted.session.spot_hold_count) == ("admitted", "running", 0)
 
 
 async def test_recheck_survives_a_service_restart(spot, settings_factory) -> None:  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit
 from zimmer_spot_gate.domain.classes import originate
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
-from zimmer_spot_gate.domain.pricing import TokenUsage, price_for, spend_dollars
+from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, price_for, spend_dollars
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.turns import SCHEMA, Outcome, TurnGate, TurnRequest
@@ -35,8 +35,9 @@ class SpotGate:
     """The spot-gate application: what each operation does, transaction by transaction."""
 
     def __init__(self, engine: Callable[[], AsyncEngine], now: Callable[[], datetime], gate: TurnGate,
-                 relay: Callable[[], OutboxRelay | None] = lambda: None):
+                 relay: Callable[[], OutboxRelay | None] = lambda: None, prices: Prices = DEFAULT_PRICES):
         self._engine = engine
+        self.prices = prices
         self.now = now
         self.gate = gate
         self._relay = relay
@@ -186,7 +187,7 @@ class SpotGate:
         """Tokens to dollars at list prices; idempotent on request_id. An unknown model is
         `invalid` (terminated by the consumer, not retried: no price will appear by waiting)."""
         try:
-            prices = price_for(req.model)
+            prices = price_for(req.model, self.prices)
         except KeyError as exc:
             raise ZimmerError(ErrorCode.INVALID, str(exc).strip("'\""), {"field": "model"}) from None
         dollars = spend_dollars(TokenUsage(req.input_tokens, req.output_tokens, req.cache_write_tokens,

@@ -19,7 +19,6 @@ from zimmer_spot_gate.domain.classes import (
 from zimmer_spot_gate.domain.gate import Candidate, decide_safely, window_numbers
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
 from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
-from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES
 from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.snapshot import read_pool
 from zimmer_spot_gate.store import quota, triggers
@@ -164,7 +163,7 @@ class PolicyOps:
             seven = await quota.spend_since(conn, now - WINDOW_SPAN[Window.SEVEN_DAY])
         return CostsView(burn_rates=[BurnRateView(**r._mapping) for r in rates], spend_five_hour_dollars=five,
                          spend_seven_day_dollars=seven,
-                         prices_per_million_tokens={m: asdict(p) for m, p in DEFAULT_PRICES.items()})
+                         prices_per_million_tokens={m: asdict(p) for m, p in self.sessions.prices.items()})
 
 
 async def _typical_burn(conn: AsyncConnection) -> float:

@@ -22,6 +22,7 @@ from zimmer_common.contracts.subjects import Stream
 from zimmer_common.outbox import OutboxRelay
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
+from zimmer_spot_gate.config import SpotSettings
 from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.jobs import spot_jobs
 from zimmer_spot_gate.metrics import REFRESH_SECONDS, SpotMetrics
@@ -47,7 +48,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
         return service.relay
 
     gate = TurnGate(now=service.clock.now, pool=PoolCache(engine, service.clock.now))
-    app = SpotGate(engine, service.clock.now, gate, relay)
+    app = SpotGate(engine, service.clock.now, gate, relay, prices=SpotSettings().price_table())
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
                                        on_commit=lambda: service.relay.kick() if service.relay else None))

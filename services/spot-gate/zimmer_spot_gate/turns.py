@@ -151,15 +151,21 @@ class TurnGate:
             batch.outcomes.append(("passed", s["id"], "passed", req.kind.value, None))
             return
         exempt = exemption(s, policy.overrides)
-        if s["spot_hold_reason"] is not None and exempt is None:
+        if req.kind is TurnKind.RESTART:
+            # A person asked for this session: the ladder starts again at 10 minutes. It re-enters
+            # the gate like a re-check, carrying the held turn when it brings no prompt of its
+            # own; it never bypasses the gate (making the session priority is the lever for that).
+            s["spot_hold_count"] = 0
+            if s["spot_hold_reason"] is not None and req.prompt is None:
+                await self._recheck(conn, batch, s, TurnRequest(s["id"], recheck=True, force=True), policy, fleet, now)
+                return
+        elif s["spot_hold_reason"] is not None and exempt is None:
             # A second refused turn is queued, not given a second re-check; the hold record is
             # left alone: the re-check it names is the one that will fire.
             batch.enqueued.append({"s": s["id"], "k": req.kind.value, "p": req.prompt,
                                    "a": store.dumps(req.attachments)})
             batch.outcomes.append(("queued", s["id"], "queued", None, None))
             return
-        if req.kind is TurnKind.RESTART:
-            s["spot_hold_count"] = 0  # a person asked for it: the ladder starts again at 10 minutes
         if exempt is not None:
             self._admit(batch, s, req.kind, req.prompt, req.attachments, fleet)
             batch.outcomes.append(("passed", s["id"], "passed", exempt, None))
