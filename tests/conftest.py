@@ -134,3 +134,29 @@ def settings_factory(database_url: str, nats_url: str):  # type: ignore[no-untyp
         return Settings(**values)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture
+def stack_setup() -> None:
+    """Override in a test module to prepare something before the stack starts."""
+    return None
+
+
+@pytest.fixture
+async def stack(settings_factory, stack_setup):  # type: ignore[no-untyped-def]
+    """All five services in-process; yields (services by name, gateway base URL)."""
+    import importlib
+
+    from zimmer_cli.registry import SERVICES, START_ORDER
+
+    services = {}
+    try:
+        for name in START_ORDER:
+            module, attr = SERVICES[name].split(":")
+            services[name] = getattr(importlib.import_module(module), attr)(settings_factory(http_host="127.0.0.1"))
+            await services[name].start()
+        yield services, f"http://127.0.0.1:{services['gateway'].http_port}"
+    finally:
+        for name in reversed(START_ORDER):
+            if name in services:
+                await services[name].stop()

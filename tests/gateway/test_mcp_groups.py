@@ -17,7 +17,6 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import Field
 
-from zimmer_cli.registry import SERVICES, START_ORDER
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.auth import Realm
@@ -43,27 +42,14 @@ async def probe_gate_decision(service: Service, realm: Realm,
 
 
 @pytest.fixture
-def probe_tool() -> Any:
-    """A tool in `gate_decisions`, declared before the gateway builds any server."""
+def stack_setup() -> Any:
+    """A tool in `gate_decisions`, declared before the stack starts (the gateway builds servers at start)."""
     tool = REGISTRY.add(ToolDef(name=PROBE, group="gate_decisions", description="Echo (test only).",
                                 fn=probe_gate_decision, read_only=False, destructive=True, idempotent=False))
     yield tool
     REGISTRY.remove(PROBE)
 
 
-@pytest.fixture
-async def stack(settings_factory, probe_tool):  # type: ignore[no-untyped-def]
-    """All five services in-process; yields (services by name, gateway base URL)."""
-    services = {}
-    for name in START_ORDER:
-        module, attr = SERVICES[name].split(":")
-        services[name] = getattr(importlib.import_module(module), attr)(settings_factory(http_host="127.0.0.1"))
-        await services[name].start()
-    try:
-        yield services, f"http://127.0.0.1:{services['gateway'].http_port}"
-    finally:
-        for name in reversed(START_ORDER):
-            await services[name].stop()
 
 
 @asynccontextmanager

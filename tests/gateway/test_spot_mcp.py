@@ -5,7 +5,6 @@ All five services in-process on embedded PostgreSQL and NATS; nothing is mocked.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,7 +15,6 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from zimmer_cli.registry import SERVICES, START_ORDER
 from zimmer_gateway.mcp.registry import KNOWN_GROUPS
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
@@ -31,19 +29,6 @@ GROUP_TOOLS = {
 DISCRETIONARY_WORDS = {"pin", "unpin", "place", "remove", "now"}
 
 
-@pytest.fixture
-async def stack(settings_factory):  # type: ignore[no-untyped-def]
-    """All five services in-process; yields (services by name, gateway base URL)."""
-    services = {}
-    for name in START_ORDER:
-        module, attr = SERVICES[name].split(":")
-        services[name] = getattr(importlib.import_module(module), attr)(settings_factory(http_host="127.0.0.1"))
-        await services[name].start()
-    try:
-        yield services, f"http://127.0.0.1:{services['gateway'].http_port}"
-    finally:
-        for name in reversed(START_ORDER):
-            await services[name].stop()
 
 
 @asynccontextmanager

@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 
 import httpx
 import pytest
 
-from zimmer_cli.registry import SERVICES, START_ORDER
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
 PROBLEM = "application/problem+json"
 
 
-@pytest.fixture
-async def stack(settings_factory):  # type: ignore[no-untyped-def]
-    """All five services in-process; yields (services by name, gateway base URL)."""
-    services = {}
-    for name in START_ORDER:
-        module, attr = SERVICES[name].split(":")
-        services[name] = getattr(importlib.import_module(module), attr)(settings_factory(http_host="127.0.0.1"))
-        await services[name].start()
-    try:
-        yield services, f"http://127.0.0.1:{services['gateway'].http_port}"
-    finally:
-        for name in reversed(START_ORDER):
-            await services[name].stop()
 
 
 async def test_probes(stack) -> None:  # type: ignore[no-untyped-def]
