@@ -31,6 +31,11 @@ class SpotHarness:
             return (await conn.execute(text(query), params)).all() if query.lstrip().upper().startswith("SELECT") \
                 else await conn.execute(text(query), params)
 
+    async def spend(self, report) -> bool:  # type: ignore[no-untyped-def]
+        """Record spend as the ingest consumer does, in its own transaction."""
+        async with self.service.engine.begin() as conn:
+            return await self.app.record_spend_in(conn, report)
+
     async def readings(self, *utilizations: tuple[float, float], resets_in_minutes: float = 120) -> None:
         from datetime import timedelta
 

@@ -37,7 +37,7 @@ async def test_policy_before_calibration_speaks_in_fractions(spot) -> None:  # t
 async def test_policy_after_calibration_speaks_in_dollars(spot) -> None:  # type: ignore[no-untyped-def]
     await spot.readings((0.5, 0.25))
     for i in range(3):
-        await spot.app.record_spend_in_tx(SpendReport(request_id=f"r{i}", session_id=None, harness="claude_code",
+        await spot.spend(SpendReport(request_id=f"r{i}", session_id=None, harness="claude_code",
                                                       model="claude-opus-4", output_tokens=1_000_000,
                                                       at=spot.clock.now() - timedelta(minutes=30)))
 
@@ -107,8 +107,8 @@ async def test_spend_ledger_is_idempotent_and_feeds_burn_rates(spot) -> None:  #
     for i, minutes in enumerate((0, 10)):
         report = SpendReport(request_id=f"req-{i}", session_id=s.id, harness="claude_code", model="claude-opus-4",
                              output_tokens=100_000, at=now - timedelta(minutes=20 - minutes))
-        assert await spot.app.record_spend_in_tx(report) is True
-        assert await spot.app.record_spend_in_tx(report) is False  # the same request_id again
+        assert await spot.spend(report) is True
+        assert await spot.spend(report) is False  # the same request_id again
 
     async def computed() -> bool:
         return bool((await spot.bus.request(p.GET_COSTS, p.CostsQuery())).burn_rates)

@@ -194,9 +194,6 @@ class SpotGate:
                                            req.cache_read_tokens), prices)
         return await quota.record_spend(conn, req, dollars, self.now())
 
-    async def record_spend_in_tx(self, req: SpendReport) -> bool:
-        async with self.engine.begin() as conn:
-            return await self.record_spend_in(conn, req)
 
 
 class AdmissionBatcher:
