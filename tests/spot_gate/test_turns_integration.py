@@ -131,6 +131,8 @@ async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ign
     assert restarted.outcome == "held" and restarted.session.spot_hold_count == 1
     assert restarted.session.spot_hold_retry_at - spot.clock.now() == timedelta(minutes=10)
     assert restarted.session.held_turn_kind == "first_start"  # the turn in custody is still the one it carries
+    with_prompt = await spot.app.request_turn(c.RequestTurn(session_id=s.id, kind="restart", prompt="and this"))
+    assert with_prompt.outcome == "held" and with_prompt.session.enqueued_messages == 1  # its prompt waits, not lost
     # Once readings fall, a restart is admitted and starts the held turn.
     await spot.readings((0.1, 0.1))
     admitted = await spot.app.request_turn(c.RequestTurn(session_id=s.id, kind="restart"))

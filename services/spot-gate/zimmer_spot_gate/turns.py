@@ -152,11 +152,14 @@ class TurnGate:
             return
         exempt = exemption(s, policy.overrides)
         if req.kind is TurnKind.RESTART:
-            # A person asked for this session: the ladder starts again at 10 minutes. It re-enters
-            # the gate like a re-check, carrying the held turn when it brings no prompt of its
-            # own; it never bypasses the gate (making the session priority is the lever for that).
+            # A person asked for this session: the ladder starts again at 10 minutes. A held one
+            # re-enters the gate like a re-check, carrying the held turn; it never bypasses the
+            # gate (making the session priority is the lever for that).
             s["spot_hold_count"] = 0
-            if s["spot_hold_reason"] is not None and req.prompt is None:
+            if s["spot_hold_reason"] is not None:
+                if req.prompt is not None:  # nothing is lost: its own prompt waits behind the held turn
+                    batch.enqueued.append({"s": s["id"], "k": req.kind.value, "p": req.prompt,
+                                           "a": store.dumps(req.attachments)})
                 await self._recheck(conn, batch, s, TurnRequest(s["id"], recheck=True, force=True), policy, fleet, now)
                 return
         elif s["spot_hold_reason"] is not None and exempt is None:
