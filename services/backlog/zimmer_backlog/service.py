@@ -13,4 +13,4 @@ SCHEMA = "backlog"
 
 
 def build(settings: Settings) -> Service:
-    return Service(NAME, settings, schema=SCHEMA, migrations=None, jobs=[outbox_prune_job(SCHEMA)])
+    return Service(NAME, settings, schema=SCHEMA, migrations="zimmer_backlog.migrations", jobs=[outbox_prune_job(SCHEMA)])
