@@ -163,6 +163,8 @@ def apply(items: Iterable[RankedItem], moves: Mapping[int, int]) -> list[RankedI
     no ranking plan ever produces either (seed: "A pinned item is never touched by an agent")."""
     items = list(items)
     by_id = {i.id: i for i in items}
+    if len(by_id) != len(items):
+        raise ValueError("item ids must be unique")
     for item_id in moves:
         if item_id not in by_id:
             raise ValueError(f"move for unknown item {item_id}")

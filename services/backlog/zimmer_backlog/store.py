@@ -1,0 +1,119 @@
+"""SQL for the backlog schema. Functions take the caller's connection: a ranking change, the row
+it makes room for and the event announcing it commit together."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from zimmer_backlog.domain.ranking import RankedItem
+from zimmer_common.contracts.backlog import AppendItem, Counts, ItemView
+from zimmer_common.errors import ErrorCode, ZimmerError
+
+RANKING_LOCK = "zimmer.backlog.ranking"
+ITEM_COLUMNS = """i.id, i.key, i.issue_url, i.repo, i.surface, i.title, i.kind, i.scope_direction, i.estimated_cost,
+    i.gate_verdict, i.decided_at, i.added_at, i.added_by, i.added_via, i.precedence, i.pinned, i.status,
+    i.writing_session_id, i.started_session_id, i.started_by_session_id, i.started_at, i.removed_at, i.removed_by,
+    i.removal_reason, i.liveness_state, i.liveness_checked_at, i.held_at, i.held_until, i.held_by,
+    i.held_by_session_id, i.hold_reason, i.held_liveness_state, i.payload, p.status AS session_status"""
+FROM = "backlog.work_backlog_items i LEFT JOIN backlog.produced_sessions p ON p.session_id = i.started_session_id"
+
+IN_FLIGHT = "p.status IN ('running', 'waiting')"
+STATUS_FILTERS = {
+    "queued": "i.status = 'queued'",
+    "started": "i.status = 'started'",
+    "removed": "i.status = 'removed'",
+    "all": "true",
+    "in_flight": IN_FLIGHT,
+    "spot_held": f"{IN_FLIGHT} AND p.spot_held",
+    "parked": "p.status = 'needs_input'",
+    "claimed": "p.status IN ('running', 'waiting', 'needs_input')",  # DESIGN §9: in_flight ∪ parked
+}
+
+
+def view(row: Row[Any]) -> ItemView:
+    return ItemView(**row._mapping)
+
+
+async def lock_ranking(conn: AsyncConnection) -> None:
+    """Every writer of precedences serialises here (seed 000: two gates appending at once)."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": RANKING_LOCK})
+
+
+async def queued_ranked(conn: AsyncConnection) -> list[RankedItem]:
+    rows = await conn.execute(text("SELECT id, estimated_cost, precedence, pinned, added_at "
+                                   "FROM backlog.work_backlog_items WHERE status = 'queued'"))
+    return [RankedItem(r.id, r.estimated_cost, r.precedence, r.pinned, r.added_at) for r in rows]
+
+
+async def move(conn: AsyncConnection, moves: dict[int, int]) -> None:
+    if moves:
+        await conn.execute(text("UPDATE backlog.work_backlog_items SET precedence = :p WHERE id = :id"),
+                           [{"id": i, "p": p} for i, p in moves.items()])
+
+
+async def open_row(conn: AsyncConnection, key: str) -> Row[Any] | None:
+    return (await conn.execute(text("SELECT id, status FROM backlog.work_backlog_items "
+                                    "WHERE key = :k AND status IN ('queued', 'starting')"), {"k": key})).first()
+
+
+async def insert(conn: AsyncConnection, req: AppendItem, precedence: int) -> int:
+    """added_at is the moment the row joined the queue under the ranking lock, not when its
+    transaction began, so "oldest" and "first in" are the same order."""
+    row = (await conn.execute(text("""
+        INSERT INTO backlog.work_backlog_items (key, issue_url, repo, surface, title, kind, scope_direction,
+            estimated_cost, gate_verdict, decided_at, added_by, added_via, precedence, writing_session_id, payload,
+            added_at)
+        VALUES (:key, :issue_url, :repo, :surface, :title, :kind, :scope_direction, :estimated_cost, :gate_verdict,
+            :decided_at, :added_by, :added_via, :precedence, :writing_session_id, CAST(:payload AS jsonb),
+            clock_timestamp())
+        RETURNING id"""), {
+        **req.model_dump(exclude={"acting_session_id", "payload"}), "precedence": precedence,
+        "writing_session_id": req.acting_session_id, "payload": json.dumps(req.payload)})).one()
+    return int(row.id)
+
+
+async def fetch(conn: AsyncConnection, item_id: int) -> ItemView:
+    row = (await conn.execute(text(f"SELECT {ITEM_COLUMNS} FROM {FROM} WHERE i.id = :id"), {"id": item_id})).first()
+    if row is None:
+        raise ZimmerError(ErrorCode.NOT_FOUND, f"work backlog item {item_id} does not exist", {"item_id": item_id})
+    return view(row)
+
+
+async def search(conn: AsyncConnection, status: str, limit: int, offset: int) -> tuple[list[ItemView], int]:
+    where = STATUS_FILTERS[status]
+    rows = (await conn.execute(text(
+        f"SELECT {ITEM_COLUMNS} FROM {FROM} WHERE {where} "
+        "ORDER BY (i.status = 'queued') DESC, i.precedence DESC, i.added_at, i.id LIMIT :limit OFFSET :offset"),
+        {"limit": limit, "offset": offset})).all()
+    total = (await conn.execute(text(f"SELECT count(*) FROM {FROM} WHERE {where}"))).scalar_one()
+    return [view(r) for r in rows], int(total)
+
+
+async def counts(conn: AsyncConnection) -> Counts:
+    row = (await conn.execute(text(f"""
+        SELECT (SELECT count(*) FROM backlog.work_backlog_items WHERE status = 'queued') AS queued,
+               count(*) FILTER (WHERE {IN_FLIGHT}) AS in_flight,
+               count(*) FILTER (WHERE {IN_FLIGHT} AND p.spot_held) AS spot_held,
+               count(*) FILTER (WHERE p.status = 'needs_input') AS parked
+        FROM backlog.produced_sessions p"""))).one()
+    return Counts(queued=row.queued, in_flight=row.in_flight, spot_held=row.spot_held, parked=row.parked,
+                  claimed=row.in_flight + row.parked)
+
+
+async def record_session(conn: AsyncConnection, session_id: int, item_id: int, status: str, spot_held: bool,
+                         as_of: datetime) -> None:
+    """Keep the newest word on a session: events may arrive out of order, and an older one
+    (by the session's own updated_at) must not roll the status back."""
+    await conn.execute(text("""
+        INSERT INTO backlog.produced_sessions (session_id, item_id, status, spot_held, updated_at)
+        SELECT :s, :i, :st, :h, :at WHERE EXISTS (SELECT 1 FROM backlog.work_backlog_items WHERE id = :i)
+        ON CONFLICT (session_id) DO UPDATE SET status = EXCLUDED.status, spot_held = EXCLUDED.spot_held,
+            updated_at = EXCLUDED.updated_at
+        WHERE backlog.produced_sessions.updated_at <= EXCLUDED.updated_at"""),
+        {"s": session_id, "i": item_id, "st": status, "h": spot_held, "at": as_of})

@@ -1,0 +1,130 @@
+"""Appending to the backlog and its counts, against real PostgreSQL and NATS (seed 000)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from zimmer_backlog.service import build
+from zimmer_common.bus import Bus
+from zimmer_common.contracts import backlog as c
+from zimmer_common.contracts.spot import SESSION_STATUS_CHANGED, SessionEvent, SessionView
+from zimmer_common.errors import ErrorCode, ZimmerError
+
+
+@pytest.fixture
+async def backlog(settings_factory):  # type: ignore[no-untyped-def]
+    service = build(settings_factory())
+    await service.start()
+    bus = await Bus.connect([service.settings.nats_url], service="probe", instance_id="p", rpc_timeout=10)
+    try:
+        yield service, bus
+    finally:
+        await bus.close()
+        await service.stop()
+
+
+def item(key: str, cost: str = "small", **kw) -> c.AppendItem:  # type: ignore[no-untyped-def]
+    return c.AppendItem(key=key, issue_url=f"https://github.com/acme/zimmer/issues/{key.split('#')[-1]}",
+                        estimated_cost=cost, title=f"Issue {key}", **kw)
+
+
+async def test_appends_land_in_their_bands_first_in_first_out(backlog) -> None:  # type: ignore[no-untyped-def]
+    _service, bus = backlog
+    a = await bus.request(c.APPEND, item("zimmer#1"))
+    b = await bus.request(c.APPEND, item("zimmer#2"))
+    m = await bus.request(c.APPEND, item("zimmer#3", "medium"))
+    big = await bus.request(c.APPEND, item("zimmer#4", "large"))
+    assert [x.item.precedence for x in (a, b, m, big)] == [6000, 5990, 3000, 1000]
+    listed = await bus.request(c.GET_ITEMS, c.ItemQuery())
+    assert [i.key for i in listed.items] == ["zimmer#1", "zimmer#2", "zimmer#3", "zimmer#4"]
+    assert listed.counts.queued == 4 and listed.total == 4
+
+
+async def test_a_key_with_a_queued_row_is_a_conflict_naming_it(backlog) -> None:  # type: ignore[no-untyped-def]
+    _service, bus = backlog
+    first = await bus.request(c.APPEND, item("zimmer#7"))
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(c.APPEND, item("zimmer#7", "large"))
+    assert info.value.code is ErrorCode.CONFLICT and info.value.details["item_id"] == first.item.id
+
+
+async def test_a_started_row_stays_as_history_beside_a_fresh_one(backlog) -> None:  # type: ignore[no-untyped-def]
+    service, bus = backlog
+    first = await bus.request(c.APPEND, item("zimmer#8"))
+    async with service.engine.begin() as conn:
+        await conn.execute(text("UPDATE backlog.work_backlog_items SET status = 'started', started_at = now() "
+                                "WHERE id = :i"), {"i": first.item.id})
+    again = await bus.request(c.APPEND, item("zimmer#8"))
+    assert again.item.id != first.item.id and again.item.status == "queued"
+    everything = await bus.request(c.GET_ITEMS, c.ItemQuery(status="all"))
+    assert sorted(i.status for i in everything.items if i.key == "zimmer#8") == ["queued", "started"]
+
+
+async def test_issueless_items_only_from_an_operator_or_the_import(backlog) -> None:  # type: ignore[no-untyped-def]
+    _service, bus = backlog
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(c.APPEND, c.AppendItem(key="manual-tidy", estimated_cost="small", added_via="rest"))
+    assert info.value.code is ErrorCode.INVALID and info.value.details["field"] == "issue_url"
+    ok = await bus.request(c.APPEND, c.AppendItem(key="manual-tidy", estimated_cost="small", added_via="operator",
+                                                  payload={"prompt": "Tidy the README"}))
+    assert ok.item.issue_url is None and ok.item.payload["prompt"] == "Tidy the README"
+
+
+async def test_sixteen_concurrent_appenders_lose_nothing_and_keep_fifo(backlog) -> None:  # type: ignore[no-untyped-def]
+    _service, bus = backlog
+    results = await asyncio.gather(*(bus.request(c.APPEND, item(f"zimmer#{100 + n}")) for n in range(16)))
+    precedences = [r.item.precedence for r in results]
+    assert len(set(precedences)) == 16  # distinct: every append saw the one before it
+    by_arrival = sorted(results, key=lambda r: r.item.added_at)
+    assert [r.item.precedence for r in by_arrival] == sorted(precedences, reverse=True)  # FIFO within the band
+    assert (await bus.request(c.GET_ITEMS, c.ItemQuery())).counts.queued == 16
+
+
+def session_event(session_id: int, item_id: int, status: str, *, held: bool = False, started: bool = True,
+                  at: datetime | None = None) -> SessionEvent:
+    now = at or datetime.now(UTC)
+    view = SessionView(
+        id=session_id, parent_session_id=None, forked_from_session_id=None, genesis="api", scheduling_class=None,
+        priority_class="spot", precedence=0, status=status, runtime="claude_code", harness="claude_code",
+        model="claude-opus-4", title="t", goal=None, prompt=None, trigger_id=None, clone_path=None,
+        metadata={"spawned_by": "work-backlog", "work_backlog_item_id": item_id}, is_status_summary_fork=False,
+        ever_started=started, spot_hold_reason="pacing_curve" if held else None, spot_hold_retry_at=None,
+        spot_hold_count=1 if held else 0, held_turn_kind=None, queued_prompt_coming=held, enqueued_messages=0,
+        created_at=now, updated_at=now)
+    return SessionEvent(session=view, spawned_by="work-backlog")
+
+
+async def test_counts_follow_the_sessions_the_backlog_produced(backlog) -> None:  # type: ignore[no-untyped-def]
+    service, bus = backlog
+    items = [(await bus.request(c.APPEND, item(f"zimmer#{200 + n}"))).item.id for n in range(4)]
+    t0 = datetime.now(UTC)
+    events = [session_event(1, items[0], "running"), session_event(2, items[1], "waiting", held=True, started=False),
+              session_event(3, items[2], "needs_input"), session_event(4, items[3], "archived")]
+    for n, ev in enumerate(events):
+        await bus.publish_event(SESSION_STATUS_CHANGED, "session_status_changed", ev, event_id=f"e{n}")
+    # An older event for session 1 arriving late must not roll it back.
+    from datetime import timedelta
+
+    stale = session_event(1, items[0], "waiting", at=t0 - timedelta(minutes=5))
+    await bus.publish_event(SESSION_STATUS_CHANGED, "session_status_changed", stale, event_id="e-stale")
+    # A session someone else spawned is not the backlog's to count.
+    foreign = session_event(9, items[0], "running")
+    foreign.session.metadata = {"spawned_by": "someone-else"}
+    await bus.publish_event(SESSION_STATUS_CHANGED, "session_status_changed", foreign, event_id="e-foreign")
+
+    expected = c.Counts(queued=4, in_flight=2, spot_held=1, parked=1, claimed=3)
+    for _ in range(200):
+        counts = (await bus.request(c.GET_ITEMS, c.ItemQuery())).counts
+        if counts == expected:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    assert (await bus.request(c.GET_ITEMS, c.ItemQuery())).counts == expected
+    # The status filters list the rows behind each count.
+    held = await bus.request(c.GET_ITEMS, c.ItemQuery(status="spot_held"))
+    parked = await bus.request(c.GET_ITEMS, c.ItemQuery(status="parked"))
+    assert held.total == 0 and parked.total == 0  # rows are reached through started_session_id, set on start
