@@ -107,5 +107,59 @@ class ItemEvent(Payload):
     item: ItemView
 
 
+class Removal(Payload):
+    key: str = Field(min_length=1)
+    reason: RemovalReason  # a fixed vocabulary of observed facts; free text is refused
+
+
+class PullItems(Payload):
+    """Pull the top `count` queued items, or exactly `keys`, into spot sessions under the puller.
+
+    A pull by keys is safe to retry (the same sessions come back, none doubled); a pull by count
+    is not: a retry pulls the next items."""
+
+    count: int | None = Field(default=None, ge=1, le=10)
+    keys: list[str] | None = Field(default=None, min_length=1, max_length=10)
+    removals: list[Removal] = Field(default_factory=list, max_length=50)
+    acting_session_id: int | None = None  # the pulling session: parent of what it starts; provenance only
+
+
+class StartedItem(Payload):
+    item: ItemView
+    session_id: int
+    precedence: int
+
+
+class PullResult(Payload):
+    started: list[StartedItem]
+    removed: list[ItemView]
+    counts: Counts
+    sentence: str  # which zero a pull of zero is, when it is one
+
+
+class ItemRef(Payload):
+    item_id: int
+    acting_session_id: int | None = None
+    by: str | None = None  # the operator, for the record
+
+
+class PinItem(ItemRef):
+    precedence: int | None = None  # hand-place; None pins where it sits
+
+
+class RemoveItem(ItemRef):
+    reason: str = Field(min_length=1, max_length=2000)  # a human's judgement, in words
+
+
+class StartNowResult(Payload):
+    item: ItemView
+    session_id: int
+
+
 GET_ITEMS = RpcSpec(CTX, "list_items", ItemQuery, ItemList)
 APPEND = RpcSpec(CTX, "append_item", AppendItem, AppendResult)
+PULL = RpcSpec(CTX, "pull_items", PullItems, PullResult)
+PIN = RpcSpec(CTX, "pin_item", PinItem, ItemView)
+UNPIN = RpcSpec(CTX, "unpin_item", ItemRef, ItemView)
+REMOVE = RpcSpec(CTX, "remove_item", RemoveItem, ItemView)
+START_NOW = RpcSpec(CTX, "start_now", ItemRef, StartNowResult)
