@@ -35,7 +35,8 @@ COSTS = ("small", "medium", "large")
 
 def item(id: int, cost: str, precedence: int, *, pinned: bool = False, age: int | None = None):
     """A queued row; `age` (minutes after T0) defaults to the id, so lower ids are older."""
-    return RankedItem(id, cost, precedence, pinned, T0 + timedelta(minutes=id if age is None else age))
+    added_at = T0 + timedelta(minutes=id if age is None else age)
+    return RankedItem(id, cost, precedence, pinned, added_at)
 
 
 def append(items: list[RankedItem], cost: str) -> list[RankedItem]:
@@ -392,8 +393,8 @@ class Queue:
         def change(items):
             placement = plan_append(items, cost)
             assert not any(i.pinned for i in items if i.id in placement.moves)
-            return apply(items, placement.moves) + [RankedItem(
-                new.id, cost, placement.precedence, False, new.added_at)]
+            placed = RankedItem(new.id, cost, placement.precedence, False, new.added_at)
+            return apply(items, placement.moves) + [placed]
 
         self.write(change)
         self.next_id += 1

@@ -74,6 +74,8 @@ def next_fire_times(cadence: str, after: datetime, count: int = 2) -> list[datet
 SCHEDULE: tuple[ScheduleEntry, ...] = (
     ScheduleEntry("backlog", "outbox_prune", "0 */10 * * * *", "maintenance",
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
+    ScheduleEntry("backlog", "recover_starting", "45 * * * * *", "default",
+                  description="Finish or roll back work backlog items an interrupted start left `starting`"),
     ScheduleEntry("spot-gate", "outbox_prune", "10 */10 * * * *", "maintenance",
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("spot-gate", "recheck_due", "*/15 * * * * *", "default",

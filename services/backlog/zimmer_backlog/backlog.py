@@ -8,7 +8,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.domain.ranking import BandFull, plan_append, plan_rerank
-from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, AppendResult, ItemEvent, ItemList, ItemQuery
+from zimmer_common.contracts.backlog import (
+    ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendResult, ItemEvent, ItemList, ItemQuery,
+    ItemRef, ItemView, PinItem, RemoveItem)
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SessionEvent
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -22,6 +24,8 @@ class Backlog:
     def __init__(self, engine: Callable[[], AsyncEngine], relay: Callable[[], OutboxRelay | None] = lambda: None):
         self._engine = engine
         self._relay = relay
+        self.on_appended: Callable[[], None] = lambda: None  # metrics hooks
+        self.on_removed: Callable[[str], None] = lambda reason: None
 
     def _kick(self) -> None:
         relay = self._relay()
@@ -57,8 +61,46 @@ class Backlog:
             item = await store.fetch(conn, item_id)
             await emit(conn, SCHEMA, ITEM_APPENDED, "item_appended", ItemEvent(item=item))
             counts = await store.counts(conn)
+        self.on_appended()
         self._kick()
         return AppendResult(item=item, counts=counts)
+
+    async def pin(self, req: PinItem) -> ItemView:
+        """A human hand-places an item and has it stay placed: pinned items are never moved by
+        any writer and never count as anyone's peer."""
+        return await self._set_pin(req.item_id, True, req.precedence, ITEM_PINNED, "item_pinned")
+
+    async def unpin(self, req: ItemRef) -> ItemView:
+        return await self._set_pin(req.item_id, False, None, ITEM_UNPINNED, "item_unpinned")
+
+    async def _set_pin(self, item_id: int, pinned: bool, precedence: int | None, subject: str, etype: str) -> ItemView:
+        async with self._engine().begin() as conn:
+            await store.lock_ranking(conn)
+            item = await store.fetch(conn, item_id)
+            if item.status != "queued":
+                raise ZimmerError(ErrorCode.CONFLICT, f"item {item_id} is {item.status}; only a queued item can be "
+                                  f"{'pinned' if pinned else 'unpinned'}", {"item_id": item_id, "status": item.status})
+            await store.set_pin(conn, item_id, pinned, precedence)
+            await self._rerank(conn)  # an unpinned item out of its band moves back into it
+            item = await store.fetch(conn, item_id)
+            await emit(conn, SCHEMA, subject, etype, ItemEvent(item=item))
+        self._kick()
+        return item
+
+    async def remove(self, req: RemoveItem) -> ItemView:
+        """Removal by a human's judgement, in words (agents remove only on a pull, from a fixed vocabulary)."""
+        async with self._engine().begin() as conn:
+            await store.lock_ranking(conn)
+            item = await store.fetch(conn, req.item_id)
+            if not await store.remove(conn, req.item_id, req.reason, req.by or "operator"):
+                raise ZimmerError(ErrorCode.CONFLICT, f"item {req.item_id} is {item.status}, not queued",
+                                  {"item_id": req.item_id, "status": item.status})
+            await self._rerank(conn)
+            item = await store.fetch(conn, req.item_id)
+            await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
+        self.on_removed("operator")
+        self._kick()
+        return item
 
     async def _rerank(self, conn: AsyncConnection) -> None:
         moves = plan_rerank(await store.queued_ranked(conn))

@@ -1,22 +1,46 @@
 """Wiring of the backlog service: what it serves, consumes and schedules, in start-up order.
 
 The ranked work backlog (seed 000). Owns the PostgreSQL schema `backlog`; talks to other
-services only over NATS, and learns session status from spot-gate's session events.
+services only over NATS: it spawns sessions through spot-gate and learns their status from
+spot-gate's session events.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from zimmer_backlog import store
 from zimmer_backlog.backlog import SCHEMA, Backlog
+from zimmer_backlog.metrics import BacklogMetrics
+from zimmer_backlog.pull import Puller
+from zimmer_backlog.start import Starter
+from zimmer_common.bus import Bus
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.spot import SESSION_CREATED, SESSION_STATUS_CHANGED
 from zimmer_common.contracts.subjects import Stream
+from zimmer_common.jobs import JobContext, JobSpec
+from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 
 NAME = "backlog"
+
+
+@dataclass(frozen=True)
+class BacklogApp:
+    """The backlog's operations, as the service wires them (for hooks and tests)."""
+
+    backlog: Backlog
+    puller: Puller
+    starter: Starter
+    metrics: BacklogMetrics
+
+METRICS_REFRESH_SECONDS = 15.0
+log = logging.getLogger("zimmer.backlog")
 
 
 def build(settings: Settings) -> Service:
@@ -27,10 +51,61 @@ def build(settings: Settings) -> Service:
         assert service.engine is not None, "used before start"
         return service.engine
 
+    def bus() -> Bus:
+        assert service.bus is not None, "used before start"
+        return service.bus
+
+    def kick() -> None:
+        if service.relay:
+            service.relay.kick()
+
+    metrics = BacklogMetrics(service.metrics.registry)
     backlog = Backlog(engine, lambda: service.relay)
-    service.app = backlog
+    backlog.on_appended = metrics.appends.inc
+    backlog.on_removed = lambda reason: metrics.removals.labels(reason).inc()
+    starter = Starter(engine, bus, kick)
+    puller = Puller(engine, bus, starter, kick, on_removed=backlog.on_removed)
+    service.app = BacklogApp(backlog, puller, starter, metrics)
+
+    async def pull(req: c.PullItems) -> c.PullResult:
+        result = await puller.pull(req)
+        metrics.pulled.labels("pull").inc(len(result.started))
+        return result
+
+    async def start_now(req: c.ItemRef) -> c.StartNowResult:
+        result = await puller.start_now(req)
+        metrics.pulled.labels("start_now").inc()
+        return result
+
     service.rpc(c.GET_ITEMS)(backlog.list)
     service.rpc(c.APPEND)(backlog.append)
+    service.rpc(c.PULL)(pull)
+    service.rpc(c.START_NOW)(start_now)
+    service.rpc(c.PIN)(backlog.pin)
+    service.rpc(c.UNPIN)(backlog.unpin)
+    service.rpc(c.REMOVE)(backlog.remove)
     service.consume(ConsumerSpec("backlog_session_events", Stream.EVENTS,
                                  (SESSION_CREATED, SESSION_STATUS_CHANGED)))(backlog.on_session_event)
+
+    async def recover_starting(ctx: JobContext) -> None:
+        """Finish or roll back items an interrupted start left `starting`, with the same key."""
+        outcomes = await starter.recover()
+        if outcomes:
+            log.info("recovered starting items", extra=kv(outcomes=[type(o).__name__ for o in outcomes]))
+
+    service.job_specs.append(JobSpec("recover_starting", "default", recover_starting))
+
+    async def refresh_metrics() -> None:
+        while not service.stopping:
+            try:
+                async with engine().connect() as conn:
+                    metrics.observe(await store.status_counts(conn), await store.counts(conn))
+            except Exception as exc:  # noqa: BLE001 - a missed refresh keeps the last values
+                log.warning("backlog metrics refresh failed", extra=kv(error=repr(exc)))
+            await service.pause(METRICS_REFRESH_SECONDS)
+
+    @service.on_start
+    async def start_metrics(svc: Service) -> None:
+        svc.spawn(refresh_metrics(), "backlog-metrics")
+
     return service

@@ -117,3 +117,61 @@ async def record_session(conn: AsyncConnection, session_id: int, item_id: int, s
             updated_at = EXCLUDED.updated_at
         WHERE backlog.produced_sessions.updated_at <= EXCLUDED.updated_at"""),
         {"s": session_id, "i": item_id, "st": status, "h": spot_held, "at": as_of})
+
+
+async def by_keys(conn: AsyncConnection, keys: list[str]) -> list[Row[Any]]:
+    """For each key, its open row if it has one, else its newest started row (a retried pull)."""
+    return list((await conn.execute(text(f"""
+        SELECT DISTINCT ON (i.key) {ITEM_COLUMNS} FROM {FROM}
+        WHERE i.key = ANY(:keys) AND i.status IN ('queued', 'starting', 'started')
+        ORDER BY i.key, (i.status IN ('queued', 'starting')) DESC, i.id DESC"""), {"keys": keys})).all())
+
+
+async def top_queued(conn: AsyncConnection, n: int) -> list[Row[Any]]:
+    return list((await conn.execute(text(f"SELECT {ITEM_COLUMNS} FROM {FROM} WHERE i.status = 'queued' "
+                                         "ORDER BY i.precedence DESC, i.added_at, i.id LIMIT :n"), {"n": n})).all())
+
+
+async def mark_starting(conn: AsyncConnection, item_id: int, spawn_key: str, by_session: int | None,
+                        start_class: str, start_precedence: int | None) -> None:
+    await conn.execute(text(
+        "UPDATE backlog.work_backlog_items SET status = 'starting', spawn_key = :k, started_by_session_id = :by, "
+        "start_class = :cls, start_precedence = :prec WHERE id = :id AND status = 'queued'"),
+        {"id": item_id, "k": spawn_key, "by": by_session, "cls": start_class, "prec": start_precedence})
+
+
+async def mark_started(conn: AsyncConnection, item_id: int, session_id: int) -> bool:
+    row = (await conn.execute(text(
+        "UPDATE backlog.work_backlog_items SET status = 'started', started_session_id = :s, started_at = now() "
+        "WHERE id = :id AND status = 'starting' RETURNING id"), {"id": item_id, "s": session_id})).first()
+    return row is not None
+
+
+async def back_to_queued(conn: AsyncConnection, item_id: int) -> None:
+    await conn.execute(text("UPDATE backlog.work_backlog_items SET status = 'queued', started_by_session_id = NULL "
+                            "WHERE id = :id AND status = 'starting'"), {"id": item_id})
+
+
+async def stale_starting(conn: AsyncConnection, limit: int) -> list[Row[Any]]:
+    return list((await conn.execute(text(f"SELECT {ITEM_COLUMNS}, i.start_class, i.start_precedence FROM {FROM} "
+                                         "WHERE i.status = 'starting' "
+                                         "ORDER BY i.id LIMIT :n"), {"n": limit})).all())
+
+
+async def remove(conn: AsyncConnection, item_id: int, reason: str, by: str | None) -> bool:
+    row = (await conn.execute(text(
+        "UPDATE backlog.work_backlog_items SET status = 'removed', removal_reason = :r, removed_by = :by, "
+        "removed_at = now() WHERE id = :id AND status = 'queued' RETURNING id"),
+        {"id": item_id, "r": reason, "by": by})).first()
+    return row is not None
+
+
+async def set_pin(conn: AsyncConnection, item_id: int, pinned: bool, precedence: int | None) -> None:
+    await conn.execute(text("UPDATE backlog.work_backlog_items SET pinned = :p, "
+                            "precedence = COALESCE(:prec, precedence) WHERE id = :id"),
+                       {"id": item_id, "p": pinned, "prec": precedence})
+
+
+async def status_counts(conn: AsyncConnection) -> dict[str, int]:
+    rows = await conn.execute(text("SELECT status, count(*) AS n FROM backlog.work_backlog_items GROUP BY status"))
+    return {r.status: int(r.n) for r in rows}

@@ -130,9 +130,17 @@ class StartedItem(Payload):
     precedence: int
 
 
+class FailedStart(Payload):
+    key: str
+    code: str
+    message: str
+    retry_safe: bool  # unavailable: the spawn may or may not have happened; a pull by these keys resolves it
+
+
 class PullResult(Payload):
     started: list[StartedItem]
     removed: list[ItemView]
+    failed: list[FailedStart] = Field(default_factory=list)
     counts: Counts
     sentence: str  # which zero a pull of zero is, when it is one
 

@@ -94,7 +94,8 @@ def band_of(cost: str) -> Band:
     try:
         return BANDS[cost]
     except KeyError:
-        raise ValueError(f"unknown estimated_cost {cost!r}; expected one of {sorted(BANDS)}") from None
+        known = ", ".join(BANDS)
+        raise ValueError(f"unknown estimated_cost {cost!r}; expected one of {known}") from None
 
 
 def _pull_key(item: RankedItem) -> tuple[int, datetime, int]:
@@ -116,7 +117,7 @@ def _peers(items: Iterable[RankedItem], band: Band) -> list[RankedItem]:
     # Seed: pinned items are "excluded from every peer set so one hand-placement cannot drag
     # future appends down with it"; an item outside the band has drifted and is no peer either.
     return pull_order(
-        i for i in items if i.cost == band.cost and band.contains(i.precedence)
+        i for i in items if not i.pinned and i.cost == band.cost and band.contains(i.precedence)
     )
 
 

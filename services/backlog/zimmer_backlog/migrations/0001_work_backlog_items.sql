@@ -25,7 +25,10 @@ CREATE TABLE backlog.work_backlog_items (
     started_session_id     bigint,
     started_by_session_id  bigint,
     started_at             timestamptz,
+    -- The spawn saga's request, kept so a recovery asks spot-gate exactly the same thing.
     spawn_key              text,
+    start_class            text CHECK (start_class IN ('priority', 'spot')),
+    start_precedence       integer,
     removed_at             timestamptz,
     removed_by             text,
     removal_reason         text,

@@ -1,0 +1,122 @@
+"""Pulls and start-now: the queue becoming work (seed 000, "Who may do what", "How an item
+becomes a session", "spot_held: why a pull of zero is not always healthy")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_backlog import store
+from zimmer_backlog.domain.ranking import plan_rerank
+from zimmer_backlog.start import Starter, spawn_key
+from zimmer_common.bus import Bus
+from zimmer_common.contracts.backlog import (
+    ITEM_REMOVED, Counts, FailedStart, ItemEvent, ItemRef, ItemView, PullItems, PullResult, StartedItem, StartNowResult)
+from zimmer_common.contracts.spot import GET_SESSION, SessionRef
+from zimmer_common.contracts.spot_policy import GET_POLICY, PolicyQuery
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.outbox import emit
+
+SCHEMA = "backlog"
+MAX_PULL = 10
+
+
+class Puller:
+    def __init__(self, engine: Callable[[], AsyncEngine], bus: Callable[[], Bus], starter: Starter,
+                 on_commit: Callable[[], None], on_removed: Callable[[str], None] = lambda reason: None):
+        self._engine = engine
+        self._bus = bus
+        self.starter = starter
+        self._on_commit = on_commit
+        self._on_removed = on_removed
+
+    async def pull(self, req: PullItems) -> PullResult:
+        if (req.count is None) == (req.keys is None):
+            raise ZimmerError(ErrorCode.INVALID, "give either count (1-10) or keys, not both and not neither",
+                              {"field": "count"})
+        puller_precedence = await self._puller_precedence(req.acting_session_id)
+        removed: list[ItemView] = []
+        async with self._engine().begin() as conn:
+            await store.lock_ranking(conn)
+            for removal in req.removals:
+                row = await store.open_row(conn, removal.key)
+                if row is not None and row.status == "queued" and await store.remove(
+                        conn, row.id, removal.reason, _by(req.acting_session_id)):
+                    item = await store.fetch(conn, row.id)
+                    removed.append(item)
+                    await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
+            rows = (await store.top_queued(conn, req.count) if req.count is not None
+                    else await store.by_keys(conn, list(dict.fromkeys(req.keys or []))))
+            picked = [store.view(r) for r in rows]
+            n = len(picked)
+            # The n-th item gets the puller's precedence + (count − n + 1): the top item runs
+            # first and the tree stays contiguous.
+            ranks = {item.id: puller_precedence + (n - i) for i, item in enumerate(picked)}
+            for item in picked:
+                if item.status == "queued":
+                    await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "spot",
+                                              ranks[item.id])
+            await store.move(conn, plan_rerank(await store.queued_ranked(conn)))
+        for reason in (r.removal_reason for r in removed):
+            self._on_removed(reason or "")
+        self._on_commit()
+        started, failed = [], []
+        for item in picked:
+            if item.status == "started" and item.started_session_id is not None:
+                started.append(StartedItem(item=item, session_id=item.started_session_id, precedence=ranks[item.id]))
+                continue  # a retried pull by keys: the same session, not a second one
+            try:
+                started.append(await self.starter.start(item, scheduling_class="spot",
+                                                        parent_session_id=req.acting_session_id,
+                                                        precedence=ranks[item.id]))
+            except ZimmerError as exc:
+                failed.append(FailedStart(key=item.key, code=exc.code.value, message=exc.message,
+                                          retry_safe=exc.code is ErrorCode.UNAVAILABLE))
+        async with self._engine().connect() as conn:
+            counts = await store.counts(conn)
+        sentence = await self._sentence(len(started), counts, bool(picked), req)
+        return PullResult(started=started, removed=removed, failed=failed, counts=counts, sentence=sentence)
+
+    async def start_now(self, req: ItemRef) -> StartNowResult:
+        """A human's lever over the spot queue: one item, at priority class. No MCP path."""
+        async with self._engine().begin() as conn:
+            await store.lock_ranking(conn)
+            item = await store.fetch(conn, req.item_id)
+            if item.status != "queued":
+                raise ZimmerError(ErrorCode.CONFLICT, f"item {item.id} is {item.status}, not queued",
+                                  {"item_id": item.id, "status": item.status})
+            await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "priority", None)
+        started = await self.starter.start(item, scheduling_class="priority", parent_session_id=None, precedence=None)
+        return StartNowResult(item=started.item, session_id=started.session_id)
+
+    async def _puller_precedence(self, session_id: int | None) -> int:
+        if session_id is None:
+            return 0
+        try:
+            return (await self._bus().request(GET_SESSION, SessionRef(session_id=session_id))).precedence
+        except ZimmerError as exc:
+            if exc.code is ErrorCode.NOT_FOUND:
+                raise ZimmerError(ErrorCode.INVALID, f"acting session {session_id} does not exist",
+                                  {"field": "acting_session_id"}) from None
+            raise
+
+    async def _sentence(self, started: int, counts: Counts, had_candidates: bool, req: PullItems) -> str:
+        if started:
+            return f"pulled {started} — {counts.in_flight} in flight, {counts.queued} still queued"
+        why = "the queue is empty" if not had_candidates and req.count else "none of the named keys is queued"
+        head = f"pulled 0 — {why}; {counts.in_flight} in flight"
+        if not counts.spot_held:
+            return head
+        try:
+            ceiling = (await self._bus().request(GET_POLICY, PolicyQuery(), timeout=2)).decision.ceiling
+        except ZimmerError:
+            return f"{head}, {counts.spot_held} of those held at the spot gate (spot-gate did not say which ceiling holds)"
+        if ceiling == "fleet_cap":
+            return f"{head}, {counts.spot_held} of those held at the spot gate on fleet_cap, so the fleet is busy"
+        return (f"{head}, but {counts.spot_held} of those are held at the spot gate on {ceiling or 'no ceiling now'}, "
+                "so the fleet is idle behind quota rather than busy")
+
+
+def _by(session_id: int | None) -> str | None:
+    return f"session:{session_id}" if session_id is not None else None
