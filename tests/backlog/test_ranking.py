@@ -396,8 +396,15 @@ class Queue:
             placed = RankedItem(new.id, cost, placement.precedence, False, new.added_at)
             return apply(items, placement.moves) + [placed]
 
+        band = band_of(cost)
+        peers = [i.precedence for i in self.items
+                 if not i.pinned and i.cost == cost and band.contains(i.precedence)]
+        # BandFull exactly when a re-space is due and has no room: n + 1 > base − floor.
+        full = bool(peers) and min(peers) - STEP <= band.floor and len(peers) >= band.capacity
+        raised = self.full_raised
         self.write(change)
         self.next_id += 1
+        assert (self.full_raised > raised) == full
 
     def pin(self, target: RankedItem, precedence: int) -> None:
         self.ever_pinned.add(target.id)
@@ -432,7 +439,6 @@ class Queue:
         for band in BANDS.values():
             inside = [i.precedence for i in unpinned if band.contains(i.precedence)]
             assert len(inside) == len(set(inside)), f"duplicate precedence in {band.cost}"
-            assert len(inside) <= band.capacity
         for cost in COSTS:
             # FIFO among the items the agents alone have placed: a hand-placed item keeps the
             # place a human gave it, and one that drifted joins the end (seed: "oldest first").

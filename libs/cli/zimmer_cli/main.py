@@ -260,5 +260,70 @@ async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
     return out
 
 
+backlog_app = typer.Typer(help="The work backlog.", no_args_is_help=True)
+app.add_typer(backlog_app, name="backlog")
+
+
+@backlog_app.command("import")
+def backlog_import(
+        path: Annotated[str | None, typer.Argument(help="WORK_BACKLOG.json to read (default: "
+                                                   "$WORK_BACKLOG_SOURCE_PATH, then the GitHub contents API)")] = None,
+        data_dir: DataDir = None) -> None:
+    """Import WORK_BACKLOG.json into the work backlog (embedded PostgreSQL unless ZIMMER_DATABASE_URL is set).
+    Inserts only, keyed on each item's id, so a second run writes nothing; precedences verbatim."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from zimmer_backlog.importer import ImportSourceUnavailable, resolve_source
+    from zimmer_common.settings import Environment
+
+    pg = None
+    url = os.environ.get("ZIMMER_DATABASE_URL")
+    try:
+        if not url:
+            from zimmer_cli.embedded import EmbeddedPostgres
+
+            pg = EmbeddedPostgres(_data_dir(data_dir) / "pg")
+            url = pg.ensure_database("zimmer")
+        env = _settings(database_url=url).env
+        source = resolve_source(path)
+        with Progress(TextColumn("[bold]importing[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn()) as bar:
+            task = bar.add_task(source.describe(), total=None)
+            try:
+                report = asyncio.run(_import_backlog(
+                    url, source, env, lambda done, total: bar.update(task, completed=done, total=total)))
+            except ImportSourceUnavailable as exc:
+                typer.secho(f"import failed in {Environment.PRODUCTION.value}: {exc}", fg="red", err=True)
+                raise typer.Exit(1) from None
+    finally:
+        if pg:
+            pg.stop()
+    typer.echo(f"source    {report.source}  (import run {report.run_id})")
+    if report.source_unavailable:
+        typer.secho(f"nothing imported: {report.error} (recorded on the import run; outside production "
+                    "this is not an error)", fg="yellow")
+        return
+    typer.echo(f"inserted  {report.inserted}")
+    typer.echo(f"skipped   {len(report.skipped)}" + (f"  ({len(report.skipped_for('already_imported'))} already "
+               "imported)" if report.skipped else ""))
+    for s in report.skipped:
+        if s.reason != "already_imported":
+            typer.secho(f"  - {s.id}: {s.reason}: {s.detail}", fg="yellow")
+
+
+async def _import_backlog(url: str, source: Any, env: Any, progress: Any) -> Any:
+    from zimmer_backlog.backlog import SCHEMA
+    from zimmer_backlog.importer import import_backlog
+    from zimmer_common.db import create_engine
+    from zimmer_common.db import migrate as run_migrations
+
+    await run_migrations(url, SCHEMA, "zimmer_backlog.migrations")
+    engine = create_engine(url, pool_size=2, max_overflow=0, app_name="zimmer-backlog-import")
+    try:
+        return await import_backlog(engine, source=source, env=env, progress=progress)
+    finally:
+        await engine.dispose()
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,352 @@
+"""The one-time import of WORK_BACKLOG.json into work_backlog_items (seed 000, "The import").
+
+It only inserts, keyed on each item's id (`import_id`) in any status, so a second pass writes
+nothing; it never edits or deletes a row and never writes to the source. Precedences arrive
+verbatim and no re-rank runs, so the queue comes out in the order the file stored it. Every run
+leaves a row in `backlog.import_runs`. Outside production a source that cannot be read is
+recorded there and the import completes; in production it raises `ImportSourceUnavailable`
+rather than claim to have imported a queue it never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_backlog import store
+from zimmer_common.contracts.backlog import Cost
+from zimmer_common.settings import Environment, Settings
+
+log = logging.getLogger("zimmer.backlog.import")
+
+SOURCE_PATH_VAR = "WORK_BACKLOG_SOURCE_PATH"
+DEFAULT_GITHUB_API_URL = "https://api.github.com"
+GITHUB_TIMEOUT_SECONDS = 10.0
+IMPORT_LOCK = "zimmer.backlog.import"
+INT4_MAX = 2**31 - 1
+REMOVED_WITHOUT_REASON = "removed before the import (no reason in WORK_BACKLOG.json)"
+SkipReason = Literal["invalid", "duplicate_in_source", "already_imported", "open_row_for_key", "rejected"]
+Progress = Callable[[int, int], None]
+
+
+class ImportSourceUnavailable(RuntimeError):
+    """The source could not be reached, read or parsed. Raised only in production."""
+
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"work backlog source {source} is unavailable: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+# ---- sources --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FileSource:
+    path: Path
+
+    def describe(self) -> str:
+        return f"file:{self.path}"
+
+    async def read(self) -> bytes:
+        try:
+            return await asyncio.to_thread(self.path.read_bytes)
+        except OSError as exc:
+            raise ImportSourceUnavailable(self.describe(), f"{type(exc).__name__}: {exc.strerror or exc}") from exc
+
+
+@dataclass(frozen=True)
+class GithubSource:
+    """`GET {api_url}/repos/{repo}/contents/{path}?ref={ref}`, the raw file, with a bearer token."""
+
+    repo: str  # owner/repo
+    token: str = field(default="", repr=False)
+    api_url: str = DEFAULT_GITHUB_API_URL
+    path: str = "WORK_BACKLOG.json"
+    ref: str = "main"
+    timeout: float = GITHUB_TIMEOUT_SECONDS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> GithubSource | None:
+        """None when WORK_BACKLOG_GITHUB_REPO is unset: GitHub is then not a configured source."""
+        env = os.environ if environ is None else environ
+        repo = env.get("WORK_BACKLOG_GITHUB_REPO", "").strip()
+        if not repo:
+            return None
+        return cls(repo=repo, token=env.get("ZIMMER_GITHUB_TOKEN", "").strip(),
+                   api_url=env.get("ZIMMER_GITHUB_API_URL", "").strip() or DEFAULT_GITHUB_API_URL,
+                   path=env.get("WORK_BACKLOG_GITHUB_PATH", "").strip() or "WORK_BACKLOG.json",
+                   ref=env.get("WORK_BACKLOG_GITHUB_REF", "").strip() or "main")
+
+    @property
+    def url(self) -> str:
+        return f"{self.api_url.rstrip('/')}/repos/{self.repo}/contents/{quote(self.path.lstrip('/'), safe='/')}"
+
+    def describe(self) -> str:
+        return f"github:{self.repo}/{self.path.lstrip('/')}@{self.ref}"
+
+    async def read(self) -> bytes:
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", self.repo):
+            raise ImportSourceUnavailable(self.describe(), "WORK_BACKLOG_GITHUB_REPO must be owner/repo")
+        headers = {"Accept": "application/vnd.github.raw+json", "X-GitHub-Api-Version": "2022-11-28"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client:
+                resp = await client.get(self.url, params={"ref": self.ref}, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ImportSourceUnavailable(self.describe(), f"{type(exc).__name__}: {exc}") from exc
+        if resp.status_code != 200:
+            raise ImportSourceUnavailable(self.describe(), f"GitHub answered {resp.status_code} for {self.url}")
+        return resp.content
+
+
+@dataclass(frozen=True)
+class NoSource:
+    def describe(self) -> str:
+        return "none"
+
+    async def read(self) -> bytes:
+        raise ImportSourceUnavailable("none", f"no path given, {SOURCE_PATH_VAR} is unset and "
+                                      "WORK_BACKLOG_GITHUB_REPO is unset")
+
+
+ImportSource = FileSource | GithubSource | NoSource
+_FROM_ENV: Any = object()
+
+
+def resolve_source(path: str | os.PathLike[str] | None = None, env_var: str | None = _FROM_ENV,
+                   github: GithubSource | None = _FROM_ENV) -> ImportSource:
+    """An explicit path, then WORK_BACKLOG_SOURCE_PATH, then GitHub. `env_var` and `github` are
+    read from the environment unless passed (pass None to say "not configured")."""
+    if env_var is _FROM_ENV:
+        env_var = os.environ.get(SOURCE_PATH_VAR)
+    if github is _FROM_ENV:
+        github = GithubSource.from_env()
+    for candidate in (path, env_var):
+        if candidate is not None and str(candidate).strip():
+            return FileSource(Path(candidate).expanduser())
+    return github or NoSource()
+
+
+# ---- the file -------------------------------------------------------------------------------
+
+class ImportItem(BaseModel):
+    """One WORK_BACKLOG.json item. Unknown fields (prompt, notes, ratings, ...) go to payload."""
+
+    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
+
+    id: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    issue_url: str | None = None
+    repo: str | None = None
+    surface: str | None = None
+    title: str = ""
+    kind: str | None = None
+    scope_direction: str | None = None
+    estimated_cost: Cost
+    gate_verdict: str | None = None
+    decided_at: datetime | None = None
+    added_at: datetime | None = None
+    added_by: str | None = None
+    precedence: int = Field(ge=-INT4_MAX - 1, le=INT4_MAX)
+    pinned: bool = False
+    status: Literal["queued", "started", "removed"] = "queued"
+    started_at: datetime | None = None
+    removed_at: datetime | None = None
+    removed_by: str | None = None
+    removal_reason: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (v is None and k in ("title", "pinned", "status", "payload"))}
+        return data
+
+    def row(self) -> dict[str, Any]:
+        columns = self.model_dump(exclude={"id", "payload"} | set(self.model_extra or {}))
+        if self.status == "removed" and not self.removal_reason:
+            columns["removal_reason"] = REMOVED_WITHOUT_REASON  # the table requires one
+        payload = {**self.payload, **(self.model_extra or {})}
+        return {**columns, "import_id": self.id, "payload": json.dumps(payload)}
+
+
+def parse_items(raw: bytes) -> list[Any]:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        return list(doc["items"])
+    if isinstance(doc, list):
+        return doc
+    raise ValueError('expected a JSON object {"items": [...]} or a JSON list of items')
+
+
+# ---- the import -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SkippedItem:
+    id: str
+    reason: SkipReason
+    detail: str
+
+
+@dataclass
+class ImportReport:
+    source: str
+    run_id: int
+    total: int = 0
+    inserted: int = 0
+    skipped: list[SkippedItem] = field(default_factory=list)
+    error: str | None = None  # set when nothing could be imported; also on the ledger row
+    source_unavailable: bool = False
+
+    def skipped_for(self, reason: SkipReason) -> list[SkippedItem]:
+        return [s for s in self.skipped if s.reason == reason]
+
+
+INSERT = text("""
+    INSERT INTO backlog.work_backlog_items (import_id, key, issue_url, repo, surface, title, kind, scope_direction,
+        estimated_cost, gate_verdict, decided_at, added_at, added_by, added_via, precedence, pinned, status,
+        started_at, removed_at, removed_by, removal_reason, payload)
+    VALUES (:import_id, :key, :issue_url, :repo, :surface, :title, :kind, :scope_direction, :estimated_cost,
+        :gate_verdict, :decided_at, COALESCE(CAST(:added_at AS timestamptz), now()), :added_by, 'import',
+        :precedence, :pinned, :status, :started_at, :removed_at, :removed_by, :removal_reason,
+        CAST(:payload AS jsonb))
+    ON CONFLICT (import_id) DO NOTHING
+    RETURNING id""")
+
+
+async def import_backlog(engine: AsyncEngine, *, source: ImportSource, env: Environment,
+                         progress: Progress | None = None) -> ImportReport:
+    described = source.describe()
+    async with engine.begin() as conn:
+        run_id = (await conn.execute(text("INSERT INTO backlog.import_runs (source) VALUES (:s) RETURNING id"),
+                                     {"s": described})).scalar_one()
+    report = ImportReport(source=described, run_id=int(run_id))
+    try:
+        raw = await source.read()
+        try:
+            entries = parse_items(raw)
+        except ValueError as exc:
+            raise ImportSourceUnavailable(described, f"unreadable: {exc}") from None
+    except ImportSourceUnavailable as exc:
+        report.error, report.source_unavailable = str(exc), True
+        await _finish_run(engine, report)
+        fields = {"source": described, "run_id": report.run_id, "env": env.value, "error": report.error}
+        if env is Environment.PRODUCTION:
+            log.error("work backlog import: source unavailable", extra={"fields": fields})
+            raise
+        log.warning("work backlog import: source unavailable; recorded and skipped", extra={"fields": fields})
+        return report
+    report.total = len(entries)
+    try:
+        report.inserted, report.skipped = await _insert_all(engine, entries, progress)
+    except Exception as exc:  # the transaction rolled back: nothing of this run was written
+        report.error = f"import failed: {type(exc).__name__}: {exc}"
+        try:
+            await _finish_run(engine, report)
+        except Exception:  # noqa: BLE001 - the original error is the one to raise
+            log.exception("work backlog import: could not record the failure")
+        raise
+    await _finish_run(engine, report)
+    log.info("work backlog imported", extra={"fields": {
+        "source": described, "run_id": report.run_id, "inserted": report.inserted, "skipped": len(report.skipped)}})
+    for s in report.skipped:
+        if s.reason in ("invalid", "rejected", "open_row_for_key", "duplicate_in_source"):
+            log.warning("work backlog import: item skipped",
+                        extra={"fields": {"id": s.id, "reason": s.reason, "detail": s.detail}})
+    return report
+
+
+async def _insert_all(engine: AsyncEngine, entries: list[Any],
+                      progress: Progress | None) -> tuple[int, list[SkippedItem]]:
+    total, inserted, skipped = len(entries), 0, []
+    if progress:
+        progress(0, total)
+    async with engine.begin() as conn:
+        await store.lock_ranking(conn)  # serialise with appenders: the one-open-row-per-key check holds
+        ids = [str(e["id"]) for e in entries if isinstance(e, dict) and e.get("id") is not None]
+        imported = set((await conn.execute(text("SELECT import_id FROM backlog.work_backlog_items "
+                                                "WHERE import_id = ANY(:ids)"), {"ids": ids})).scalars())
+        open_keys = set((await conn.execute(text("SELECT key FROM backlog.work_backlog_items "
+                                                 "WHERE status IN ('queued', 'starting')"))).scalars())
+        seen: set[str] = set()
+        for n, entry in enumerate(entries, 1):
+            label = str(entry.get("id")) if isinstance(entry, dict) and entry.get("id") is not None else f"#{n}"
+            skip = None
+            try:
+                item = ImportItem.model_validate(entry)
+            except ValidationError as exc:
+                skip = SkippedItem(label, "invalid", "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors()))
+            else:
+                if item.id in seen:
+                    skip = SkippedItem(item.id, "duplicate_in_source", "an earlier item in the source has this id")
+                elif item.id in imported:
+                    skip = SkippedItem(item.id, "already_imported", "a row with this import_id exists")
+                elif item.status == "queued" and item.key in open_keys:
+                    skip = SkippedItem(item.id, "open_row_for_key", f"{item.key} already has a queued row")
+                seen.add(item.id)
+            if skip is None:
+                try:
+                    async with conn.begin_nested():
+                        row = (await conn.execute(INSERT, item.row())).first()
+                except DBAPIError as exc:
+                    skip = SkippedItem(item.id, "rejected", str(exc.orig).splitlines()[-1])
+                else:
+                    if row is None:  # another importer got there first
+                        skip = SkippedItem(item.id, "already_imported", "a row with this import_id exists")
+                    else:
+                        inserted += 1
+                        if item.status == "queued":
+                            open_keys.add(item.key)
+            if skip is not None:
+                skipped.append(skip)
+            if progress:
+                progress(n, total)
+    return inserted, skipped
+
+
+async def _finish_run(engine: AsyncEngine, report: ImportReport) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE backlog.import_runs SET finished_at = now(), inserted = :i, skipped = :s, "
+                                "error = :e WHERE id = :id"),
+                           {"i": report.inserted, "s": len(report.skipped), "e": report.error, "id": report.run_id})
+
+
+async def import_once_at_start(engine: AsyncEngine, settings: Settings) -> ImportReport | None:
+    """The one-time start-up task: import unless a run has already finished without error, so a
+    restart reads neither the file nor GitHub again. Replicas starting together queue on an
+    advisory lock and the later ones find the finished run. Raises ImportSourceUnavailable in
+    production when the source cannot be read (after recording the run)."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT pg_advisory_lock(hashtext(:k))"), {"k": IMPORT_LOCK})
+        await conn.commit()
+        try:
+            done = (await conn.execute(text("SELECT EXISTS (SELECT 1 FROM backlog.import_runs "
+                                            "WHERE finished_at IS NOT NULL AND error IS NULL)"))).scalar_one()
+            await conn.commit()
+            if done:
+                return None
+            return await import_backlog(engine, source=resolve_source(None), env=settings.env)
+        finally:
+            await conn.execute(text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": IMPORT_LOCK})
+            await conn.commit()
