@@ -6,6 +6,7 @@ Shared by the benchmark modules (bench/foundation.py, bench/spot_gate.py) and th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
@@ -376,3 +377,44 @@ def write_results(report: dict[str, Any]) -> Path:
     path.write_text(text, encoding="utf-8")
     (RESULTS_DIR / "latest.json").write_text(text, encoding="utf-8")
     return path
+
+
+class ServiceProcess:
+    """A service as its own process (`zimmer serve NAME`), as deployed: a benchmark client must
+    not share its interpreter with the service it measures."""
+
+    def __init__(self, name: str, ctx: BenchContext, db: str, **env: str):
+        import subprocess
+
+        self.name = name
+        environ = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=db, ZIMMER_NATS_URL=ctx.nats_url,
+                       ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="WARNING", ZIMMER_INSTANCE_ID=f"bench-{name}",
+                       ZIMMER_RPC_TIMEOUT_SECONDS="30", **env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", name], env=environ,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def ready(self, bus: Any, timeout: float = 60) -> None:
+        from zimmer_common.contracts.ops import PingRequest, ping_rpc
+        from zimmer_common.contracts.subjects import CONTEXTS
+        from zimmer_common.errors import ZimmerError
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if (await bus.request(ping_rpc(CONTEXTS[self.name]), PingRequest(), timeout=1)).ready:
+                    return
+            except ZimmerError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} service did not become ready")
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()

@@ -38,7 +38,7 @@ if __package__ in (None, ""):
     # repository root, so make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import spot_gate  # noqa: E402
+from bench import backlog, spot_gate  # noqa: E402
 from bench.foundation import bench_pg_copy, bench_pg_tx, bench_rpc  # noqa: E402
 from bench.harness import (  # noqa: E402
     FULL,
@@ -67,6 +67,9 @@ GROUPS: list[Group] = [
           "Spot gate end to end: request_turn → decision → start_turn on the runtime stream"),
     Group("spot_decision", "pg+nats", spot_gate.bench_decision, "Spot gate decision: pure vs with its reads"),
     Group("spot_recheck_scan", "pg+nats", spot_gate.bench_recheck_scan, "Due holds among 10,000 held sessions"),
+    Group("backlog_appends", "pg+nats", backlog.bench_appends,
+          "Backlog appends/s via REST and NATS RPC, 8 appenders, vs advisory-lock tx/s"),
+    Group("backlog_pull_list", "pg+nats", backlog.bench_pull_list, "Backlog pull-1 and list-100 latency, 5,000 queued"),
 ]
 
 

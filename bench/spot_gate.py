@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.harness import BenchContext, Entry, Series, Sizes
+from bench.harness import BenchContext, Entry, Series, ServiceProcess, Sizes
 
 SLURM_JOB_START_RATE = 500.0  # jobs/s, Slurm's documented sustained job start rate
 SESSIONS = 1000
@@ -53,47 +53,6 @@ async def _start_service(ctx: BenchContext, db: str):  # type: ignore[no-untyped
     service = build(settings)
     await service.start()
     return service
-
-
-class ServiceProcess:
-    """The spot-gate service as its own process (`zimmer serve spot-gate`), as deployed: the
-    benchmark client must not share its interpreter with the service it measures."""
-
-    def __init__(self, ctx: BenchContext, db: str):
-        import os
-        import subprocess
-        import sys
-
-        env = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=db, ZIMMER_NATS_URL=ctx.nats_url,
-                   ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="WARNING", ZIMMER_INSTANCE_ID="bench-spot",
-                   ZIMMER_RPC_TIMEOUT_SECONDS="30")
-        self.proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", "spot-gate"], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    async def ready(self, bus: Any, timeout: float = 60) -> None:
-        from zimmer_common.contracts.ops import PingRequest, ping_rpc
-        from zimmer_common.errors import ZimmerError
-
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if (await bus.request(ping_rpc("spot"), PingRequest(), timeout=1)).ready:
-                    return
-            except ZimmerError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("spot-gate service did not become ready")
-            await asyncio.sleep(0.1)
-
-    def stop(self) -> None:
-        import signal
-        import subprocess
-
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 async def _seed_sql(db: str, sessions: int, accounts: int) -> list[int]:
@@ -153,7 +112,7 @@ async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     for _round in range(sizes.rounds):
         db = await _fresh_db(ctx.pg_url)
         ids = await _seed_sql(db, n, ACCOUNTS)
-        service = ServiceProcess(ctx, db)
+        service = ServiceProcess("spot-gate", ctx, db)
         client = await Bus.connect([ctx.nats_url], service="bench", instance_id="c", rpc_timeout=60)
         try:
             await service.ready(client)

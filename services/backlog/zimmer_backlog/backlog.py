@@ -7,7 +7,7 @@ from collections.abc import Callable
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
-from zimmer_backlog.domain.ranking import BandFull, plan_append, plan_rerank
+from zimmer_backlog.domain.ranking import BandFull, plan_append
 from zimmer_common.contracts.backlog import (
     ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendResult, ItemEvent, ItemList, ItemQuery,
     ItemRef, ItemView, PinItem, RemoveItem)
@@ -103,8 +103,7 @@ class Backlog:
         return item
 
     async def _rerank(self, conn: AsyncConnection) -> None:
-        moves = plan_rerank(await store.queued_ranked(conn))
-        await store.move(conn, moves)
+        await store.rerank(conn)
 
     async def on_session_event(self, conn: AsyncConnection, event: EventEnvelope) -> None:
         """Counts come from spot-gate's session events, for the sessions this backlog produced."""

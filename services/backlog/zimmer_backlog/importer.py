@@ -1,13 +1,9 @@
 """The one-time import of WORK_BACKLOG.json into work_backlog_items (seed 000, "The import").
 
-It only inserts, keyed on each item's id (`import_id`) in any status, so a second pass writes
-nothing; it never edits or deletes a row and never writes to the source. Precedences arrive
-verbatim and no re-rank runs, so the queue comes out in the order the file stored it. Every run
-leaves a row in `backlog.import_runs`. Outside production a source that cannot be read is
-recorded there and the import completes; in production it raises `ImportSourceUnavailable`
-rather than claim to have imported a queue it never read.
+Inserts only, keyed on each item's id (`import_id`) in any status, so a second pass writes nothing;
+never edits or deletes a row or touches the source; precedences verbatim, no re-rank. Every run
+leaves a row in `backlog.import_runs`; an unreadable source fails loudly only in production.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +48,6 @@ class ImportSourceUnavailable(RuntimeError):
         self.source = source
         self.reason = reason
 
-
-# ---- sources --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class FileSource:
@@ -139,11 +133,9 @@ def resolve_source(path: str | os.PathLike[str] | None = None, env_var: str | No
         github = GithubSource.from_env()
     for candidate in (path, env_var):
         if candidate is not None and str(candidate).strip():
-            return FileSource(Path(candidate).expanduser())
+            return FileSource(Path(candidate).expanduser().absolute())
     return github or NoSource()
 
-
-# ---- the file -------------------------------------------------------------------------------
 
 class ImportItem(BaseModel):
     """One WORK_BACKLOG.json item. Unknown fields (prompt, notes, ratings, ...) go to payload."""
@@ -175,9 +167,8 @@ class ImportItem(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _null_means_default(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if not (v is None and k in ("title", "pinned", "status", "payload"))}
-        return data
+        nullable = ("title", "pinned", "status", "payload")
+        return {k: v for k, v in data.items() if v is not None or k not in nullable} if isinstance(data, dict) else data
 
     def row(self) -> dict[str, Any]:
         columns = self.model_dump(exclude={"id", "payload"} | set(self.model_extra or {}))
@@ -198,8 +189,6 @@ def parse_items(raw: bytes) -> list[Any]:
         return doc
     raise ValueError('expected a JSON object {"items": [...]} or a JSON list of items')
 
-
-# ---- the import -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class SkippedItem:
@@ -267,12 +256,10 @@ async def import_backlog(engine: AsyncEngine, *, source: ImportSource, env: Envi
             log.exception("work backlog import: could not record the failure")
         raise
     await _finish_run(engine, report)
-    log.info("work backlog imported", extra={"fields": {
-        "source": described, "run_id": report.run_id, "inserted": report.inserted, "skipped": len(report.skipped)}})
-    for s in report.skipped:
-        if s.reason in ("invalid", "rejected", "open_row_for_key", "duplicate_in_source"):
-            log.warning("work backlog import: item skipped",
-                        extra={"fields": {"id": s.id, "reason": s.reason, "detail": s.detail}})
+    noteworthy = [f"{s.id}: {s.reason}: {s.detail}" for s in report.skipped if s.reason != "already_imported"]
+    (log.warning if noteworthy else log.info)("work backlog imported", extra={"fields": {
+        "source": described, "run_id": report.run_id, "inserted": report.inserted,
+        "skipped": len(report.skipped), "not_imported": noteworthy}})
     return report
 
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
-from zimmer_backlog.domain.ranking import plan_rerank
 from zimmer_backlog.start import Starter, spawn_key
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.backlog import (
@@ -57,7 +56,7 @@ class Puller:
                 if item.status == "queued":
                     await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "spot",
                                               ranks[item.id])
-            await store.move(conn, plan_rerank(await store.queued_ranked(conn)))
+            await store.rerank(conn)
         for reason in (r.removal_reason for r in removed):
             self._on_removed(reason or "")
         self._on_commit()

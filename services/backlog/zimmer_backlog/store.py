@@ -4,6 +4,7 @@ it makes room for and the event announcing it commit together."""
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -11,11 +12,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_backlog.domain.ranking import RankedItem
+from zimmer_backlog.domain.ranking import BandFull, RankedItem, plan_rerank
 from zimmer_common.contracts.backlog import AppendItem, Counts, ItemView
 from zimmer_common.errors import ErrorCode, ZimmerError
 
 RANKING_LOCK = "zimmer.backlog.ranking"
+log = logging.getLogger("zimmer.backlog.store")
 ITEM_COLUMNS = """i.id, i.key, i.issue_url, i.repo, i.surface, i.title, i.kind, i.scope_direction, i.estimated_cost,
     i.gate_verdict, i.decided_at, i.added_at, i.added_by, i.added_via, i.precedence, i.pinned, i.status,
     i.writing_session_id, i.started_session_id, i.started_by_session_id, i.started_at, i.removed_at, i.removed_by,
@@ -175,3 +177,13 @@ async def set_pin(conn: AsyncConnection, item_id: int, pinned: bool, precedence:
 async def status_counts(conn: AsyncConnection) -> dict[str, int]:
     rows = await conn.execute(text("SELECT status, count(*) AS n FROM backlog.work_backlog_items GROUP BY status"))
     return {r.status: int(r.n) for r in rows}
+
+
+async def rerank(conn: AsyncConnection) -> None:
+    """Every writer re-ranks after it writes: drifted unpinned items move back into their band.
+    A band too full to take a drifted item back leaves it where it is (and says so) rather than
+    failing the write that triggered the re-rank."""
+    try:
+        await move(conn, plan_rerank(await queued_ranked(conn)))
+    except BandFull as exc:
+        log.warning("re-rank skipped: %s", exc)
