@@ -304,8 +304,9 @@ def backlog_import(
                     "this is not an error)", fg="yellow")
         return
     typer.echo(f"inserted  {report.inserted}")
-    typer.echo(f"skipped   {len(report.skipped)}" + (f"  ({len(report.skipped_for('already_imported'))} already "
-               "imported)" if report.skipped else ""))
+    reasons = {r: len(report.skipped_for(r)) for r in dict.fromkeys(s.reason for s in report.skipped)}
+    typer.echo(f"skipped   {len(report.skipped)}" + (f"  ({', '.join(f'{n} {r}' for r, n in reasons.items())})"
+                                                     if reasons else ""))
     for s in report.skipped:
         if s.reason != "already_imported":
             typer.secho(f"  - {s.id}: {s.reason}: {s.detail}", fg="yellow")

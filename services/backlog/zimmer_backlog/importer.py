@@ -4,6 +4,7 @@ Inserts only, keyed on each item's id (`import_id`) in any status, so a second p
 never edits or deletes a row or touches the source; precedences verbatim, no re-rank. Every run
 leaves a row in `backlog.import_runs`; an unreadable source fails loudly only in production.
 """
+
 from __future__ import annotations
 
 import asyncio

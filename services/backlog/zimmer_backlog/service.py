@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.backlog import SCHEMA, Backlog
+from zimmer_backlog.importer import ImportSourceUnavailable, import_once_at_start
 from zimmer_backlog.metrics import BacklogMetrics
 from zimmer_backlog.pull import Puller
 from zimmer_backlog.start import Starter
@@ -104,8 +105,23 @@ def build(settings: Settings) -> Service:
                 log.warning("backlog metrics refresh failed", extra=kv(error=repr(exc)))
             await service.pause(METRICS_REFRESH_SECONDS)
 
+    async def one_time_import() -> None:
+        """The one-time import, as a start-up task beside the service rather than in front of
+        it. In production an unreadable source fails the task loudly (an ERROR line, the ledger
+        row) and the next start tries again; it does not take the queue down with it."""
+        try:
+            report = await import_once_at_start(engine(), settings)
+            if report is not None:
+                log.info("work backlog imported", extra=kv(source=report.source, inserted=report.inserted,
+                                                           skipped=len(report.skipped), error=report.error))
+        except ImportSourceUnavailable as exc:
+            log.error("work backlog import failed: its source could not be read", extra=kv(error=str(exc)))
+        except Exception:  # noqa: BLE001 - the import is a task; its failure is logged, not fatal
+            log.exception("work backlog import failed")
+
     @service.on_start
-    async def start_metrics(svc: Service) -> None:
+    async def start_tasks(svc: Service) -> None:
         svc.spawn(refresh_metrics(), "backlog-metrics")
+        svc.spawn(one_time_import(), "backlog-import")
 
     return service

@@ -18,6 +18,7 @@ from zimmer_common.service import Service
 from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
+from zimmer_gateway.routes.backlog import router as backlog_router
 from zimmer_gateway.routes.spot import router as spot_router
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
@@ -89,6 +90,7 @@ def create_app(service: Service) -> FastAPI:
         return {"services": {n: _describe(a) for n, a in answers.items()}}
 
     app.include_router(spot_router)  # sessions, turns, triggers, spot policy, costs, quota readings
+    app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
 
     # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
     # would redirect it to `/mcp/`), the mount answers `/mcp/`.

@@ -54,7 +54,8 @@ from zimmer_gateway.problems import problem
 # Modules that declare tools; imported when a surface is built (not at import time of this
 # module) so they may import `zimmer_gateway.app` without an import cycle. Each feature adds
 # its module here.
-TOOL_MODULES: Final[tuple[str, ...]] = ("zimmer_gateway.mcp.system", "zimmer_gateway.mcp.spot_tools")
+TOOL_MODULES: Final[tuple[str, ...]] = ("zimmer_gateway.mcp.system", "zimmer_gateway.mcp.spot_tools",
+                                        "zimmer_gateway.mcp.backlog_tools")
 
 GROUPS_HEADER: Final = "x-zimmer-tool-groups"
 REALM_SCOPE_KEY: Final = "zimmer.realm"

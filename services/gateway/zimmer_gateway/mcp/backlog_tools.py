@@ -1,0 +1,125 @@
+"""MCP tools of the work backlog (seed 000, "Who may do what"), in the opt-in group `work_backlog`.
+
+get_work_backlog (read), append_work_backlog_item (append a cleared issue),
+pull_work_backlog_items (pull the top N or named keys into spot sessions, with mechanical
+removals from a fixed vocabulary). Nothing here is in `core`: a connection has to name the
+group, so neither the unscoped server nor `sessions` carries backlog writes.
+
+The discretionary operations (pin, unpin, hand-place, removal by judgement, start now /
+promote) have no MCP tool at all; they are operator-only REST routes. An agent's item must have
+an issue: `issue_url` is required here and `prompt` is refused outright (there is no `prompt`
+parameter and a `payload` carrying a "prompt" key is a tool error), because an item spawned from
+a bare prompt is ungated work. `acting_session_id` is provenance, never authorization.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from zimmer_common.bus import Bus
+from zimmer_common.contracts import backlog as c
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.service import Service
+from zimmer_gateway.mcp.registry import tool
+from zimmer_gateway.routes.common import ID_MAX
+
+GROUP = "work_backlog"
+ActingSession = Annotated[int | None, Field(
+    ge=1, le=ID_MAX, description="This connection's session: recorded as provenance, never used as authorization")]
+Text = Annotated[str | None, Field(max_length=500)]
+
+
+def _bus(service: Service) -> Bus:
+    if service.bus is None:
+        raise ZimmerError(ErrorCode.UNAVAILABLE, "the gateway is not connected to the bus yet")
+    return service.bus
+
+
+class WorkBacklogReport(c.ItemList):
+    summary: str = Field(description="The counts in plain words")
+
+
+def describe_counts(counts: c.Counts) -> str:
+    held = (f", {counts.spot_held} of them held at the spot gate before a turn (waiting on quota or a slot, "
+            "not being advanced)") if counts.spot_held else ""
+    return (f"{counts.queued} queued; {counts.in_flight} in flight (running or waiting){held}; "
+            f"{counts.parked} parked in needs_input, waiting on a person and not part of the WIP arithmetic.")
+
+
+@tool(group=GROUP, read_only=True, destructive=False, idempotent=True)
+async def get_work_backlog(
+    service: Service,
+    status: Annotated[c.StatusFilter, Field(
+        description="queued (default), started, removed, all; or by the session an item became: in_flight "
+                    "(running or waiting), spot_held (waiting at the spot gate before its first turn), parked "
+                    "(needs_input), claimed (in_flight or parked)")] = "queued",
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Field(ge=0, le=ID_MAX)] = 0,
+) -> WorkBacklogReport:
+    """The work backlog, highest precedence first (the order a pull takes them), with `counts`
+    of the sessions this backlog produced: queued, in_flight (running or waiting), spot_held (the
+    part of in_flight held at the spot gate before a first turn), parked (needs_input: waiting on a
+    person, not in flight) and claimed."""
+    listing = await _bus(service).request(c.GET_ITEMS, c.ItemQuery(status=status, limit=limit, offset=offset))
+    return WorkBacklogReport(**listing.model_dump(), summary=describe_counts(listing.counts))
+
+
+@tool(group=GROUP, read_only=False, destructive=False, idempotent=False)
+async def append_work_backlog_item(
+    service: Service,
+    key: Annotated[str, Field(min_length=1, max_length=200, description='The item\'s key, e.g. "zimmer#498"')],
+    issue_url: Annotated[str, Field(min_length=1, max_length=2000, pattern=r"^https?://\S+$",
+                                    description="The GitHub issue this item implements (required)")],
+    estimated_cost: Annotated[c.Cost, Field(description="small, medium or large: chooses the band it ranks in")],
+    title: Annotated[str, Field(max_length=500)] = "",
+    repo: Text = None,
+    surface: Text = None,
+    kind: Text = None,
+    scope_direction: Text = None,
+    gate_verdict: Text = None,
+    decided_at: Annotated[datetime | None, Field(description="When the gate decided")] = None,
+    payload: Annotated[dict[str, Any] | None, Field(
+        description='Ratings, notes, gate_session and the like; a "prompt" key is refused')] = None,
+    acting_session_id: ActingSession = None,
+) -> c.AppendResult:
+    """Append one issue the gate cleared. It lands 10 below the lowest unpinned peer of its
+    estimated_cost (first in, first out within a cost band). Every item needs its issue_url; a
+    prompt is refused: the session an item becomes is prompted from its issue. A key that is
+    already queued is a conflict naming that item; a band with no room left is band_full."""
+    payload = payload or {}
+    prompts = [k for k in payload if isinstance(k, str) and k.strip().lower() == "prompt"]
+    if prompts:
+        raise ZimmerError(ErrorCode.INVALID, "an agent's item is prompted from its issue; payload.prompt is refused "
+                          "outright", {"field": f"payload.{prompts[0]}"})
+    return await _bus(service).request(c.APPEND, c.AppendItem(
+        key=key, issue_url=issue_url, repo=repo, surface=surface, title=title, kind=kind,
+        scope_direction=scope_direction, estimated_cost=estimated_cost, gate_verdict=gate_verdict,
+        decided_at=decided_at, added_via="mcp", acting_session_id=acting_session_id, payload=payload))
+
+
+@tool(group=GROUP, read_only=False, destructive=True, idempotent=False)
+async def pull_work_backlog_items(
+    service: Service,
+    count: Annotated[int | None, Field(ge=1, le=10, description="Pull the top this many queued items (at most 10)")
+                     ] = None,
+    keys: Annotated[list[str] | None, Field(min_length=1, max_length=10,
+                                            description="Pull exactly these keys instead of a count")] = None,
+    removals: Annotated[list[c.Removal] | None, Field(
+        max_length=50, description="Take these queued keys off first, each with a reason from the fixed vocabulary "
+                                   "issue_closed, issue_has_open_pr, session_already_working, trust_failed")] = None,
+    acting_session_id: Annotated[int | None, Field(
+        ge=1, le=ID_MAX, description="The pulling session: the parent of the sessions started, whose precedence "
+                                     "they build on; provenance, never authorization")] = None,
+) -> c.PullResult:
+    """Pull queued items into spot sessions, children of the pulling session: give count (1-10)
+    or keys, not both. The n-th item gets the puller's precedence + (count − n + 1). A pull by keys
+    is safe to retry after an error: the same sessions come back and none is doubled. A pull by
+    count is NOT safe to retry: a retry pulls the next items; after an error, read the backlog and
+    pull by keys instead. `failed` lists starts that did not happen (retry_safe: pull those keys
+    again); `counts` and `sentence` say how much is in flight and, for a pull of zero, which zero it
+    is (busy fleet, or idle behind quota at the spot gate)."""
+    return await _bus(service).request(c.PULL, c.PullItems(
+        count=count, keys=keys, removals=removals or [], acting_session_id=acting_session_id))

@@ -1,0 +1,135 @@
+"""`/api/v1/work_backlog_items`: the work backlog over REST (seed 000, issue 4 "Operations").
+
+Read, append and pull take the fleet key (or the operator token). Pin, unpin, remove by
+judgement and start now are discretionary: they need the operator token, and the fleet key gets
+a 403 (DESIGN §6). `acting_session_id` is provenance (`writing_session_id`,
+`started_by_session_id`), never authorization. Each route is one RPC to the backlog service.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Depends, Path, Query, status
+from pydantic import ConfigDict, Field
+
+from zimmer_common.contracts import backlog as c
+from zimmer_gateway.auth import Realm, authenticated, operator_only
+from zimmer_gateway.routes.common import ID_MAX, BusDep, Precedence, RowId, StrictBody, problem_responses
+
+router = APIRouter(prefix="/api/v1/work_backlog_items", tags=["work backlog"])
+
+ItemIdPath = Annotated[int, Path(ge=1, le=ID_MAX, description="The item's id")]
+OPERATOR = "operator"  # who the operator-only routes record as `by` / `added_by`
+OPERATOR_RESPONSES = {**problem_responses(404, 409, 422), 403: {
+    "description": "The fleet key cannot reach an operator-only route", "content": {"application/problem+json": {}}}}
+
+
+class AppendBody(c.AppendItem):
+    """One cleared issue for the queue. It lands 10 below the lowest unpinned peer of its
+    `estimated_cost` band. `added_via` is "rest" for the fleet key whatever the body says; with
+    the operator token it defaults to "operator", and only then may `issue_url` be omitted."""
+
+    model_config = ConfigDict(extra="forbid")
+    added_via: Literal["rest", "operator"] | None = Field(  # type: ignore[assignment]
+        None, description='Forced to "rest" for the fleet key; "operator" (the default) or "rest" for the operator')
+    acting_session_id: RowId | None = Field(None, description="The appending session: provenance, never authorization")
+
+
+class RemovalBody(c.Removal):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PullBody(c.PullItems):
+    """Give `count` (1-10) or `keys`. A pull by keys is safe to retry (the same sessions come back,
+    none doubled); a pull by count is not (a retry pulls the next items)."""
+
+    model_config = ConfigDict(extra="forbid")
+    removals: list[RemovalBody] = Field(  # type: ignore[assignment]
+        default_factory=list, max_length=50,
+        description="Queued items to take off first, each with a reason from the fixed vocabulary "
+                    "issue_closed, issue_has_open_pr, session_already_working, trust_failed")
+    acting_session_id: RowId | None = Field(
+        None, description="The pulling session: the parent of what it starts; provenance, never authorization")
+
+
+class PinBody(StrictBody):
+    precedence: Precedence | None = Field(None, description="Hand-place it here; omitted: pin it where it sits")
+
+
+class RemoveBody(StrictBody):
+    reason: str = Field(min_length=1, max_length=2000, description="Why, in words: a human's judgement")
+
+
+@router.get("", summary="The work backlog, with counts", response_model=c.ItemList,
+            responses=problem_responses(422))
+async def list_items(
+    bus: BusDep, _realm: Annotated[Realm, Depends(authenticated)],
+    status_: Annotated[c.StatusFilter, Query(
+        alias="status", description="queued (default), started, removed, all; or by the produced session: "
+                                    "in_flight (running or waiting), spot_held (waiting at the spot gate before "
+                                    "its first turn), parked (needs_input), claimed (in_flight or parked)")] = "queued",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=ID_MAX)] = 0,
+) -> c.ItemList:
+    """Highest precedence first (the order a pull takes them). `counts` (queued, in_flight,
+    spot_held, parked, claimed) is of the sessions this backlog produced."""
+    return await bus.request(c.GET_ITEMS, c.ItemQuery(status=status_, limit=limit, offset=offset))
+
+
+@router.post("", summary="Append an item", status_code=status.HTTP_201_CREATED, response_model=c.AppendResult,
+             responses=problem_responses(409, 422))
+async def append_item(body: AppendBody, bus: BusDep,
+                      realm: Annotated[Realm, Depends(authenticated)]) -> c.AppendResult:
+    """409 `conflict` when the key already has a queued row (the problem's `details.item_id` names
+    it), 409 `band_full` when the cost's band cannot make room (nothing moved). An item without
+    `issue_url` is a 422 unless the operator appends it."""
+    fields = body.model_dump(exclude={"added_via"})
+    if realm is Realm.OPERATOR:
+        via = body.added_via or "operator"
+        fields["added_by"] = body.added_by or OPERATOR
+    else:
+        via = "rest"
+    return await bus.request(c.APPEND, c.AppendItem(**fields, added_via=via))
+
+
+@router.post("/pull", summary="Pull the top items (or named keys) into spot sessions", response_model=c.PullResult,
+             responses=problem_responses(422))
+async def pull_items(body: PullBody, bus: BusDep, _realm: Annotated[Realm, Depends(authenticated)]) -> c.PullResult:
+    """Each item starts as a spot session, a child of `acting_session_id`, with precedence the
+    puller's + (count − n + 1) for the n-th. A pull by keys is safe to retry; a pull by count is
+    not. `failed` lists starts that did not happen (`retry_safe`: pull those keys again).
+    `sentence` says which zero a pull of zero is."""
+    return await bus.request(c.PULL, c.PullItems.model_validate(body.model_dump()))
+
+
+@router.patch("/{item_id}/pin", summary="Pin an item, optionally hand-placing it (operator only)",
+              response_model=c.ItemView, responses=OPERATOR_RESPONSES)
+async def pin_item(item_id: ItemIdPath, bus: BusDep, _realm: Annotated[Realm, Depends(operator_only)],
+                   body: Annotated[PinBody | None, Body()] = None) -> c.ItemView:
+    """A pinned item is never moved by any writer and is nobody's peer; it may sit anywhere."""
+    precedence = body.precedence if body else None
+    return await bus.request(c.PIN, c.PinItem(item_id=item_id, precedence=precedence, by=OPERATOR))
+
+
+@router.patch("/{item_id}/unpin", summary="Unpin an item (operator only)", response_model=c.ItemView,
+              responses=OPERATOR_RESPONSES)
+async def unpin_item(item_id: ItemIdPath, bus: BusDep,
+                     _realm: Annotated[Realm, Depends(operator_only)]) -> c.ItemView:
+    """Unpinned, an item outside its cost's band moves back into it."""
+    return await bus.request(c.UNPIN, c.ItemRef(item_id=item_id, by=OPERATOR))
+
+
+@router.post("/{item_id}/remove", summary="Remove a queued item by judgement (operator only)",
+             response_model=c.ItemView, responses=OPERATOR_RESPONSES)
+async def remove_item(item_id: ItemIdPath, body: RemoveBody, bus: BusDep,
+                      _realm: Annotated[Realm, Depends(operator_only)]) -> c.ItemView:
+    """The row stays, with status removed, the reason and who."""
+    return await bus.request(c.REMOVE, c.RemoveItem(item_id=item_id, reason=body.reason, by=OPERATOR))
+
+
+@router.post("/{item_id}/start_now", summary="Start a queued item now as a priority session (operator only)",
+             response_model=c.StartNowResult, responses=OPERATOR_RESPONSES)
+async def start_now(item_id: ItemIdPath, bus: BusDep,
+                    _realm: Annotated[Realm, Depends(operator_only)]) -> c.StartNowResult:
+    return await bus.request(c.START_NOW, c.ItemRef(item_id=item_id, by=OPERATOR))
