@@ -128,3 +128,38 @@ async def test_counts_follow_the_sessions_the_backlog_produced(backlog) -> None:
     held = await bus.request(c.GET_ITEMS, c.ItemQuery(status="spot_held"))
     parked = await bus.request(c.GET_ITEMS, c.ItemQuery(status="parked"))
     assert held.total == 0 and parked.total == 0  # rows are reached through started_session_id, set on start
+
+
+async def test_the_service_imports_work_backlog_json_once_at_start(settings_factory, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    source = tmp_path / "WORK_BACKLOG.json"
+    source.write_text(json.dumps({"items": [
+        {"id": "a1", "key": "zimmer#900", "issue_url": "https://github.com/acme/zimmer/issues/900",
+         "estimated_cost": "small", "precedence": 6123, "title": "Imported"}]}))
+    monkeypatch.setenv("WORK_BACKLOG_SOURCE_PATH", str(source))
+    for attempt in range(2):  # the second start finds the finished run and reads nothing
+        service = build(settings_factory())
+        await service.start()
+        try:
+            bus = await Bus.connect([service.settings.nats_url], service="probe", instance_id="p", rpc_timeout=10)
+            try:
+                for _ in range(100):
+                    items = (await bus.request(c.GET_ITEMS, c.ItemQuery())).items
+                    if items:
+                        break
+                    await asyncio.sleep(0.05)
+                assert [(i.key, i.precedence, i.added_via) for i in items] == [("zimmer#900", 6123, "import")]
+            finally:
+                await bus.close()
+        finally:
+            await service.stop()
+    from zimmer_common.db import create_engine
+
+    engine = create_engine(service.settings.database_url)
+    try:
+        async with engine.connect() as conn:
+            runs = (await conn.execute(text("SELECT count(*) FROM backlog.import_runs"))).scalar_one()
+    finally:
+        await engine.dispose()
+    assert runs == 1  # the second start read nothing
