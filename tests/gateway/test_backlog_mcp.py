@@ -102,6 +102,9 @@ async def test_append_refuses_issueless_items_and_prompts(stack) -> None:  # typ
         text = await tool_error(session, "append_work_backlog_item",
                                 issue(2, payload={"notes": "n", "prompt": "do something ungated"}))
         assert "invalid:" in text and "field: payload.prompt" in text
+        # A top-level prompt is refused outright, not dropped: tools refuse arguments they do not declare.
+        assert "prompt" in await tool_error(session, "append_work_backlog_item",
+                                            {**issue(5), "prompt": "do something ungated"})
         text = await tool_error(session, "append_work_backlog_item", issue(3, payload={"Prompt": "x"}))
         assert "field: payload.Prompt" in text
         assert "estimated_cost" in await tool_error(session, "append_work_backlog_item",

@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, get_type_hints
 
 import anyio
+from pydantic import ConfigDict
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -150,6 +151,18 @@ def bind(tool: ToolDef, service: Service) -> Any:
     return call
 
 
+def _refuse_unknown_arguments(server: MCPServer, name: str) -> None:
+    """The SDK ignores arguments a tool does not declare; refuse them instead, so a caller that
+    passes `prompt` to a tool without one hears so rather than having it silently dropped.
+    (The SDK offers no option for this: the argument model is swapped for a strict subclass.)"""
+    registered = server._tool_manager.get_tool(name)  # noqa: SLF001 - no public accessor
+    assert registered is not None
+    loose = registered.fn_metadata.arg_model
+    strict = type(f"{loose.__name__}Strict", (loose,), {"model_config": ConfigDict(extra="forbid",
+                                                                                   arbitrary_types_allowed=True)})
+    registered.fn_metadata.arg_model = strict
+
+
 def _realm_of_call(context: Context) -> Realm:
     request = context.request_context.request
     realm = getattr(request, "scope", {}).get(REALM_SCOPE_KEY)
@@ -165,6 +178,7 @@ def build_server(tools: Iterable[ToolDef], service: Service, security: Transport
         server.add_tool(bind(tool, service), name=tool.name, description=tool.description,
                         annotations=ToolAnnotations(read_only_hint=tool.read_only, destructive_hint=tool.destructive,
                                                     idempotent_hint=tool.idempotent, open_world_hint=False))
+        _refuse_unknown_arguments(server, tool.name)
     # Called for its side effect: it creates the server's session manager, which the
     # dispatcher calls directly (the Starlette app it returns routes by path, which the
     # dispatcher has already done). Stateless + JSON: no session to pin to one replica.
