@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
-from zimmer_backlog.domain.ranking import BandFull, plan_append
+from zimmer_backlog.domain.ranking import BANDS, BandFull, RankedItem, apply, plan_append
 from zimmer_common.contracts.backlog import (
     ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendResult, ItemEvent, ItemList, ItemQuery,
     ItemRef, ItemView, PinItem, RemoveItem)
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SessionEvent
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import OutboxRelay, emit
+from zimmer_common.batching import Batcher
+from zimmer_common.outbox import OutboxRelay, emit, emit_many
 
 SCHEMA = "backlog"
 SPAWNED_BY = "work-backlog"
+BAND_RANGES = {cost: (band.floor, band.top) for cost, band in BANDS.items()}
 
 
 class Backlog:
@@ -26,6 +29,7 @@ class Backlog:
         self._relay = relay
         self.on_appended: Callable[[], None] = lambda: None  # metrics hooks
         self.on_removed: Callable[[str], None] = lambda reason: None
+        self.batcher: Batcher[AppendItem, AppendResult | ZimmerError] = Batcher(self.append_many)
 
     def _kick(self) -> None:
         relay = self._relay()
@@ -38,32 +42,60 @@ class Backlog:
             return ItemList(items=items, total=total, counts=await store.counts(conn))
 
     async def append(self, req: AppendItem) -> AppendResult:
-        """Append lands 10 below the lowest unpinned in-band peer of its cost, re-spacing the band
-        first when it must, under the ranking lock; then every writer re-ranks drifted items."""
-        if req.issue_url is None and req.added_via not in ("operator", "import"):
-            raise ZimmerError(ErrorCode.INVALID, "an item without an issue_url may only come from an operator or "
-                              "the import: it would be ungated work reaching the fleet", {"field": "issue_url"})
+        """Concurrent appends are ranked together, in one transaction under the ranking lock."""
+        out = await self.batcher.submit(req)
+        if isinstance(out, ZimmerError):
+            raise out
+        return out
+
+    async def append_many(self, requests: list[AppendItem]) -> list[AppendResult | ZimmerError]:
+        """Each append lands 10 below the lowest unpinned in-band peer of its cost (re-spacing
+        the band first when it must, `band_full` when it cannot), in arrival order, each seeing
+        the ones before it; then drifted items are re-ranked. One failure refuses one append."""
+        outcomes: list[int | ZimmerError] = []
         async with self._engine().begin() as conn:
             await store.lock_ranking(conn)
-            existing = await store.open_row(conn, req.key)
-            if existing is not None:
-                raise ZimmerError(ErrorCode.CONFLICT, f"{req.key} is already on the queue as item {existing.id}",
-                                  {"field": "key", "item_id": existing.id, "status": existing.status})
-            items = await store.queued_ranked(conn)
-            try:
-                placement = plan_append(items, req.estimated_cost)
-            except BandFull as exc:
-                raise ZimmerError(ErrorCode.BAND_FULL, str(exc), {"field": "estimated_cost",
-                                                                  "estimated_cost": req.estimated_cost}) from None
-            await store.move(conn, placement.moves)
-            item_id = await store.insert(conn, req, placement.precedence)
-            await self._rerank(conn)
-            item = await store.fetch(conn, item_id)
-            await emit(conn, SCHEMA, ITEM_APPENDED, "item_appended", ItemEvent(item=item))
+            taken = {k: r.id for k, r in (await store.open_rows(conn, [q.key for q in requests])).items()}
+            lowest = await store.lowest_peers(conn, BAND_RANGES)
+            peers: dict[str, list[RankedItem]] = {c: [p] for c, p in lowest.items()}
+            complete: set[str] = set()  # costs whose whole queue is in `peers`, not just the lowest
+            for req in requests:
+                outcomes.append(await self._append_one(conn, req, taken, peers, complete))
+            added = [o for o in outcomes if isinstance(o, int)]
+            if await store.any_drifted(conn, BAND_RANGES):
+                await store.rerank(conn)
+            views = await store.fetch_many(conn, added) if added else {}
+            await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=views[i])) for i in added])
             counts = await store.counts(conn)
-        self.on_appended()
+        for _ in added:
+            self.on_appended()
         self._kick()
-        return AppendResult(item=item, counts=counts)
+        return [o if isinstance(o, ZimmerError) else AppendResult(item=views[o], counts=counts) for o in outcomes]
+
+    async def _append_one(self, conn: AsyncConnection, req: AppendItem, taken: dict[str, int],
+                          peers: dict[str, list[RankedItem]], complete: set[str]) -> int | ZimmerError:
+        if req.issue_url is None and req.added_via not in ("operator", "import"):
+            return ZimmerError(ErrorCode.INVALID, "an item without an issue_url may only come from an operator or "
+                               "the import: it would be ungated work reaching the fleet", {"field": "issue_url"})
+        if req.key in taken:
+            return ZimmerError(ErrorCode.CONFLICT, f"{req.key} is already on the queue as item {taken[req.key]}",
+                               {"field": "key", "item_id": taken[req.key]})
+        cost = req.estimated_cost
+        try:
+            placement = plan_append(peers.get(cost, []), cost)
+            if placement.moves and cost not in complete:  # a re-space needs the whole band, not its lowest
+                peers[cost] = await store.queued_of_cost(conn, cost)
+                complete.add(cost)
+                placement = plan_append(peers[cost], cost)
+            if placement.moves:
+                await store.move(conn, placement.moves)
+                peers[cost] = apply(peers[cost], placement.moves)
+        except BandFull as exc:
+            return ZimmerError(ErrorCode.BAND_FULL, str(exc), {"field": "estimated_cost", "estimated_cost": cost})
+        item_id = await store.insert(conn, req, placement.precedence)
+        peers.setdefault(cost, []).append(RankedItem(item_id, cost, placement.precedence, False, datetime.now(UTC)))
+        taken[req.key] = item_id
+        return item_id
 
     async def pin(self, req: PinItem) -> ItemView:
         """A human hand-places an item and has it stay placed: pinned items are never moved by

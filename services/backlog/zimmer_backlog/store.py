@@ -54,9 +54,11 @@ async def queued_ranked(conn: AsyncConnection) -> list[RankedItem]:
 
 
 async def move(conn: AsyncConnection, moves: dict[int, int]) -> None:
+    """Apply precedence changes in one statement: a re-space moves every item of a band."""
     if moves:
-        await conn.execute(text("UPDATE backlog.work_backlog_items SET precedence = :p WHERE id = :id"),
-                           [{"id": i, "p": p} for i, p in moves.items()])
+        await conn.execute(text("UPDATE backlog.work_backlog_items i SET precedence = m.p "
+                                "FROM unnest(CAST(:ids AS bigint[]), CAST(:ps AS integer[])) AS m(id, p) "
+                                "WHERE i.id = m.id"), {"ids": list(moves), "ps": list(moves.values())})
 
 
 async def open_row(conn: AsyncConnection, key: str) -> Row[Any] | None:
@@ -187,3 +189,43 @@ async def rerank(conn: AsyncConnection) -> None:
         await move(conn, plan_rerank(await queued_ranked(conn)))
     except BandFull as exc:
         log.warning("re-rank skipped: %s", exc)
+
+
+async def open_rows(conn: AsyncConnection, keys: list[str]) -> dict[str, Row[Any]]:
+    rows = await conn.execute(text("SELECT id, key, status FROM backlog.work_backlog_items "
+                                   "WHERE key = ANY(:keys) AND status IN ('queued', 'starting')"), {"keys": keys})
+    return {r.key: r for r in rows}
+
+
+async def lowest_peers(conn: AsyncConnection, bands: dict[str, tuple[int, int]]) -> dict[str, RankedItem]:
+    """Per cost, the lowest unpinned queued item inside its band: all an ordinary append needs."""
+    found: dict[str, RankedItem] = {}
+    for cost, (floor, top) in bands.items():
+        row = (await conn.execute(text(
+            "SELECT id, estimated_cost, precedence, pinned, added_at FROM backlog.work_backlog_items "
+            "WHERE status = 'queued' AND NOT pinned AND estimated_cost = :c AND precedence BETWEEN :f AND :t "
+            "ORDER BY precedence, added_at DESC, id DESC LIMIT 1"), {"c": cost, "f": floor, "t": top})).first()
+        if row is not None:
+            found[cost] = RankedItem(row.id, row.estimated_cost, row.precedence, row.pinned, row.added_at)
+    return found
+
+
+async def queued_of_cost(conn: AsyncConnection, cost: str) -> list[RankedItem]:
+    rows = await conn.execute(text("SELECT id, estimated_cost, precedence, pinned, added_at "
+                                   "FROM backlog.work_backlog_items WHERE status = 'queued' AND estimated_cost = :c"),
+                              {"c": cost})
+    return [RankedItem(r.id, r.estimated_cost, r.precedence, r.pinned, r.added_at) for r in rows]
+
+
+async def any_drifted(conn: AsyncConnection, bands: dict[str, tuple[int, int]]) -> bool:
+    """Whether some unpinned queued item sits outside its band (an unpin or the import put it there)."""
+    outside = " OR ".join(f"(estimated_cost = '{c}' AND precedence NOT BETWEEN {f} AND {t})"
+                          for c, (f, t) in bands.items())
+    row = (await conn.execute(text(f"SELECT 1 FROM backlog.work_backlog_items WHERE status = 'queued' AND NOT pinned "
+                                   f"AND ({outside}) LIMIT 1"))).first()
+    return row is not None
+
+
+async def fetch_many(conn: AsyncConnection, ids: list[int]) -> dict[int, ItemView]:
+    rows = await conn.execute(text(f"SELECT {ITEM_COLUMNS} FROM {FROM} WHERE i.id = ANY(:ids)"), {"ids": ids})
+    return {r.id: view(r) for r in rows}

@@ -3,8 +3,7 @@ change together with its events."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ from zimmer_common.contracts.spot import (
     SESSION_CLASS_CHANGED, SESSION_CREATED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, GateDecisionList,
     GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionEvent, SessionList, SessionQuery, SessionRef,
     SessionView, SpawnResult, SpawnSession, TurnResult, UpdateSession)
+from zimmer_common.batching import Batcher
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit
 from zimmer_spot_gate.domain.classes import originate
@@ -41,7 +41,7 @@ class SpotGate:
         self.now = now
         self.gate = gate
         self._relay = relay
-        self.batcher = AdmissionBatcher(self._run_batch)
+        self.batcher: Batcher[TurnRequest, Outcome] = Batcher(self._run_batch)
         self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
         self.metrics: SpotMetrics | None = None
 
@@ -193,36 +193,3 @@ class SpotGate:
         dollars = spend_dollars(TokenUsage(req.input_tokens, req.output_tokens, req.cache_write_tokens,
                                            req.cache_read_tokens), prices)
         return await quota.record_spend(conn, req, dollars, self.now())
-
-
-
-class AdmissionBatcher:
-    """Collects turn requests that arrive while a batch is being decided and decides them as
-    the next batch: no added delay when idle, few transactions under load."""
-
-    def __init__(self, run: Callable[[list[TurnRequest]], Awaitable[list[Outcome]]], max_batch: int = 100):
-        self._run = run
-        self.max_batch = max_batch
-        self._pending: list[tuple[TurnRequest, asyncio.Future[Outcome]]] = []
-        self._draining: asyncio.Task[None] | None = None
-
-    async def submit(self, request: TurnRequest) -> Outcome:
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._pending.append((request, future))
-        if self._draining is None or self._draining.done():
-            self._draining = asyncio.create_task(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
-            try:
-                outcomes = await self._run([request for request, _ in batch])
-            except Exception as exc:  # noqa: BLE001 - the whole batch rolled back: every caller hears why
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for (_, future), outcome in zip(batch, outcomes, strict=True):
-                if not future.done():
-                    future.set_result(outcome)
