@@ -9,19 +9,11 @@ import asyncio
 from typing import Any
 
 import httpx
-import pytest
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
 PROBLEM = "application/problem+json"
 ITEMS = "/api/v1/work_backlog_items"
-
-
-@pytest.fixture
-async def http(stack):  # type: ignore[no-untyped-def]
-    _services, url = stack
-    async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as client:
-        yield client
 
 
 def refused(response: httpx.Response, status: int) -> dict[str, Any]:

@@ -5,15 +5,9 @@ All five services in-process on embedded PostgreSQL and NATS; nothing is mocked.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
 import httpx
-import httpx2
-import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+from mcp_client import call, mcp_session, tool_error
 
 from zimmer_gateway.mcp.registry import KNOWN_GROUPS
 
@@ -29,30 +23,6 @@ GROUP_TOOLS = {
 DISCRETIONARY_WORDS = {"pin", "unpin", "place", "remove", "now"}
 
 
-
-
-@asynccontextmanager
-async def mcp_session(url: str, groups: str | None = None) -> AsyncIterator[ClientSession]:
-    target = f"{url}/mcp" + (f"?groups={groups}" if groups else "")
-    async with (
-        httpx2.AsyncClient(headers=FLEET, timeout=15) as http,
-        streamable_http_client(target, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-async def call(session: ClientSession, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    result = await session.call_tool(name, args or {})
-    assert not result.is_error, result.content
-    return result.structured_content
-
-
-async def tool_error(session: ClientSession, name: str, args: dict[str, Any]) -> str:
-    result = await session.call_tool(name, args)
-    assert result.is_error, result.structured_content
-    return result.content[0].text
 
 
 async def test_tool_listing_per_group(stack) -> None:  # type: ignore[no-untyped-def]

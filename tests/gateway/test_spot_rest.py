@@ -19,13 +19,6 @@ PROBLEM = "application/problem+json"
 
 
 
-@pytest.fixture
-async def http(stack):  # type: ignore[no-untyped-def]
-    _services, url = stack
-    async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as client:
-        yield client
-
-
 def refused(response: httpx.Response, status: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == PROBLEM
