@@ -163,3 +163,18 @@ async def test_the_service_imports_work_backlog_json_once_at_start(settings_fact
     finally:
         await engine.dispose()
     assert runs == 1  # the second start read nothing
+
+
+async def test_concurrent_appends_through_re_spaces_keep_the_band_and_fifo(backlog) -> None:  # type: ignore[no-untyped-def]
+    """The large band re-spaces after 50 appends; batches of concurrent appends cross it."""
+    _service, bus = backlog
+    results = []
+    for wave in range(5):  # 5 waves of 16 concurrent appends: 80 large items
+        results += await asyncio.gather(*(bus.request(c.APPEND, item(f"big#{wave * 16 + n}", "large"))
+                                          for n in range(16)))
+    listed = (await bus.request(c.GET_ITEMS, c.ItemQuery(limit=1000))).items
+    assert len(listed) == 80
+    precedences = [i.precedence for i in listed]
+    assert len(set(precedences)) == 80 and all(500 <= p <= 1999 for p in precedences)
+    by_age = sorted(listed, key=lambda i: (i.added_at, i.id))
+    assert [i.precedence for i in by_age] == sorted(precedences, reverse=True)  # FIFO survived every re-space

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -51,51 +52,27 @@ class Backlog:
     async def append_many(self, requests: list[AppendItem]) -> list[AppendResult | ZimmerError]:
         """Each append lands 10 below the lowest unpinned in-band peer of its cost (re-spacing
         the band first when it must, `band_full` when it cannot), in arrival order, each seeing
-        the ones before it; then drifted items are re-ranked. One failure refuses one append."""
-        outcomes: list[int | ZimmerError] = []
+        the ones before it; then drifted items are re-ranked. One failure refuses one append.
+        The batch is ranked in memory and written in a few statements, whatever its size."""
         async with self._engine().begin() as conn:
             await store.lock_ranking(conn)
-            taken = {k: r.id for k, r in (await store.open_rows(conn, [q.key for q in requests])).items()}
-            lowest = await store.lowest_peers(conn, BAND_RANGES)
-            peers: dict[str, list[RankedItem]] = {c: [p] for c, p in lowest.items()}
-            complete: set[str] = set()  # costs whose whole queue is in `peers`, not just the lowest
-            for req in requests:
-                outcomes.append(await self._append_one(conn, req, taken, peers, complete))
-            added = [o for o in outcomes if isinstance(o, int)]
+            batch = _AppendBatch(await store.open_rows(conn, [q.key for q in requests]),
+                                 await store.lowest_peers(conn, BAND_RANGES))
+            outcomes = [await batch.place(conn, req) for req in requests]
+            await store.move(conn, batch.moves)
+            placed = [(req, batch.precedence[o]) for req, o in zip(requests, outcomes, strict=True) if isinstance(o, int)]
+            ids = await store.insert_many(conn, placed) if placed else []
+            item_of = dict(zip([o for o in outcomes if isinstance(o, int)], ids, strict=True))
             if await store.any_drifted(conn, BAND_RANGES):
                 await store.rerank(conn)
-            views = await store.fetch_many(conn, added) if added else {}
-            await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=views[i])) for i in added])
+            views = await store.fetch_many(conn, ids) if ids else {}
+            await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=views[i])) for i in ids])
             counts = await store.counts(conn)
-        for _ in added:
+        for _ in ids:
             self.on_appended()
         self._kick()
-        return [o if isinstance(o, ZimmerError) else AppendResult(item=views[o], counts=counts) for o in outcomes]
-
-    async def _append_one(self, conn: AsyncConnection, req: AppendItem, taken: dict[str, int],
-                          peers: dict[str, list[RankedItem]], complete: set[str]) -> int | ZimmerError:
-        if req.issue_url is None and req.added_via not in ("operator", "import"):
-            return ZimmerError(ErrorCode.INVALID, "an item without an issue_url may only come from an operator or "
-                               "the import: it would be ungated work reaching the fleet", {"field": "issue_url"})
-        if req.key in taken:
-            return ZimmerError(ErrorCode.CONFLICT, f"{req.key} is already on the queue as item {taken[req.key]}",
-                               {"field": "key", "item_id": taken[req.key]})
-        cost = req.estimated_cost
-        try:
-            placement = plan_append(peers.get(cost, []), cost)
-            if placement.moves and cost not in complete:  # a re-space needs the whole band, not its lowest
-                peers[cost] = await store.queued_of_cost(conn, cost)
-                complete.add(cost)
-                placement = plan_append(peers[cost], cost)
-            if placement.moves:
-                await store.move(conn, placement.moves)
-                peers[cost] = apply(peers[cost], placement.moves)
-        except BandFull as exc:
-            return ZimmerError(ErrorCode.BAND_FULL, str(exc), {"field": "estimated_cost", "estimated_cost": cost})
-        item_id = await store.insert(conn, req, placement.precedence)
-        peers.setdefault(cost, []).append(RankedItem(item_id, cost, placement.precedence, False, datetime.now(UTC)))
-        taken[req.key] = item_id
-        return item_id
+        return [o if isinstance(o, ZimmerError) else AppendResult(item=views[item_of[o]], counts=counts)
+                for o in outcomes]
 
     async def pin(self, req: PinItem) -> ItemView:
         """A human hand-places an item and has it stay placed: pinned items are never moved by
@@ -146,3 +123,50 @@ class Backlog:
         await store.record_session(conn, session.id, int(session.metadata["work_backlog_item_id"]), session.status,
                                    spot_held, session.updated_at)
 
+
+
+class _AppendBatch:
+    """A batch of appends ranked in memory: new items carry negative placeholder ids until the
+    one insert at the end; moves to stored rows are collected and written once."""
+
+    def __init__(self, open_rows: dict[str, Any], lowest: dict[str, RankedItem]):
+        self.taken = {k: r.id for k, r in open_rows.items()}
+        self.peers: dict[str, list[RankedItem]] = {c: [p] for c, p in lowest.items()}
+        self.complete: set[str] = set()  # costs whose whole queue is in `peers`, not just the lowest
+        self.moves: dict[int, int] = {}
+        self.precedence: dict[int, int] = {}  # placeholder id → precedence
+        self._next = -1
+
+    async def place(self, conn: AsyncConnection, req: AppendItem) -> int | ZimmerError:
+        if req.issue_url is None and req.added_via not in ("operator", "import"):
+            return ZimmerError(ErrorCode.INVALID, "an item without an issue_url may only come from an operator or "
+                               "the import: it would be ungated work reaching the fleet", {"field": "issue_url"})
+        if req.key in self.taken:
+            existing = self.taken[req.key]
+            return ZimmerError(ErrorCode.CONFLICT, f"{req.key} is already on the queue" +
+                               (f" as item {existing}" if existing > 0 else " (appended just before, in this batch)"),
+                               {"field": "key", "item_id": existing if existing > 0 else None})
+        cost = req.estimated_cost
+        try:
+            placement = plan_append(self.peers.get(cost, []), cost)
+            if placement.moves and cost not in self.complete:  # a re-space needs the whole band
+                stored = await store.queued_of_cost(conn, cost)
+                self.peers[cost] = [apply([i], {i.id: self.moves[i.id]})[0] if i.id in self.moves else i
+                                    for i in stored] + [i for i in self.peers.get(cost, []) if i.id < 0]
+                self.complete.add(cost)
+                placement = plan_append(self.peers[cost], cost)
+        except BandFull as exc:
+            return ZimmerError(ErrorCode.BAND_FULL, str(exc), {"field": "estimated_cost", "estimated_cost": cost})
+        if placement.moves:
+            self.peers[cost] = apply(self.peers[cost], placement.moves)
+            for item_id, precedence in placement.moves.items():
+                if item_id < 0:
+                    self.precedence[item_id] = precedence
+                else:
+                    self.moves[item_id] = precedence
+        placeholder, self._next = self._next, self._next - 1
+        self.precedence[placeholder] = placement.precedence
+        self.peers.setdefault(cost, []).append(RankedItem(placeholder, cost, placement.precedence, False,
+                                                          datetime.now(UTC)))
+        self.taken[req.key] = placeholder
+        return placeholder

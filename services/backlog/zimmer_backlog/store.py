@@ -66,20 +66,36 @@ async def open_row(conn: AsyncConnection, key: str) -> Row[Any] | None:
                                     "WHERE key = :k AND status IN ('queued', 'starting')"), {"k": key})).first()
 
 
-async def insert(conn: AsyncConnection, req: AppendItem, precedence: int) -> int:
-    """added_at is the moment the row joined the queue under the ranking lock, not when its
-    transaction began, so "oldest" and "first in" are the same order."""
-    row = (await conn.execute(text("""
+INSERTED = ("key", "issue_url", "repo", "surface", "title", "kind", "scope_direction", "estimated_cost",
+            "gate_verdict", "decided_at", "added_by", "added_via")
+
+
+async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]]) -> list[int]:
+    """Insert appended items in one statement, in order; their added_at increases with that
+    order (the moment they joined the queue under the ranking lock)."""
+    columns = {c: [getattr(req, c) for req, _ in rows] for c in INSERTED}
+    result = await conn.execute(text("""
         INSERT INTO backlog.work_backlog_items (key, issue_url, repo, surface, title, kind, scope_direction,
             estimated_cost, gate_verdict, decided_at, added_by, added_via, precedence, writing_session_id, payload,
             added_at)
-        VALUES (:key, :issue_url, :repo, :surface, :title, :kind, :scope_direction, :estimated_cost, :gate_verdict,
-            :decided_at, :added_by, :added_via, :precedence, :writing_session_id, CAST(:payload AS jsonb),
-            clock_timestamp())
-        RETURNING id"""), {
-        **req.model_dump(exclude={"acting_session_id", "payload"}), "precedence": precedence,
-        "writing_session_id": req.acting_session_id, "payload": json.dumps(req.payload)})).one()
-    return int(row.id)
+        SELECT key, issue_url, repo, surface, title, kind, scope_direction, estimated_cost, gate_verdict, decided_at,
+            added_by, added_via, precedence, writing_session_id, payload::jsonb,
+            clock_timestamp() + ord * interval '1 microsecond'
+        FROM unnest(CAST(:key AS text[]), CAST(:issue_url AS text[]), CAST(:repo AS text[]),
+                    CAST(:surface AS text[]), CAST(:title AS text[]), CAST(:kind AS text[]),
+                    CAST(:scope_direction AS text[]), CAST(:estimated_cost AS text[]),
+                    CAST(:gate_verdict AS text[]), CAST(:decided_at AS timestamptz[]), CAST(:added_by AS text[]),
+                    CAST(:added_via AS text[]), CAST(:precedence AS integer[]), CAST(:writing_session_id AS bigint[]),
+                    CAST(:payload AS text[]))
+            WITH ORDINALITY AS r(key, issue_url, repo, surface, title, kind, scope_direction, estimated_cost,
+                                 gate_verdict, decided_at, added_by, added_via, precedence, writing_session_id,
+                                 payload, ord)
+        ORDER BY ord
+        RETURNING id, key"""), {**columns, "precedence": [p for _, p in rows],
+                                "writing_session_id": [req.acting_session_id for req, _ in rows],
+                                "payload": [json.dumps(req.payload) for req, _ in rows]})
+    ids = {r.key: r.id for r in result}
+    return [ids[req.key] for req, _ in rows]
 
 
 async def fetch(conn: AsyncConnection, item_id: int) -> ItemView:
@@ -199,15 +215,12 @@ async def open_rows(conn: AsyncConnection, keys: list[str]) -> dict[str, Row[Any
 
 async def lowest_peers(conn: AsyncConnection, bands: dict[str, tuple[int, int]]) -> dict[str, RankedItem]:
     """Per cost, the lowest unpinned queued item inside its band: all an ordinary append needs."""
-    found: dict[str, RankedItem] = {}
-    for cost, (floor, top) in bands.items():
-        row = (await conn.execute(text(
-            "SELECT id, estimated_cost, precedence, pinned, added_at FROM backlog.work_backlog_items "
-            "WHERE status = 'queued' AND NOT pinned AND estimated_cost = :c AND precedence BETWEEN :f AND :t "
-            "ORDER BY precedence, added_at DESC, id DESC LIMIT 1"), {"c": cost, "f": floor, "t": top})).first()
-        if row is not None:
-            found[cost] = RankedItem(row.id, row.estimated_cost, row.precedence, row.pinned, row.added_at)
-    return found
+    in_band = " OR ".join(f"(estimated_cost = '{c}' AND precedence BETWEEN {f} AND {t})" for c, (f, t) in bands.items())
+    rows = await conn.execute(text(
+        "SELECT DISTINCT ON (estimated_cost) id, estimated_cost, precedence, pinned, added_at "
+        f"FROM backlog.work_backlog_items WHERE status = 'queued' AND NOT pinned AND ({in_band}) "
+        "ORDER BY estimated_cost, precedence, added_at DESC, id DESC"))
+    return {r.estimated_cost: RankedItem(r.id, r.estimated_cost, r.precedence, r.pinned, r.added_at) for r in rows}
 
 
 async def queued_of_cost(conn: AsyncConnection, cost: str) -> list[RankedItem]:

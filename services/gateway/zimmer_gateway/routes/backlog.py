@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Depends, Path, Query, status
+from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
 from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import backlog as c
@@ -80,7 +80,7 @@ async def list_items(
 @router.post("", summary="Append an item", status_code=status.HTTP_201_CREATED, response_model=c.AppendResult,
              responses=problem_responses(409, 422))
 async def append_item(body: AppendBody, bus: BusDep,
-                      realm: Annotated[Realm, Depends(authenticated)]) -> c.AppendResult:
+                      realm: Annotated[Realm, Depends(authenticated)]) -> Response:
     """409 `conflict` when the key already has a queued row (the problem's `details.item_id` names
     it), 409 `band_full` when the cost's band cannot make room (nothing moved). An item without
     `issue_url` is a 422 unless the operator appends it."""
@@ -90,7 +90,10 @@ async def append_item(body: AppendBody, bus: BusDep,
         fields["added_by"] = body.added_by or OPERATOR
     else:
         via = "rest"
-    return await bus.request(c.APPEND, c.AppendItem(**fields, added_via=via))
+    result = await bus.request(c.APPEND, c.AppendItem(**fields, added_via=via))
+    # Already a validated contract model: serialise it once, rather than have FastAPI validate
+    # and serialise it again (the append is the hot path; `response_model` still documents it).
+    return Response(result.model_dump_json(), status_code=status.HTTP_201_CREATED, media_type="application/json")
 
 
 @router.post("/pull", summary="Pull the top items (or named keys) into spot sessions", response_model=c.PullResult,
