@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-import pytest
 
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}

@@ -7,7 +7,6 @@ import importlib
 import sys
 import textwrap
 from pathlib import Path
-import logging
 
 import asyncpg
 import nats

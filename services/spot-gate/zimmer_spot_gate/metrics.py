@@ -8,7 +8,6 @@ import logging
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from zimmer_common.contracts.spot_policy import PolicyView
-from zimmer_common.logs import kv
 
 log = logging.getLogger("zimmer.spot_gate.metrics")
 REFRESH_SECONDS = 15.0

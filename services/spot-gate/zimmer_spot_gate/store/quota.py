@@ -95,12 +95,6 @@ async def fleet(conn: AsyncConnection) -> FleetState:
     return FleetState(int(row.slots), int(row.total), float(row.burn))
 
 
-async def burn_rate(conn: AsyncConnection, harness: str, model: str) -> float | None:
-    row = (await conn.execute(text("SELECT dollars_per_minute FROM spot_gate.burn_rates WHERE harness = :h AND model = :m"),
-                              {"h": harness, "m": model})).first()
-    return float(row.dollars_per_minute) if row else None
-
-
 async def capacities(conn: AsyncConnection) -> dict[Window, float]:
     rows = (await conn.execute(text("SELECT window_name, capacity_dollars FROM spot_gate.window_calibration"))).all()
     return {Window(r.window_name): float(r.capacity_dollars) for r in rows}
