@@ -2,7 +2,8 @@
 
 The fleet key reaches the agent/script API; operator-only routes need the operator token and
 answer 403 to the fleet key (DESIGN §6 is stricter than the seed here on purpose). Tokens are
-compared in constant time.
+compared in constant time. The dependencies are `async def` although they never wait:
+FastAPI runs a plain `def` dependency in a worker thread, a handoff on every request.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def realm_of(settings: Settings, token: str) -> Realm | None:
     return None
 
 
-def authenticated(request: Request) -> Realm:
+async def authenticated(request: Request) -> Realm:
     """Any valid credential: the fleet key or the operator token."""
     realm = realm_of(request.app.state.settings, _bearer(request))
     if realm is None:
@@ -48,7 +49,7 @@ def authenticated(request: Request) -> Realm:
     return realm
 
 
-def operator_only(realm: Realm = Depends(authenticated)) -> Realm:
+async def operator_only(realm: Realm = Depends(authenticated)) -> Realm:
     if realm is not Realm.OPERATOR:
         raise HTTPException(403, "this operation needs the operator credential; the fleet API key cannot reach it")
     return realm

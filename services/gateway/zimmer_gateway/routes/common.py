@@ -34,7 +34,7 @@ class StrictBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def bus_of(request: Request) -> Bus:
+async def bus_of(request: Request) -> Bus:  # async: a plain def would run in a worker thread
     bus = request.app.state.service.bus
     if bus is None:
         raise ZimmerError(ErrorCode.UNAVAILABLE, "the gateway is not connected to the bus yet")
