@@ -9,29 +9,11 @@ import asyncio
 from typing import Any
 
 import httpx
+from problems import invalid_fields, refused
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
-PROBLEM = "application/problem+json"
 ITEMS = "/api/v1/work_backlog_items"
-
-
-def refused(response: httpx.Response, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == PROBLEM
-    body = response.json()
-    assert body["status"] == status
-    return body
-
-
-def invalid_fields(response: httpx.Response) -> list[str]:
-    """The field(s) a 422 names: FastAPI's `errors[].loc` (without body/query/path and list
-    indexes) or the service's `details.field`."""
-    body = refused(response, 422)
-    assert body["code"] == "invalid"
-    if "errors" in body:
-        return [".".join(p for p in e["loc"][1:] if isinstance(p, str)) for e in body["errors"]]
-    return [body["details"]["field"]]
 
 
 def item(n: int, cost: str = "small", **extra: Any) -> dict[str, Any]:

@@ -9,32 +9,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+from problems import invalid_fields, refused
 import pytest
 
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
-PROBLEM = "application/problem+json"
 
 
-
-
-def refused(response: httpx.Response, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == PROBLEM
-    body = response.json()
-    assert body["status"] == status
-    return body
-
-
-def invalid_field(response: httpx.Response) -> list[str]:
-    """The field(s) a 422 names: FastAPI's `errors[].loc` (without where it was: body, query,
-    path, and without list indexes) or the service's `details.field`."""
-    body = refused(response, 422)
-    assert body["code"] == "invalid"
-    if "errors" in body:
-        return [".".join(p for p in e["loc"][1:] if isinstance(p, str)) for e in body["errors"]]
-    return [body["details"]["field"]]
 
 
 async def test_spawn_read_search_and_patch_sessions(http: httpx.AsyncClient) -> None:
@@ -80,14 +62,14 @@ async def test_spawn_read_search_and_patch_sessions(http: httpx.AsyncClient) -> 
     assert (derived["scheduling_class"], derived["priority_class"], derived["precedence"]) == (None, "priority", 7)
 
     # Refused PATCHes change nothing, and each names its field.
-    assert invalid_field(await http.patch(f"/api/v1/sessions/{sid}", json={"precedence": "high"})) == ["precedence"]
-    assert invalid_field(await http.patch(f"/api/v1/sessions/{sid}",
+    assert invalid_fields(await http.patch(f"/api/v1/sessions/{sid}", json={"precedence": "high"})) == ["precedence"]
+    assert invalid_fields(await http.patch(f"/api/v1/sessions/{sid}",
                                           json={"scheduling_class": "spot", "precedence": "high"})) == ["precedence"]
-    assert invalid_field(await http.patch(f"/api/v1/sessions/{sid}",
+    assert invalid_fields(await http.patch(f"/api/v1/sessions/{sid}",
                                           json={"scheduling_class": "urgent"})) == ["scheduling_class"]
-    assert invalid_field(await http.patch(f"/api/v1/sessions/{sid}", json={"precendence": 3})) == ["precendence"]
-    assert invalid_field(await http.patch(f"/api/v1/sessions/{sid}", json={"precedence": 2**40})) == ["precedence"]
-    assert invalid_field(await http.patch(f"/api/v1/sessions/{sid}", json={})) == ["scheduling_class"]  # service
+    assert invalid_fields(await http.patch(f"/api/v1/sessions/{sid}", json={"precendence": 3})) == ["precendence"]
+    assert invalid_fields(await http.patch(f"/api/v1/sessions/{sid}", json={"precedence": 2**40})) == ["precedence"]
+    assert invalid_fields(await http.patch(f"/api/v1/sessions/{sid}", json={})) == ["scheduling_class"]  # service
     assert (await http.get(f"/api/v1/sessions/{sid}")).json() == derived
 
     # Unknown ids are 404 problems; ids that are not positive integers are 422 naming the path field.
@@ -98,19 +80,19 @@ async def test_spawn_read_search_and_patch_sessions(http: httpx.AsyncClient) -> 
                                ("GET", "/api/v1/sessions/999999/gate_decisions", None)):
         problem = refused(await http.request(method, path, json=body), 404)
         assert problem["code"] == "not_found" and problem["details"] == {"session_id": 999999}
-    assert invalid_field(await http.get("/api/v1/sessions/abc")) == ["session_id"]
-    assert invalid_field(await http.get("/api/v1/sessions/0")) == ["session_id"]
-    assert invalid_field(await http.get(f"/api/v1/sessions/{2**64}")) == ["session_id"]
+    assert invalid_fields(await http.get("/api/v1/sessions/abc")) == ["session_id"]
+    assert invalid_fields(await http.get("/api/v1/sessions/0")) == ["session_id"]
+    assert invalid_fields(await http.get(f"/api/v1/sessions/{2**64}")) == ["session_id"]
 
     # Spawn and search refusals name the field too.
-    assert invalid_field(await http.post("/api/v1/sessions", json={"scheduling_class": "urgent"})) == [
+    assert invalid_fields(await http.post("/api/v1/sessions", json={"scheduling_class": "urgent"})) == [
         "scheduling_class"]
-    assert invalid_field(await http.post("/api/v1/sessions", json={"genesis": "email"})) == ["genesis"]
-    assert invalid_field(await http.post("/api/v1/sessions", json={"parent_session_id": 999999})) == [
+    assert invalid_fields(await http.post("/api/v1/sessions", json={"genesis": "email"})) == ["genesis"]
+    assert invalid_fields(await http.post("/api/v1/sessions", json={"parent_session_id": 999999})) == [
         "parent_session_id"]  # the service's check: details.field
-    assert invalid_field(await http.get("/api/v1/sessions", params={"order": "rank"})) == ["order"]
-    assert invalid_field(await http.get("/api/v1/sessions", params={"limit": 0})) == ["limit"]
-    assert invalid_field(await http.get("/api/v1/sessions", params={"status": "asleep"})) == ["status"]
+    assert invalid_fields(await http.get("/api/v1/sessions", params={"order": "rank"})) == ["order"]
+    assert invalid_fields(await http.get("/api/v1/sessions", params={"limit": 0})) == ["limit"]
+    assert invalid_fields(await http.get("/api/v1/sessions", params={"status": "asleep"})) == ["status"]
     assert (await http.get("/api/v1/sessions")).json()["total"] == 4  # no refused spawn wrote a row
 
     # A child inherits genesis and class, and lands one above its parent.
@@ -121,7 +103,7 @@ async def test_spawn_read_search_and_patch_sessions(http: httpx.AsyncClient) -> 
     # Status for scripts.
     running = await http.post(f"/api/v1/sessions/{sid}/status", json={"status": "running"})
     assert running.status_code == 200 and running.json()["status"] == "running"
-    assert invalid_field(await http.post(f"/api/v1/sessions/{sid}/status", json={"status": "asleep"})) == ["status"]
+    assert invalid_fields(await http.post(f"/api/v1/sessions/{sid}/status", json={"status": "asleep"})) == ["status"]
 
 
 async def test_held_turn_then_priority_starts_it(http: httpx.AsyncClient) -> None:
@@ -132,8 +114,8 @@ async def test_held_turn_then_priority_starts_it(http: httpx.AsyncClient) -> Non
     recorded = await http.post("/api/v1/quota/readings", json=reading)
     assert recorded.status_code == 202 and recorded.json() == {"ok": True}
     bad = {**reading, "five_hour": {"utilization": 11}}
-    assert invalid_field(await http.post("/api/v1/quota/readings", json=bad)) == ["five_hour.utilization"]
-    assert invalid_field(await http.post("/api/v1/quota/readings", json={**reading, "status": "tired"})) == ["status"]
+    assert invalid_fields(await http.post("/api/v1/quota/readings", json=bad)) == ["five_hour.utilization"]
+    assert invalid_fields(await http.post("/api/v1/quota/readings", json={**reading, "status": "tired"})) == ["status"]
 
     spawned = await http.post("/api/v1/sessions", json={"genesis": "api", "title": "spot work", "prompt": "do it"})
     assert spawned.status_code == 201, spawned.text
@@ -149,8 +131,8 @@ async def test_held_turn_then_priority_starts_it(http: httpx.AsyncClient) -> Non
     queued = await http.post(f"/api/v1/sessions/{sid}/turns", json={"kind": "follow_up", "prompt": "and this"})
     assert queued.status_code == 202 and queued.json()["outcome"] == "queued"
     assert queued.json()["session"]["enqueued_messages"] == 1
-    assert invalid_field(await http.post(f"/api/v1/sessions/{sid}/turns", json={"kind": "nap"})) == ["kind"]
-    assert invalid_field(await http.post(f"/api/v1/sessions/{sid}/turns", json={})) == ["kind"]
+    assert invalid_fields(await http.post(f"/api/v1/sessions/{sid}/turns", json={"kind": "nap"})) == ["kind"]
+    assert invalid_fields(await http.post(f"/api/v1/sessions/{sid}/turns", json={})) == ["kind"]
 
     decisions = await http.get(f"/api/v1/sessions/{sid}/gate_decisions", params={"limit": 10})
     assert decisions.status_code == 200
@@ -160,7 +142,7 @@ async def test_held_turn_then_priority_starts_it(http: httpx.AsyncClient) -> Non
     five = next(w for w in held["numbers"]["windows"] if w["window"] == "five_hour")
     assert five["utilization"] == pytest.approx(0.99) and five["calibrated"] is False
     assert held["sentence"]
-    assert invalid_field(await http.get(f"/api/v1/sessions/{sid}/gate_decisions", params={"limit": 0})) == ["limit"]
+    assert invalid_fields(await http.get(f"/api/v1/sessions/{sid}/gate_decisions", params={"limit": 0})) == ["limit"]
 
     promoted = await http.patch(f"/api/v1/sessions/{sid}", json={"scheduling_class": "priority"})
     assert promoted.status_code == 200, promoted.text
@@ -198,7 +180,7 @@ async def test_spot_policy_and_genesis_actions(http: httpx.AsyncClient) -> None:
                         ({"gating_enabled": "maybe"}, "gating_enabled"),
                         ({"max_session": 3}, "max_session"),
                         ({}, "gating_enabled")):  # the service's own refusal: nothing to change
-        assert invalid_field(await http.patch("/api/v1/spot_policy", json=body)) == [field]
+        assert invalid_fields(await http.patch("/api/v1/spot_policy", json=body)) == [field]
     assert posture((await http.get("/api/v1/spot_policy")).json()) == (False, 4, 35, 10)  # nothing half-written
 
     derived = (await http.post("/api/v1/sessions", json={"genesis": "api", "start": False})).json()["session"]
@@ -206,11 +188,11 @@ async def test_spot_policy_and_genesis_actions(http: httpx.AsyncClient) -> None:
     assert promoted.status_code == 200, promoted.text
     assert {g["genesis"]: g["effective"] for g in promoted.json()["genesis_classes"]}["api"] == "priority"
     assert (await http.get(f"/api/v1/sessions/{derived['id']}")).json()["priority_class"] == "priority"
-    assert invalid_field(await http.post("/api/v1/spot_policy/genesis",
+    assert invalid_fields(await http.post("/api/v1/spot_policy/genesis",
                                          json={"action": "promote_genesis", "genesis": "slack"})) == ["genesis"]
-    assert invalid_field(await http.post("/api/v1/spot_policy/genesis", json={"action": "demote_genesis"})) == [
+    assert invalid_fields(await http.post("/api/v1/spot_policy/genesis", json={"action": "demote_genesis"})) == [
         "genesis"]
-    assert invalid_field(await http.post("/api/v1/spot_policy/genesis", json={"action": "explode"})) == ["action"]
+    assert invalid_fields(await http.post("/api/v1/spot_policy/genesis", json={"action": "explode"})) == ["action"]
     reset = (await http.post("/api/v1/spot_policy/genesis", json={"action": "reset_genesis_classes"})).json()
     assert {g["genesis"]: g["effective"] for g in reset["genesis_classes"]}["api"] == "spot"
     assert (await http.get(f"/api/v1/sessions/{derived['id']}")).json()["priority_class"] == "spot"
@@ -221,8 +203,8 @@ async def test_triggers_costs_credentials_and_openapi(stack, http: httpx.AsyncCl
                                                         "prompt": "sweep"})
     assert created.status_code == 201, created.text
     tid = created.json()["id"]
-    assert invalid_field(await http.post("/api/v1/triggers", json={"kind": "email", "name": "x"})) == ["kind"]
-    assert invalid_field(await http.post("/api/v1/triggers", json={"kind": "slack", "name": ""})) == ["name"]
+    assert invalid_fields(await http.post("/api/v1/triggers", json={"kind": "email", "name": "x"})) == ["kind"]
+    assert invalid_fields(await http.post("/api/v1/triggers", json={"kind": "slack", "name": ""})) == ["name"]
 
     fired = await http.post(f"/api/v1/triggers/{tid}/fire", json={"idempotency_key": "fire-1"})
     assert fired.status_code == 201, fired.text
@@ -234,9 +216,9 @@ async def test_triggers_costs_credentials_and_openapi(stack, http: httpx.AsyncCl
 
     patched = await http.patch(f"/api/v1/triggers/{tid}", json={"scheduling_class": "priority"})
     assert patched.status_code == 200 and patched.json()["scheduling_class"] == "priority"
-    assert invalid_field(await http.patch(f"/api/v1/triggers/{tid}", json={"scheduling_class": "urgent"})) == [
+    assert invalid_fields(await http.patch(f"/api/v1/triggers/{tid}", json={"scheduling_class": "urgent"})) == [
         "scheduling_class"]
-    assert invalid_field(await http.patch(f"/api/v1/triggers/{tid}", json={})) == ["scheduling_class"]
+    assert invalid_fields(await http.patch(f"/api/v1/triggers/{tid}", json={})) == ["scheduling_class"]
     s2 = (await http.post(f"/api/v1/triggers/{tid}/fire")).json()["session"]
     assert (s2["scheduling_class"], s2["priority_class"]) == ("priority", "priority")
     assert (await http.get(f"/api/v1/sessions/{s1['id']}")).json()["priority_class"] == "spot"  # stamped once
@@ -247,11 +229,11 @@ async def test_triggers_costs_credentials_and_openapi(stack, http: httpx.AsyncCl
     found = (await http.get("/api/v1/triggers", params={"name_contains": "nigh", "kind": "schedule"})).json()
     assert [t["id"] for t in found["triggers"]] == [tid]
     assert (await http.get("/api/v1/triggers", params={"kind": "slack"})).json()["triggers"] == []
-    assert invalid_field(await http.get("/api/v1/triggers", params={"kind": "email"})) == ["kind"]
+    assert invalid_fields(await http.get("/api/v1/triggers", params={"kind": "email"})) == ["kind"]
     for path in ("/api/v1/triggers/999999/fire", "/api/v1/triggers/999999/invoke"):
         assert refused(await http.post(path), 404)["details"] == {"trigger_id": 999999}
     refused(await http.patch("/api/v1/triggers/999999", json={"name": "x"}), 404)
-    assert invalid_field(await http.post("/api/v1/triggers/x/fire")) == ["trigger_id"]
+    assert invalid_fields(await http.post("/api/v1/triggers/x/fire")) == ["trigger_id"]
     await http.patch(f"/api/v1/triggers/{tid}", json={"enabled": False})
     assert refused(await http.post(f"/api/v1/triggers/{tid}/fire"), 409)["code"] == "refused"
 

@@ -14,6 +14,19 @@ def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]
     return c.SpawnSession(**{"title": "t", "prompt": "Please implement this", **kw})
 
 
+async def climb_the_ladder(spot, s: c.SessionView, rechecks: int) -> tuple[c.SessionView, list[float]]:  # type: ignore[no-untyped-def]
+    """Let the clock reach each re-check and run it; the minutes to each next re-check."""
+    delays = [(s.spot_hold_retry_at - spot.clock.now()) / timedelta(minutes=1)]
+    for _ in range(rechecks):
+        spot.clock.set(s.spot_hold_retry_at)
+        async with spot.service.engine.begin() as conn:
+            await spot.app.gate.recheck(conn, s.id)
+        now = spot.clock.now()
+        s = await spot.app.get(c.SessionRef(session_id=s.id))
+        delays.append((s.spot_hold_retry_at - now) / timedelta(minutes=1))
+    return s, delays
+
+
 async def test_fail_open_with_no_readings_admits_and_commands_the_runtime(spot) -> None:  # type: ignore[no-untyped-def]
     result = await spot.app.spawn(spawn(genesis="api"))
     assert result.turn.outcome == "admitted" and result.turn.decision.reason == "no_snapshot"
@@ -95,15 +108,8 @@ async def test_fleet_at_cap_holds_on_the_shorter_ladder(spot) -> None:  # type: 
     await spot.app.spawn(spawn(genesis="web_ui"))  # priority: starts anyway, and takes the slot
     s = (await spot.app.spawn(spawn(genesis="api"))).session
     assert (s.status, s.spot_hold_reason) == ("waiting", "fleet_at_cap")
-    delays = [s.spot_hold_retry_at - spot.clock.now()]
-    for _ in range(3):
-        spot.clock.set(s.spot_hold_retry_at)
-        async with spot.service.engine.begin() as conn:
-            await spot.app.gate.recheck(conn, s.id)
-        now = spot.clock.now()
-        s = await spot.app.get(c.SessionRef(session_id=s.id))
-        delays.append(s.spot_hold_retry_at - now)
-    assert [d / timedelta(minutes=1) for d in delays] == [10, 20, 30, 30]
+    s, delays = await climb_the_ladder(spot, s, rechecks=3)
+    assert delays == [10, 20, 30, 30]
 
 
 async def test_no_snapshot_fails_open_even_with_the_fleet_full(spot) -> None:  # type: ignore[no-untyped-def]
@@ -116,15 +122,8 @@ async def test_no_snapshot_fails_open_even_with_the_fleet_full(spot) -> None:  #
 async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ignore[no-untyped-def]
     await spot.readings((0.99, 0.5))
     s = (await spot.app.spawn(spawn(genesis="api"))).session
-    delays = [s.spot_hold_retry_at - spot.clock.now()]
-    for _ in range(4):
-        spot.clock.set(s.spot_hold_retry_at)
-        async with spot.service.engine.begin() as conn:
-            await spot.app.gate.recheck(conn, s.id)
-        now = spot.clock.now()
-        s = await spot.app.get(c.SessionRef(session_id=s.id))
-        delays.append(s.spot_hold_retry_at - now)
-    assert [d / timedelta(minutes=1) for d in delays] == [10, 20, 40, 60, 60]
+    s, delays = await climb_the_ladder(spot, s, rechecks=4)
+    assert delays == [10, 20, 40, 60, 60]
     assert s.spot_hold_count == 5
     # A person restarts it: the ladder resets, the gate still decides, and it is held again at 10 minutes.
     restarted = await spot.app.request_turn(c.RequestTurn(session_id=s.id, kind="restart"))
