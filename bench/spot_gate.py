@@ -20,6 +20,8 @@ from typing import Any
 
 import asyncpg
 
+from zimmer_common.db import with_database
+
 from bench.harness import BenchContext, Entry, Series, ServiceProcess, Sizes
 
 SLURM_JOB_START_RATE = 500.0  # jobs/s, Slurm's documented sustained job start rate
@@ -29,11 +31,6 @@ IN_FLIGHT = 64
 HELD = 10_000
 
 
-def _db_url(base: str, name: str) -> str:
-    head, sep, query = base.partition("?")
-    return f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
-
-
 async def _fresh_db(base: str) -> str:
     name = f"bench_{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(base)
@@ -41,7 +38,7 @@ async def _fresh_db(base: str) -> str:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
-    return _db_url(base, name)
+    return with_database(base, name)
 
 
 async def _start_service(ctx: BenchContext, db: str):  # type: ignore[no-untyped-def]

@@ -27,6 +27,7 @@ import nats
 import pytest
 
 from zimmer_cli.embedded import EmbeddedNats, start_nats
+from zimmer_common.db import with_database
 from zimmer_common.settings import Environment, Settings
 
 
@@ -58,12 +59,6 @@ def pg_base_url() -> Iterator[str]:
         shutil.rmtree(pgdata, ignore_errors=True)
 
 
-def _with_database(url: str, name: str) -> str:
-    head, sep, query = url.partition("?")
-    base = head.rsplit("/", 1)[0]
-    return f"{base}/{name}{sep}{query}"
-
-
 @pytest.fixture
 async def database_url(pg_base_url: str) -> AsyncIterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
@@ -72,7 +67,7 @@ async def database_url(pg_base_url: str) -> AsyncIterator[str]:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    yield _with_database(pg_base_url, name)
+    yield with_database(pg_base_url, name)
     admin = await asyncpg.connect(pg_base_url)
     try:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

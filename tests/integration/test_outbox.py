@@ -14,7 +14,7 @@ from sqlalchemy import text
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import EventEnvelope, Payload
 from zimmer_common.contracts.subjects import Stream, event_subject
-from zimmer_common.db import create_engine, migrate
+from zimmer_common.db import create_engine, migrate, with_database
 from zimmer_common.outbox import OutboxRelay, claim_message, emit, prune_outbox
 from zimmer_common.streams import provision_streams
 
@@ -171,8 +171,7 @@ async def test_a_rebuilt_database_is_not_mistaken_for_the_old_one(env, pg_base_u
     admin = await asyncpg.connect(pg_base_url)
     await admin.execute(f'CREATE DATABASE "{name}"')
     await admin.close()
-    head, sep, query = pg_base_url.partition("?")
-    rebuilt_url = f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
+    rebuilt_url = with_database(pg_base_url, name)
     await migrate(rebuilt_url, SCHEMA, None)
     rebuilt = create_engine(rebuilt_url)
     try:

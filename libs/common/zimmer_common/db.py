@@ -13,7 +13,6 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from importlib import resources
-from urllib.parse import urlsplit
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -105,5 +104,7 @@ async def migrate(database_url: str, schema: str, package: str | None) -> list[s
     return applied_now
 
 
-def database_name(url: str) -> str:
-    return urlsplit(asyncpg_dsn(url)).path.lstrip("/") or "postgres"
+def with_database(url: str, name: str) -> str:
+    """The same server's URL for another database (query such as `?host=/socket/dir` kept)."""
+    head, sep, query = url.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"

@@ -154,6 +154,7 @@ class SpotGate:
     async def apply_status(self, conn: AsyncConnection, req: SessionStatusReport) -> SessionView:
         await self.gate.lock_admissions(conn)  # it may deliver a queued turn: same lock order as a batch
         before = await store.fetch(conn, req.session_id, lock=True)
+        view: SessionView | None = None
         if before.status != req.status:
             fields: dict[str, Any] = {"status": req.status}
             if req.status in (SessionStatus.ARCHIVED.value, SessionStatus.FAILED.value):
@@ -165,9 +166,9 @@ class SpotGate:
         if before.status == RUNNING and req.status == SessionStatus.NEEDS_INPUT.value:
             queued = await store.pop_enqueued(conn, req.session_id)
             if queued is not None:  # the turn boundary: deliver the next queued prompt, gated
-                await self.gate.request_turn(conn, req.session_id, TurnKind(queued.turn_kind), queued.prompt,
-                                             queued.attachments or [])
-        return await self._view(conn, req.session_id)
+                view = (await self.gate.request_turn(conn, req.session_id, TurnKind(queued.turn_kind), queued.prompt,
+                                                     queued.attachments or [])).session
+        return view or await self._view(conn, req.session_id)
 
     async def decisions(self, q: GateDecisionQuery) -> GateDecisionList:
         async with self.engine.connect() as conn:

@@ -16,7 +16,7 @@ from zimmer_common.contracts.spot_policy import (
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import (
     DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
-from zimmer_spot_gate.domain.gate import Candidate, decide_safely, window_numbers
+from zimmer_spot_gate.domain.gate import decide_safely, window_numbers
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
 from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
 from zimmer_spot_gate.handlers import SpotGate
@@ -41,8 +41,7 @@ class PolicyOps:
 
     async def _view(self, conn: AsyncConnection) -> PolicyView:
         now = self.now()
-        typical = await _typical_burn(conn)
-        pool = await read_pool(conn, now, Candidate(typical))
+        pool = await read_pool(conn, now)
         snap, policy = pool.snapshot, pool.policy
         decision = decide_safely(lambda: snap)
         windows = []
@@ -164,9 +163,3 @@ class PolicyOps:
         return CostsView(burn_rates=[BurnRateView(**r._mapping) for r in rates], spend_five_hour_dollars=five,
                          spend_seven_day_dollars=seven,
                          prices_per_million_tokens={m: asdict(p) for m, p in self.sessions.prices.items()})
-
-
-async def _typical_burn(conn: AsyncConnection) -> float:
-    """What a new spot session is projected to burn when none is named: the mean burn rate."""
-    rates = await quota.all_burn_rates(conn)
-    return sum(r.dollars_per_minute for r in rates) / len(rates) if rates else 0.0

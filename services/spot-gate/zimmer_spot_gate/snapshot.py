@@ -54,10 +54,14 @@ class PoolView:
     pool_size: int
 
 
-async def read_pool(conn: AsyncConnection, now: datetime, candidate: Candidate) -> PoolView:
-    """Everything fresh, for surfaces that show the decision (the policy view)."""
+async def read_pool(conn: AsyncConnection, now: datetime, candidate: Candidate | None = None) -> PoolView:
+    """Everything fresh, for surfaces that show the decision (the policy view). With no
+    candidate, the decision is for a typical new spot session: the mean burn rate."""
     policy_row = await quota.policy(conn)
     parts = await read_pool_parts(conn, now)
+    if candidate is None:
+        rates = parts.burn_rates.values()
+        candidate = Candidate(sum(rates) / len(rates) if rates else 0.0)
     snap = Snapshot(policy_row.policy, parts.windows, await quota.fleet(conn), candidate, parts.accounts_averaged,
                     parts.pool_size)
     return PoolView(snap, policy_row, parts.readings, parts.pool_size)

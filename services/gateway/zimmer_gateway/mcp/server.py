@@ -217,10 +217,6 @@ class McpSurface:
         # Session managers run once only; a restarted app builds fresh servers.
         self._servers.clear()
 
-    @property
-    def group_sets(self) -> list[frozenset[str]]:
-        return list(self._servers)
-
     async def server_for(self, groups: frozenset[str]) -> MCPServer:
         server = self._servers.get(groups)
         if server is not None:
