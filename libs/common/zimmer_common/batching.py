@@ -4,30 +4,57 @@ Requests that arrive while a batch is being processed wait and form the next bat
 delay when idle, and under load one transaction (one lock acquisition, a handful of statements)
 serves many callers. Each caller gets its own outcome; an exception for the whole batch reaches
 every caller in it.
+
+Bounded: at most `max_pending` requests wait; beyond that `submit` answers `busy` at once,
+having done nothing. Deadlines: each request keeps the deadline it was submitted under; one
+whose deadline passed while it waited is answered `unavailable` without running, and a batch
+runs under the earliest deadline of its members, so its commit (refused past that deadline by
+the commit guard) never outlives a caller that gave up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
+
+from zimmer_common import deadline
+from zimmer_common.errors import ErrorCode, ZimmerError
 
 Req = TypeVar("Req")
 Out = TypeVar("Out")
 
+DEFAULT_MAX_PENDING = 1000
+
 
 class Batcher(Generic[Req, Out]):
-    def __init__(self, run: Callable[[list[Req]], Awaitable[list[Out]]], max_batch: int = 100):
+    def __init__(self, run: Callable[[list[Req]], Awaitable[list[Out]]], max_batch: int = 100,
+                 max_pending: int = DEFAULT_MAX_PENDING, name: str = "batch",
+                 on_depth: Callable[[int], None] = lambda depth: None):
         self._run = run
         self.max_batch = max_batch
-        self._pending: list[tuple[Req, asyncio.Future[Out]]] = []
+        self.max_pending = max_pending
+        self.name = name
+        self._on_depth = on_depth
+        self._pending: list[tuple[Req, asyncio.Future[Out], float | None]] = []
         self._draining: asyncio.Task[None] | None = None
 
+    @property
+    def depth(self) -> int:
+        return len(self._pending)
+
     async def submit(self, request: Req) -> Out:
+        if len(self._pending) >= self.max_pending:
+            raise ZimmerError(ErrorCode.BUSY, f"{self.name}: {self.max_pending} requests are already waiting; "
+                              "nothing was done, retry shortly", {"retry_safe": True})
         future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
-        self._pending.append((request, future))
+        self._pending.append((request, future, deadline.current()))
+        self._on_depth(len(self._pending))
         if self._draining is None or self._draining.done():
-            self._draining = asyncio.create_task(self._drain())
+            # The drain task runs outside any one caller's deadline: it sets each batch's own.
+            with deadline.use(None):
+                self._draining = asyncio.create_task(self._drain())
         return await future
 
     async def _drain(self) -> None:
@@ -36,14 +63,36 @@ class Batcher(Generic[Req, Out]):
         for _ in range(3):
             await asyncio.sleep(0)
         while self._pending:
-            batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+            taken, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+            self._on_depth(len(self._pending))
+            batch = self._live(taken)
+            if not batch:
+                continue
+            due = min((d for _, _, d in batch if d is not None), default=None)
             try:
-                outcomes = await self._run([request for request, _ in batch])
+                with deadline.use(due):
+                    outcomes = await self._run([request for request, _, _ in batch])
             except Exception as exc:  # noqa: BLE001 - the whole batch rolled back: every caller hears why
-                for _, future in batch:
+                for _, future, _ in batch:
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            for (_, future), outcome in zip(batch, outcomes, strict=True):
+            for (_, future, _), outcome in zip(batch, outcomes, strict=True):
                 if not future.done():
                     future.set_result(outcome)
+
+    @staticmethod
+    def _live(taken: list[tuple[Req, asyncio.Future[Out], float | None]]) -> list[tuple[Req, asyncio.Future[Out], float | None]]:
+        """Drop callers that gave up (cancelled) or whose deadline is too close to be met."""
+        now = time.time()
+        live = []
+        for entry in taken:
+            _, future, due = entry
+            if future.done():
+                continue
+            if due is not None and due - now < deadline.MIN_BUDGET:
+                future.set_exception(deadline.DeadlinePassed(
+                    "the request's deadline passed while it waited for its batch; nothing was done"))
+                continue
+            live.append(entry)
+        return live

@@ -1,10 +1,15 @@
 """The bus: NATS connection, typed request/reply, and JetStream publishing.
 
-Every request has a bound (`Settings.rpc_timeout_seconds` unless the caller passes a tighter
-one) and a request that times out, or finds nobody listening, raises
-`ZimmerError(unavailable)`: the caller never guesses what the other side would have said.
-RPC handlers run as tasks (nats-py would otherwise serialise a subscription's callbacks), and
-`close()` waits a bounded time for the ones in flight.
+Request/reply carries a deadline (`zimmer_common.deadline`): the requester sends its absolute
+deadline in a header and waits until it (plus a short grace) for the answer; the server drops a
+request that arrives past it, serves the handler under it (so inner calls are budgeted from
+what is left and no transaction commits after it), and answers `unavailable` naming the
+dependency when PostgreSQL or the bus is down. A request that times out, finds nobody
+listening, or cannot be sent because the connection is down is `unavailable`: never a guess,
+and never sent later (the client keeps no buffer across a reconnect).
+
+Each service bounds the requests it answers at once (`ZIMMER_MAX_INFLIGHT_RPCS`); beyond the
+bound it answers `busy` at once, having done nothing, rather than growing without limit.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
 
+from zimmer_common import deadline
 from zimmer_common.contracts.envelope import EventEnvelope, Payload, RpcReply, RpcSpec
-from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
+from zimmer_common.outage import MESSAGE_BUS, Outages
 
 log = logging.getLogger("zimmer.bus")
 
@@ -37,66 +44,90 @@ Resp = TypeVar("Resp", bound=Payload)
 Handler = Callable[[Any], Awaitable[BaseModel]]
 
 CONNECT_TIMEOUT_SECONDS = 5.0
+DEFAULT_MAX_INFLIGHT = 256
+# Room left in a bus message for headers and the reply envelope around a payload.
+HEADER_ROOM = 4096
 
 
 async def connect_nats(servers: list[str], name: str, *, attempts: int = 10,
-                       closing: asyncio.Event | None = None) -> NatsClient:
+                       closing: asyncio.Event | None = None, outages: Outages | None = None) -> NatsClient:
     """Connect with bounded retries at start, then reconnect forever once connected.
 
-    `closing` silences the disconnect warning when the disconnect is our own close.
+    `pending_size=0`: while disconnected nothing is buffered, so a request is refused at once
+    (`unavailable`) instead of being sent, perhaps long after its caller gave up, when the
+    connection comes back. `closing` silences the disconnect report when it is our own close.
     """
     closing = closing or asyncio.Event()
+    outages = outages or Outages()
 
     async def _on_disconnect() -> None:
         if not closing.is_set():
-            log.warning("nats disconnected", extra=kv(client=name))
+            outages.of(MESSAGE_BUS).failed("disconnected from NATS", where=name)
 
     async def _on_reconnect() -> None:
-        log.warning("nats reconnected", extra=kv(client=name))
+        outages.of(MESSAGE_BUS).recovered()
 
     async def _on_error(exc: Exception) -> None:
-        log.warning("nats error: %s", exc, extra=kv(client=name))
+        if not closing.is_set():
+            outages.of(MESSAGE_BUS).failed(exc, where=name)
 
     last: Exception | None = None
     for attempt in range(1, attempts + 1):
         try:
-            return await nats.connect(
+            nc = await nats.connect(
                 servers=servers,
                 name=name,
                 connect_timeout=CONNECT_TIMEOUT_SECONDS,
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=1,
                 allow_reconnect=True,
+                pending_size=0,
                 disconnected_cb=_on_disconnect,
                 reconnected_cb=_on_reconnect,
                 error_cb=_on_error,
             )
+            outages.of(MESSAGE_BUS).recovered()
+            return nc
         except Exception as exc:  # noqa: BLE001 - connection errors come in many shapes
             last = exc
             await asyncio.sleep(min(0.2 * attempt, 2.0))
-    raise ZimmerError(ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {servers}: {last}")
+    raise unavailable(MESSAGE_BUS, f"cannot connect to NATS at {servers}: {last}")
 
 
 class Bus:
     """One service's view of NATS. Built at start-up, never at import."""
 
     def __init__(self, nc: NatsClient, *, service: str, rpc_timeout: float, metrics: ServiceMetrics | None = None,
-                 closing: asyncio.Event | None = None):
+                 closing: asyncio.Event | None = None, outages: Outages | None = None,
+                 max_inflight: int = DEFAULT_MAX_INFLIGHT):
         self.nc = nc
         self._closing = closing or asyncio.Event()
         self.js: JetStreamContext = nc.jetstream(timeout=rpc_timeout)
         self.service = service
         self.rpc_timeout = rpc_timeout
         self.metrics = metrics
+        self.outages = outages or Outages(metrics)
+        self.max_inflight = max_inflight
         self._subs: list[Any] = []
         self._inflight: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def connect(cls, servers: list[str], *, service: str, instance_id: str, rpc_timeout: float,
-                      metrics: ServiceMetrics | None = None) -> Bus:
+                      metrics: ServiceMetrics | None = None, outages: Outages | None = None,
+                      max_inflight: int = DEFAULT_MAX_INFLIGHT) -> Bus:
         closing = asyncio.Event()
-        nc = await connect_nats(servers, f"{service}:{instance_id}", closing=closing)
-        return cls(nc, service=service, rpc_timeout=rpc_timeout, metrics=metrics, closing=closing)
+        outages = outages or Outages(metrics)
+        nc = await connect_nats(servers, f"{service}:{instance_id}", closing=closing, outages=outages)
+        return cls(nc, service=service, rpc_timeout=rpc_timeout, metrics=metrics, closing=closing,
+                   outages=outages, max_inflight=max_inflight)
+
+    @property
+    def max_payload(self) -> int:
+        return int(self.nc.max_payload or 1024 * 1024)
+
+    def payload_room(self) -> int:
+        """The largest payload a request or reply may carry on this connection."""
+        return self.max_payload - HEADER_ROOM
 
     # ---- request/reply -------------------------------------------------------------------
 
@@ -104,48 +135,117 @@ class Bus:
         """Answer `spec` in queue group `<ctx>`, so replicas share the load."""
 
         async def on_msg(msg: Msg) -> None:
+            if len(self._inflight) >= self.max_inflight:
+                await self._refuse_busy(spec, msg)
+                return
             task = asyncio.create_task(self._answer(spec, handler, msg))
             self._inflight.add(task)
+            if self.metrics:
+                self.metrics.rpc_inflight.labels(self.service).set(len(self._inflight))
             task.add_done_callback(self._inflight.discard)
 
         self._subs.append(await self.nc.subscribe(spec.subject, queue=spec.ctx, cb=on_msg))
 
+    async def _refuse_busy(self, spec: RpcSpec[Any, Any], msg: Msg) -> None:
+        if self.metrics:
+            self.metrics.rpc_busy.labels(self.service, spec.op).inc()
+        reply = RpcReply(ok=False, error={"code": ErrorCode.BUSY.value,  # type: ignore[arg-type]
+                                          "message": f"{self.service} is at its bound of {self.max_inflight} requests "
+                                                     "in flight; nothing was done, retry shortly",
+                                          "details": {"retry_safe": True}})
+        await self._reply(spec, msg, reply)
+
     async def _answer(self, spec: RpcSpec[Any, Any], handler: Handler, msg: Msg) -> None:
+        headers = msg.headers or {}
+        due = deadline.parse_header(headers.get(deadline.DEADLINE_HEADER)) or time.time() + self.rpc_timeout
+        if time.time() >= due:
+            # The requester has given up and answered its caller `unavailable`: doing the work
+            # now would make that answer a lie. Drop it, unanswered, and count it.
+            if self.metrics:
+                self.metrics.rpc_expired.labels(self.service, spec.op).inc()
+            return
         started = time.perf_counter()
         outcome = "ok"
+        # Bounded: past the deadline (and the requester's grace) nobody waits for the answer, and
+        # the commit guard has already refused whatever the handler would still commit.
+        timer = asyncio.timeout(due - time.time() + deadline.REPLY_GRACE)
         try:
-            try:
-                request = spec.request.model_validate_json(msg.data or b"{}")
-            except ValidationError as exc:
-                raise ZimmerError(ErrorCode.INVALID, "request does not match the contract",
-                                  {"errors": json.loads(exc.json(include_url=False))}) from None
-            result = await handler(request)
+            with deadline.use(due), deadline.as_caller(headers.get(deadline.CALLER_HEADER)):
+                try:
+                    request = spec.request.model_validate_json(msg.data or b"{}")
+                except ValidationError as exc:
+                    raise ZimmerError(ErrorCode.INVALID, "request does not match the contract",
+                                      {"errors": json.loads(exc.json(include_url=False, include_input=False))}
+                                      ) from None
+                async with timer:
+                    result = await handler(request)
             reply = RpcReply(ok=True, data=result.model_dump(mode="json"))
         except ZimmerError as exc:
             outcome = exc.code.value
             reply = RpcReply(ok=False, error=exc.to_dict())  # type: ignore[arg-type]
-        except Exception:
-            outcome = ErrorCode.INTERNAL.value
-            log.exception("rpc handler failed", extra=kv(subject=spec.subject))
-            reply = RpcReply(ok=False, error={"code": "internal", "message": "internal error"})  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - an outage is an answer; anything else is a bug, logged
+            if isinstance(exc, TimeoutError) and timer.expired():
+                if self.metrics:
+                    self.metrics.rpc_expired.labels(self.service, spec.op).inc()
+                return  # the requester is gone and nothing committed: no answer to give
+            dependency = self.outages.report(exc, where=spec.subject)
+            if dependency is not None:
+                err = unavailable(dependency)
+                outcome = err.code.value
+                reply = RpcReply(ok=False, error=err.to_dict())  # type: ignore[arg-type]
+            else:
+                outcome = ErrorCode.INTERNAL.value
+                log.exception("rpc handler failed", extra=kv(subject=spec.subject))
+                reply = RpcReply(ok=False, error={"code": "internal", "message": "internal error"})  # type: ignore[arg-type]
         if self.metrics:
             self.metrics.rpc_served(spec.op, outcome, time.perf_counter() - started)
-        if msg.reply:
-            try:
-                await msg.respond(reply.model_dump_json().encode())
-            except Exception:  # noqa: BLE001 - the requester may be gone; nothing to tell it
-                log.warning("could not deliver rpc reply", extra=kv(subject=spec.subject))
+        await self._reply(spec, msg, reply)
+
+    async def _reply(self, spec: RpcSpec[Any, Any], msg: Msg, reply: RpcReply) -> None:
+        if not msg.reply:
+            return
+        body = reply.model_dump_json().encode()
+        if len(body) > self.max_payload:
+            body = RpcReply(ok=False, error={  # type: ignore[arg-type]
+                "code": ErrorCode.TOO_LARGE.value,
+                "message": f"the answer is {len(body):,} bytes, more than the bus carries ({self.max_payload:,}); "
+                           "ask for less (a smaller limit)",
+                "details": {"bytes": len(body), "max_bytes": self.max_payload}}).model_dump_json().encode()
+        try:
+            await msg.respond(body)
+        except Exception:  # noqa: BLE001 - the requester may be gone; nothing to tell it
+            log.warning("could not deliver rpc reply", extra=kv(subject=spec.subject))
 
     async def request(self, spec: RpcSpec[Req, Resp], payload: Req, *, timeout: float | None = None) -> Resp:
-        bound = timeout if timeout is not None else self.rpc_timeout
+        """Ask `spec`, bounded by `timeout` (default `rpc_timeout`) and by whatever is left of
+        the deadline of the request being served. `unavailable` means the other side did not
+        and will not act on it."""
+        due = deadline.inner_deadline(timeout if timeout is not None else self.rpc_timeout)
+        budget = due - time.time()
+        if budget < deadline.MIN_BUDGET:
+            raise ZimmerError(ErrorCode.UNAVAILABLE, f"no time left to ask {spec.ctx} to {spec.op}; nothing was done",
+                              {"retry_safe": True})
+        if not self.nc.is_connected:
+            raise unavailable(MESSAGE_BUS, f"message bus unavailable: cannot ask {spec.ctx} to {spec.op}")
+        body = payload.model_dump_json().encode()
+        if len(body) > self.payload_room():
+            raise ZimmerError(ErrorCode.TOO_LARGE, f"the request is {len(body):,} bytes; a message on the bus carries "
+                              f"at most {self.payload_room():,}", {"bytes": len(body), "max_bytes": self.payload_room()})
+        headers = {deadline.DEADLINE_HEADER: f"{due:.6f}"}
+        caller = deadline.current_caller()
+        if caller:
+            headers[deadline.CALLER_HEADER] = caller
         try:
-            msg = await self.nc.request(spec.subject, payload.model_dump_json().encode(), timeout=bound)
+            msg = await self.nc.request(spec.subject, body, timeout=budget + deadline.REPLY_GRACE, headers=headers)
         except (NatsTimeoutError, asyncio.TimeoutError):
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.ctx} did not answer {spec.op} within {bound:g}s") from None
+            raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.ctx} did not answer {spec.op} within {budget:.2g}s; "
+                              "nothing was done", {"dependency": spec.ctx, "retry_safe": True}) from None
         except NoRespondersError:
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"no {spec.ctx} instance is serving {spec.op}") from None
-        except Exception as exc:  # connection closed, draining, ...
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.op} to {spec.ctx} failed: {exc}") from None
+            raise ZimmerError(ErrorCode.UNAVAILABLE, f"no {spec.ctx} instance is serving {spec.op}",
+                              {"dependency": spec.ctx, "retry_safe": True}) from None
+        except Exception as exc:  # connection closed, draining, reconnecting, ...
+            self.outages.of(MESSAGE_BUS).failed(exc, where=spec.subject)
+            raise unavailable(MESSAGE_BUS, f"message bus unavailable: {spec.op} to {spec.ctx} not sent") from None
         reply = RpcReply.model_validate_json(msg.data)
         if not reply.ok:
             err = reply.error
@@ -162,14 +262,16 @@ class Bus:
         `msg_id` becomes `Nats-Msg-Id`, so a re-publish inside the stream's duplicate window
         is dropped by the server rather than delivered twice.
         """
+        if not self.nc.is_connected:
+            raise unavailable(MESSAGE_BUS, f"message bus unavailable: {subject} not published")
         hdrs = dict(headers or {})
         if msg_id:
             hdrs["Nats-Msg-Id"] = msg_id
         try:
             ack = await self.js.publish(subject, body, headers=hdrs or None,
                                         timeout=timeout if timeout is not None else self.rpc_timeout)
-        except (NatsTimeoutError, asyncio.TimeoutError, NoRespondersError) as exc:
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"JetStream did not ack {subject}: {exc!r}") from None
+        except Exception as exc:  # noqa: BLE001 - timed out, no responders, disconnected: not stored
+            raise unavailable(MESSAGE_BUS, f"JetStream did not ack {subject}: {exc!r}") from None
         return ack.seq
 
     async def publish_many(self, messages: list[tuple[str, bytes, str]], *, timeout: float | None = None) -> list[int]:
@@ -177,6 +279,8 @@ class Bus:
         wait (bounded) for all of them. Any failure raises `unavailable` for the whole batch:
         the caller re-publishes it, and the ids make the copies harmless."""
         bound = timeout if timeout is not None else self.rpc_timeout
+        if not self.nc.is_connected:
+            raise unavailable(MESSAGE_BUS, f"message bus unavailable: a batch of {len(messages)} not published")
         futures: list[asyncio.Future[Any]] = []
         try:
             for subject, body, msg_id in messages:
@@ -186,7 +290,7 @@ class Bus:
         except Exception as exc:  # noqa: BLE001 - stalled, timed out, refused: all mean "not all stored"
             for future in futures:
                 future.cancel()  # releases nats-py's pending-publish slots
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"JetStream did not ack a batch of {len(messages)}: {exc!r}") from None
+            raise unavailable(MESSAGE_BUS, f"JetStream did not ack a batch of {len(messages)}: {exc!r}") from None
         return [ack.seq for ack in acks]
 
     async def publish_event(self, subject: str, event_type: str, payload: Payload, *, event_id: str,
@@ -202,8 +306,8 @@ class Bus:
         try:
             msg = await self.nc.request(f"$JS.API.{api}", json.dumps(body or {}).encode(),
                                         timeout=timeout if timeout is not None else self.rpc_timeout)
-        except (NatsTimeoutError, asyncio.TimeoutError, NoRespondersError):
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"JetStream API {api} did not answer") from None
+        except Exception:  # noqa: BLE001 - timed out, no responders, disconnected
+            raise unavailable(MESSAGE_BUS, f"JetStream API {api} did not answer") from None
         return json.loads(msg.data)
 
     # ---- shutdown ----------------------------------------------------------------------

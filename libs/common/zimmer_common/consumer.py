@@ -28,6 +28,7 @@ from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
+from zimmer_common.outage import Outages
 from zimmer_common.outbox import claim_message
 
 log = logging.getLogger("zimmer.consumer")
@@ -49,8 +50,10 @@ class ConsumerSpec:
 
 
 class DurableConsumer:
-    def __init__(self, bus: Bus, engine: AsyncEngine, *, schema: str, spec: ConsumerSpec, handler: Handler):
+    def __init__(self, bus: Bus, engine: AsyncEngine, *, schema: str, spec: ConsumerSpec, handler: Handler,
+                 outages: Outages | None = None):
         self.bus = bus
+        self.outages = outages or Outages()
         self.engine = engine
         self.schema = schema
         self.spec = spec
@@ -82,7 +85,8 @@ class DurableConsumer:
                 except (NatsTimeoutError, asyncio.TimeoutError):
                     continue
                 except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
-                    log.warning("fetch failed", extra=kv(consumer=self.spec.durable, error=repr(exc)))
+                    if self.outages.report(exc, where=f"consumer {self.spec.durable}") is None:
+                        log.warning("fetch failed", extra=kv(consumer=self.spec.durable, error=repr(exc)))
                     await asyncio.sleep(1)
                     continue
                 for msg in msgs:
@@ -117,15 +121,18 @@ class DurableConsumer:
                 consumer=self.spec.durable, id=envelope.id, error=str(exc)[:500]))
             await msg.term()
             return
-        except Exception:  # noqa: BLE001 - retried with backoff; the transaction rolled back whole
-            log.exception("event handler failed; will retry", extra=kv(consumer=self.spec.durable, id=envelope.id))
+        except Exception as exc:  # noqa: BLE001 - retried with backoff; the transaction rolled back whole
+            if self.outages.report(exc, where=f"consumer {self.spec.durable}") is None:
+                log.exception("event handler failed; will retry", extra=kv(consumer=self.spec.durable, id=envelope.id))
             await self._retry(msg, envelope)
             return
-        await msg.ack()
+        with contextlib.suppress(Exception):  # an ack lost to a bus outage is a redelivery, and claim_message dedupes it
+            await msg.ack()
 
     async def _retry(self, msg: Msg, envelope: EventEnvelope) -> None:
         attempt = msg.metadata.num_delivered if msg.metadata else 1
         delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS)) - 1]
         log.warning("event will be retried", extra=kv(consumer=self.spec.durable, id=envelope.id, attempt=attempt,
                                                       retry_in_seconds=delay))
-        await msg.nak(delay=delay)
+        with contextlib.suppress(Exception):  # a lost nak is an ack_wait timeout: redelivered all the same
+            await msg.nak(delay=delay)

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from importlib import resources
 
 import asyncpg
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from zimmer_common import deadline
+from zimmer_common.outage import DATABASE, Outages
 
 log = logging.getLogger("zimmer.db")
 
@@ -34,9 +38,19 @@ def asyncpg_dsn(url: str) -> str:
     return f"postgresql://{rest}" if scheme.startswith("postgres") else url
 
 
-def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5, app_name: str = "zimmer") -> AsyncEngine:
-    """Create (but do not connect) the engine; called from start-up wiring, never at import."""
-    return create_async_engine(
+# Refuse to start a commit this close to the deadline: the COMMIT round trip and the reply must
+# still reach the requester before it gives up.
+COMMIT_MARGIN = 0.05
+
+
+def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5, app_name: str = "zimmer",
+                  outages: Outages | None = None) -> AsyncEngine:
+    """Create (but do not connect) the engine; called from start-up wiring, never at import.
+
+    Every transaction committed on behalf of a request commits before that request's deadline
+    or not at all (`refuse_late_commit`): so an `unavailable` answer means nothing changed.
+    """
+    engine = create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
         max_overflow=max_overflow,
@@ -44,6 +58,19 @@ def create_engine(url: str, *, pool_size: int = 5, max_overflow: int = 5, app_na
         pool_timeout=10,  # a pool wait is a wait too: bounded
         connect_args={"server_settings": {"application_name": app_name}, "command_timeout": 60, "timeout": 10},
     )
+    event.listen(engine.sync_engine, "commit", refuse_late_commit)
+    if outages is not None:
+        # A fresh connection is the database answering again: the outage, if any, is over.
+        event.listen(engine.sync_engine, "connect", lambda _dbapi, _record: outages.of(DATABASE).recovered())
+    return engine
+
+
+def refuse_late_commit(_conn: object) -> None:
+    """SQLAlchemy `commit` event (it runs before the COMMIT is sent): past the deadline of the
+    request being served, raise instead, and the transaction rolls back. SQLAlchemy runs it in
+    a greenlet that shares the caller's context, so it sees the caller's deadline."""
+    if deadline.passed(COMMIT_MARGIN):
+        raise deadline.DeadlinePassed()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ class ErrorCode(StrEnum):
     INVALID = "invalid"
     FORBIDDEN = "forbidden"
     UNAUTHORIZED = "unauthorized"
-    UNAVAILABLE = "unavailable"
+    UNAVAILABLE = "unavailable"  # a dependency is down or did not answer in time; nothing was done
+    BUSY = "busy"  # the service is at its bound of work in flight; nothing was done, retry
+    TOO_LARGE = "too_large"  # the request cannot fit (a body, a string, a bus message)
     BAND_FULL = "band_full"
     REFUSED = "refused"
     INTERNAL = "internal"
@@ -30,6 +32,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.BUSY: 503,
+    ErrorCode.TOO_LARGE: 413,
     ErrorCode.BAND_FULL: 409,
     ErrorCode.REFUSED: 409,
     ErrorCode.INTERNAL: 500,
@@ -56,3 +60,19 @@ class ZimmerError(Exception):
     @property
     def http_status(self) -> int:
         return HTTP_STATUS[self.code]
+
+    @property
+    def retry_safe(self) -> bool:
+        """Nothing was done: the same request may be sent again."""
+        return self.code in RETRY_SAFE
+
+
+# Codes that promise nothing happened: a deadline or a bound refused the request before (or
+# instead of) any commit, so a client may send it again.
+RETRY_SAFE = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.BUSY})
+
+
+def unavailable(dependency: str, message: str | None = None) -> ZimmerError:
+    """`unavailable` naming the dependency that is down ("database", "message bus", a service)."""
+    return ZimmerError(ErrorCode.UNAVAILABLE, message or f"{dependency} unavailable",
+                       {"dependency": dependency, "retry_safe": True})

@@ -41,6 +41,7 @@ from zimmer_common.contracts.subjects import SCHEDULE_PREFIX, Stream, job_subjec
 from zimmer_common.lanes import LANES, Lane
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
+from zimmer_common.outage import Outages
 from zimmer_common.schedule import ScheduleEntry
 
 log = logging.getLogger("zimmer.jobs")
@@ -83,8 +84,10 @@ class _Running:
 
 class JobRunner:
     def __init__(self, bus: Bus, *, ctx: str, service: str, instance_id: str, jobs: list[JobSpec],
-                 engine: AsyncEngine | None, metrics: ServiceMetrics | None = None, clock: Clock | None = None):
+                 engine: AsyncEngine | None, metrics: ServiceMetrics | None = None, clock: Clock | None = None,
+                 outages: Outages | None = None):
         self.bus = bus
+        self.outages = outages or Outages(metrics)
         self.ctx = ctx
         self.service = service
         self.instance_id = instance_id
@@ -180,11 +183,12 @@ class JobRunner:
                     continue
                 except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
                     slots.release()
-                    log.warning("fetch failed", extra=kv(lane=lane.name, error=repr(exc)))
+                    if self.outages.report(exc, where=f"lane {lane.name}") is None:
+                        log.warning("fetch failed", extra=kv(lane=lane.name, error=repr(exc)))
                     await asyncio.sleep(1)
                     continue
                 msg = msgs[0]
-                task = asyncio.create_task(self._run(lane, msg))
+                task = asyncio.create_task(self._run_guarded(lane, msg))
                 key = id(task)
                 self._running[key] = _Running(task, msg, msg.subject.rsplit(".", 1)[-1])
 
@@ -196,6 +200,20 @@ class JobRunner:
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+
+    async def _run_guarded(self, lane: Lane, msg: Msg) -> None:
+        """A run never ends in an exception nobody retrieves: a database or bus outage while
+        taking the singleton lock, acking or reporting leaves the tick to be redelivered, and is
+        reported to the outage log rather than as a traceback per tick."""
+        try:
+            await self._run(lane, msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see above
+            if self.outages.report(exc, where=f"job {msg.subject}") is None:
+                log.exception("job run could not start or finish", extra=kv(subject=msg.subject))
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=LOCK_RETRY_SECONDS)
 
     async def _run(self, lane: Lane, msg: Msg) -> None:
         job = msg.subject.rsplit(".", 1)[-1]
@@ -244,7 +262,8 @@ class JobRunner:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed run is reported, not retried in a loop
             error = f"{type(exc).__name__}: {exc}"
-            log.exception("job failed", extra=kv(job=spec.name, run_id=run_id))
+            if self.outages.report(exc, where=f"job {spec.name}") is None:
+                log.exception("job failed", extra=kv(job=spec.name, run_id=run_id))
         finally:
             ticker.cancel()
             if self.metrics:
@@ -296,7 +315,9 @@ class JobRunner:
             await self.bus.publish_event(JOB_RUN, "job_run", payload, occurred_at=at,
                                          event_id=f"jobrun.{self.ctx}.{spec.name}.{run_id}.{state.value}")
         except Exception as exc:  # noqa: BLE001 - losing a lifecycle event must not fail the run
-            log.warning("could not publish job_run event", extra=kv(job=spec.name, state=state.value, error=repr(exc)))
+            if self.outages.report(exc, where="job_run event") is None:
+                log.warning("could not publish job_run event", extra=kv(job=spec.name, state=state.value,
+                                                                        error=repr(exc)))
 
     # ---- shutdown --------------------------------------------------------------------
 

@@ -37,6 +37,18 @@ class ServiceMetrics:
         self.jobs_running = Gauge("zimmer_jobs_running", "Background jobs running in this process, by lane",
                                   ["service", "lane"], registry=r)
         self.ready = Gauge("zimmer_service_ready", "1 once the service has finished starting", ["service"], registry=r)
+        self.rpc_expired = Counter("zimmer_rpc_expired_total", "RPC requests dropped unanswered because they "
+                                   "arrived past their deadline (nothing was done)", ["service", "op"], registry=r)
+        self.rpc_busy = Counter("zimmer_rpc_busy_total", "RPC requests refused as busy: the service was at its bound "
+                                "of requests in flight (nothing was done)", ["service", "op"], registry=r)
+        self.rpc_inflight = Gauge("zimmer_rpc_inflight", "RPC requests being answered now", ["service"], registry=r)
+        self.batch_pending = Gauge("zimmer_batch_pending", "Requests waiting in a batcher", ["service", "batcher"],
+                                   registry=r)
+        self.dependency_up = Gauge("zimmer_dependency_up", "0 while this process sees the dependency as down",
+                                   ["dependency"], registry=r)
+        self.dependency_failures = Counter("zimmer_dependency_failures_total",
+                                           "Operations refused or failed because a dependency was down",
+                                           ["dependency"], registry=r)
         self.heartbeats = Counter("zimmer_heartbeats_total", "Heartbeats published", ["service"], registry=r)
         self._http: Any = None
 

@@ -27,6 +27,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import EventEnvelope, Payload
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
+from zimmer_common.outage import Outages
 
 log = logging.getLogger("zimmer.outbox")
 
@@ -79,17 +80,24 @@ async def claim_message(conn: AsyncConnection, schema: str, consumer: str, messa
 
 
 class OutboxRelay:
-    """Publishes a schema's outbox to JetStream. Replicas may run one each: rows are taken
-    with FOR UPDATE SKIP LOCKED, so two relays never publish the same batch concurrently."""
+    """Publishes a schema's outbox to JetStream, in id order.
+
+    Replicas may each run one, but only one publishes at a time: a pass runs under a
+    transaction-scoped advisory lock on the schema's outbox and a relay that cannot take it
+    skips the pass. So events leave in the order their rows were written, and rows of one
+    aggregate are written in commit order (their writers lock the aggregate), which keeps
+    per-aggregate order across replicas. Rows are read without row locks: the owner lock is
+    what keeps a second relay away."""
 
     def __init__(self, engine: AsyncEngine, bus: Bus, *, schema: str, source: str,
-                 metrics: ServiceMetrics | None = None, poll_interval: float = 0.5):
+                 metrics: ServiceMetrics | None = None, poll_interval: float = 0.5, outages: Outages | None = None):
         self.engine = engine
         self.bus = bus
         self.schema = schema
         self.source = source
         self.metrics = metrics
         self.poll_interval = poll_interval
+        self.outages = outages or Outages(metrics)
         self._wake = asyncio.Event()
         self._stopped = False
         # Fault-injection seam for tests: runs for each row after its batch is acked, before the mark.
@@ -107,9 +115,13 @@ class OutboxRelay:
 
     async def relay_once(self, limit: int = RELAY_BATCH) -> int:
         async with self.engine.begin() as conn:
+            owner = (await conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:k))"),
+                                        {"k": f"zimmer.outbox.{self.schema}"})).scalar_one()
+            if not owner:
+                return 0  # another replica's relay is publishing this outbox now
             rows = (await conn.execute(
                 text(f'SELECT id, event_id, subject, event_type, payload, created_at FROM "{self.schema}".outbox '
-                     "WHERE sent_at IS NULL ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED"),
+                     "WHERE sent_at IS NULL ORDER BY id LIMIT :n"),
                 {"n": limit})).all()
             if rows:
                 await self.bus.publish_many([self._message(r) for r in rows])
@@ -151,7 +163,8 @@ class OutboxRelay:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep relaying after a transient failure
-                log.warning("outbox relay pass failed; will retry", extra=kv(error=repr(exc), schema=self.schema))
+                if self.outages.report(exc, where=f"outbox relay {self.schema}") is None:
+                    log.warning("outbox relay pass failed; will retry", extra=kv(error=repr(exc), schema=self.schema))
             if self._stopped:
                 return
             self._wake.clear()

@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common import __version__
@@ -30,12 +31,14 @@ from zimmer_common.db import create_engine, migrate
 from zimmer_common.jobs import JobContext, JobRunner, JobSpec
 from zimmer_common.logs import configure_logging, kv
 from zimmer_common.metrics import ServiceMetrics
+from zimmer_common.outage import DATABASE, Outages
 from zimmer_common.outbox import OutboxRelay, prune_outbox
 from zimmer_common.schedule import SCHEDULE, ScheduleEntry, entries_for
 from zimmer_common.settings import Settings
 from zimmer_common.streams import provision_streams
 
 log = logging.getLogger("zimmer.service")
+PING_DATABASE_SECONDS = 1.0
 
 Hook = Callable[["Service"], Awaitable[None]]
 
@@ -54,6 +57,7 @@ class Service:
         self.clock = clock or SystemClock()
         self.serve_metrics = serve_metrics
         self.metrics = ServiceMetrics(name, __version__, settings.instance_id)
+        self.outages = Outages(self.metrics)
         self.engine: AsyncEngine | None = None
         self.bus: Bus | None = None
         self.relay: OutboxRelay | None = None
@@ -116,13 +120,14 @@ class Service:
             self.metrics_port = self.metrics.serve_http(s.metrics_host, s.metrics_port)
         if self.schema:
             await migrate(s.database_url, self.schema, self.migrations)
-            self.engine = create_engine(s.database_url, app_name=f"zimmer-{self.name}")
+            self.engine = create_engine(s.database_url, app_name=f"zimmer-{self.name}", outages=self.outages)
         self.bus = await Bus.connect(s.nats_servers, service=self.name, instance_id=s.instance_id,
-                                     rpc_timeout=s.rpc_timeout_seconds, metrics=self.metrics)
+                                     rpc_timeout=s.rpc_timeout_seconds, metrics=self.metrics, outages=self.outages,
+                                     max_inflight=s.max_inflight_rpcs)
         await provision_streams(self.bus, replicas=s.stream_replicas)
         if self.engine is not None and self.schema:
             self.relay = OutboxRelay(self.engine, self.bus, schema=self.schema, source=self.name,
-                                     metrics=self.metrics, poll_interval=s.outbox_poll_seconds)
+                                     metrics=self.metrics, poll_interval=s.outbox_poll_seconds, outages=self.outages)
             self.spawn(self.relay.run(), "outbox-relay")
         await self.bus.serve(ping_rpc(self.ctx), self._ping)
         for spec, fn in self._handlers:
@@ -130,11 +135,13 @@ class Service:
         for cspec, handler in self._consumer_specs:
             if self.engine is None or self.schema is None:
                 raise RuntimeError(f"{self.name}: a durable consumer needs the service's database")
-            consumer = DurableConsumer(self.bus, self.engine, schema=self.schema, spec=cspec, handler=handler)
+            consumer = DurableConsumer(self.bus, self.engine, schema=self.schema, spec=cspec, handler=handler,
+                                       outages=self.outages)
             await consumer.start()
             self.consumers.append(consumer)
         self.runner = JobRunner(self.bus, ctx=self.ctx, service=self.name, instance_id=s.instance_id,
-                                jobs=self.job_specs, engine=self.engine, metrics=self.metrics, clock=self.clock)
+                                jobs=self.job_specs, engine=self.engine, metrics=self.metrics, clock=self.clock,
+                                outages=self.outages)
         await self.runner.install_schedules(entries_for(self.name, s.env, self.schedule))
         await self.runner.start()
         for hook in self._on_start:
@@ -150,8 +157,10 @@ class Service:
         self.metrics.ready.labels(self.name).set(0)
         log.info("stopping", extra=kv(grace_seconds=grace))
         for hook in reversed(self._on_stop):
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(hook(self), timeout=grace)
+            except Exception:  # noqa: BLE001 - one failing hook must not stop the rest of the shutdown
+                log.exception("stop hook failed", extra=kv(hook=getattr(hook, "__name__", repr(hook))))
         if self.runner:
             await self.runner.stop(grace)
         for consumer in self.consumers:
@@ -207,8 +216,23 @@ class Service:
     # ---- built-in handlers -----------------------------------------------------------
 
     async def _ping(self, _req: PingRequest) -> PingReply:
+        database = await self._database_answers() if self.engine is not None else None
         return PingReply(service=self.name, version=__version__, instance_id=self.settings.instance_id,
-                         uptime_seconds=round(self.uptime, 3), ready=self.ready)
+                         uptime_seconds=round(self.uptime, 3), ready=self.ready and database is not False,
+                         database=database)
+
+    async def _database_answers(self) -> bool:
+        """`SELECT 1`, bounded: readiness includes the service's own PostgreSQL."""
+        assert self.engine is not None
+        try:
+            async with asyncio.timeout(PING_DATABASE_SECONDS):
+                async with self.engine.connect() as conn:
+                    await conn.execute(text("SELECT 1"))
+            self.outages.of(DATABASE).recovered()
+            return True
+        except Exception as exc:  # noqa: BLE001 - any failure means "not now"
+            self.outages.of(DATABASE).failed(exc, where="ping")
+            return False
 
     async def _heartbeat_loop(self) -> None:
         assert self.bus is not None
@@ -221,7 +245,8 @@ class Service:
                                              event_id=f"heartbeat.{self.name}.{self.settings.instance_id}.{int(time.time())}")
                 self.metrics.heartbeats.labels(self.name).inc()
             except Exception as exc:  # noqa: BLE001 - a missed beat is what the monitor is for
-                log.warning("heartbeat not published", extra=kv(error=repr(exc)))
+                if self.outages.report(exc, where="heartbeat") is None:
+                    log.warning("heartbeat not published", extra=kv(error=repr(exc)))
             await self.pause(self.settings.heartbeat_interval_seconds)
 
 

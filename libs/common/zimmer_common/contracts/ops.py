@@ -22,7 +22,8 @@ class PingReply(Payload):
     version: str
     instance_id: str
     uptime_seconds: float
-    ready: bool
+    ready: bool  # started, and its database (if it has one) answers
+    database: bool | None = None  # None: the service owns no database
 
 
 def ping_rpc(ctx: str) -> RpcSpec[PingRequest, PingReply]:
