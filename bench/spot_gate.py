@@ -22,7 +22,7 @@ import asyncpg
 
 from zimmer_common.db import with_database
 
-from bench.harness import BenchContext, Entry, Series, ServiceProcess, Sizes
+from bench.harness import BenchContext, Entry, Series, ServiceProcess, Sizes, note_dead_services
 
 SLURM_JOB_START_RATE = 500.0  # jobs/s, Slurm's documented sustained job start rate
 SESSIONS = 1000
@@ -110,8 +110,9 @@ async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
         db = await _fresh_db(ctx.pg_url)
         ids = await _seed_sql(db, n, ACCOUNTS)
         service = ServiceProcess("spot-gate", ctx, db)
-        client = await Bus.connect([ctx.nats_url], service="bench", instance_id="c", rpc_timeout=60)
+        client = None
         try:
+            client = await Bus.connect([ctx.nats_url], service="bench", instance_id="c", rpc_timeout=60)
             await service.ready(client)
             before = await _runtime_messages(client)
             queue: asyncio.Queue[int] = asyncio.Queue()
@@ -136,8 +137,12 @@ async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             rate.add_rate(n / elapsed)
             latency.add_latencies(samples)
             reference.add_rate(SLURM_JOB_START_RATE)
+        except BaseException as exc:
+            note_dead_services(exc, [service])
+            raise
         finally:
-            await client.close()
+            if client is not None:
+                await client.close()
             service.stop()
     return [Entry("spot_admissions", rate, reference,
                   note=f"{n} sessions, {ACCOUNTS} accounts, {IN_FLIGHT} in flight; target ≥ 2,000/s"),
