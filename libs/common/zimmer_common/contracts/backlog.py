@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from zimmer_common.contracts.envelope import Payload, RpcSpec
+from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
+from zimmer_common.contracts.fields import (
+    IdempotencyKey, Int32, JsonObject, LongText, Name, RowId, ShortText, Time, Title)
 from zimmer_common.contracts.subjects import event_subject
 
 CTX = "backlog"
@@ -69,10 +71,10 @@ class Counts(Payload):
     claimed: int  # in_flight ∪ parked (DESIGN §9)
 
 
-class ItemQuery(Payload):
+class ItemQuery(Request):
     status: StatusFilter = "queued"
     limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
 class ItemList(Payload):
@@ -81,21 +83,22 @@ class ItemList(Payload):
     counts: Counts
 
 
-class AppendItem(Payload):
-    key: str = Field(min_length=1, max_length=200)
-    issue_url: str | None = Field(default=None, max_length=2000)
-    repo: str | None = None
-    surface: str | None = None
-    title: str = Field(default="", max_length=500)
-    kind: str | None = None
-    scope_direction: str | None = None
+class AppendItem(Request):
+    key: Name
+    issue_url: LongText | None = None
+    repo: ShortText | None = None
+    surface: ShortText | None = None
+    title: Title = ""
+    kind: ShortText | None = None
+    scope_direction: ShortText | None = None
     estimated_cost: Cost
-    gate_verdict: str | None = None
-    decided_at: datetime | None = None
-    added_by: str | None = None
+    gate_verdict: ShortText | None = None
+    decided_at: Time | None = None
+    added_by: ShortText | None = None
     added_via: AddedVia = "rest"
-    acting_session_id: int | None = None  # provenance, never authorization
-    payload: dict[str, Any] = Field(default_factory=dict)
+    acting_session_id: RowId | None = None  # provenance, never authorization
+    payload: JsonObject = Field(default_factory=dict)
+    idempotency_key: IdempotencyKey | None = None
 
 
 class AppendResult(Payload):
@@ -107,21 +110,22 @@ class ItemEvent(Payload):
     item: ItemView
 
 
-class Removal(Payload):
-    key: str = Field(min_length=1)
+class Removal(Request):
+    key: Name
     reason: RemovalReason  # a fixed vocabulary of observed facts; free text is refused
 
 
-class PullItems(Payload):
+class PullItems(Request):
     """Pull the top `count` queued items, or exactly `keys`, into spot sessions under the puller.
 
     A pull by keys is safe to retry (the same sessions come back, none doubled); a pull by count
     is not: a retry pulls the next items."""
 
     count: int | None = Field(default=None, ge=1, le=10)
-    keys: list[str] | None = Field(default=None, min_length=1, max_length=10)
+    keys: list[Name] | None = Field(default=None, min_length=1, max_length=10)
     removals: list[Removal] = Field(default_factory=list, max_length=50)
-    acting_session_id: int | None = None  # the pulling session: parent of what it starts; provenance only
+    acting_session_id: RowId | None = None  # the pulling session: parent of what it starts; provenance only
+    idempotency_key: IdempotencyKey | None = None  # a pull by count repeated with it starts nothing twice
 
 
 class StartedItem(Payload):
@@ -145,18 +149,18 @@ class PullResult(Payload):
     sentence: str  # which zero a pull of zero is, when it is one
 
 
-class ItemRef(Payload):
-    item_id: int
-    acting_session_id: int | None = None
-    by: str | None = None  # the operator, for the record
+class ItemRef(Request):
+    item_id: RowId
+    acting_session_id: RowId | None = None
+    by: ShortText | None = None  # the operator, for the record
 
 
 class PinItem(ItemRef):
-    precedence: int | None = None  # hand-place; None pins where it sits
+    precedence: Int32 | None = None  # hand-place; None pins where it sits
 
 
 class RemoveItem(ItemRef):
-    reason: str = Field(min_length=1, max_length=2000)  # a human's judgement, in words
+    reason: Annotated[LongText, Field(min_length=1)]  # a human's judgement, in words
 
 
 class StartNowResult(Payload):

@@ -6,16 +6,81 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zimmer_common.contracts.subjects import rpc_subject
 
 
 class Payload(BaseModel):
-    """Base of every payload; `VERSION` is the payload's contract version."""
+    """Base of every payload; `VERSION` is the payload's contract version. Replies and events
+    are read leniently (a newer peer may add fields); requests are `Request`s."""
 
     model_config = ConfigDict(extra="ignore")
     VERSION: ClassVar[int] = 1
+
+
+class Request(Payload):
+    """Base of every request, on every surface (REST bodies, MCP arguments, RPCs, ingest).
+
+    - strict types: `"3"` is not 3, `true` is not 1, `0` is not a time (times are ISO 8601
+      strings, see `fields.Time`); a float field takes an integer;
+    - unknown fields are refused, at every depth, naming them;
+    - a string anywhere in the request, free-form objects included, that PostgreSQL cannot
+      store (NUL, U+0000) or that is not Unicode text (a lone surrogate) is refused naming
+      its field.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _refuse_unstorable_strings(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        if isinstance(data, dict):
+            bad = list(unstorable_strings(data))
+            if bad:
+                raise ValidationError.from_exception_data(cls.__name__, [
+                    InitErrorDetails(type=PydanticCustomError("unstorable_string", "{why}", {"why": why}),
+                                     loc=loc, input=None) for loc, why in bad[:20]])
+        return handler(data)
+
+
+_NUL = "\x00"
+
+
+def _why(text: str) -> str | None:
+    if _NUL in text:
+        return "contains NUL (U+0000), which cannot be stored"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone surrogate, which is not Unicode text"
+    return None
+
+
+def printable(text: str) -> str:
+    """`text` with NUL and lone surrogates escaped, safe to echo in an error."""
+    return text.replace(_NUL, "\\u0000").encode("utf-8", "backslashreplace").decode()
+
+
+def unstorable_strings(value: Any, loc: tuple[str | int, ...] = ()) -> Any:
+    """(loc, why) for each string, or dict key, under `value` that cannot be stored."""
+    if isinstance(value, str):
+        why = _why(value)
+        if why:
+            yield loc, why
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                why = _why(key)
+                if why:
+                    yield (*loc, printable(key)), f"key {why}"
+                    continue
+            yield from unstorable_strings(item, (*loc, key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from unstorable_strings(item, (*loc, i))
 
 
 class RpcErrorBody(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from zimmer_common.contracts.envelope import Payload, RpcSpec
+from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.subjects import event_subject
 
 PING_OP = "ping"
@@ -13,7 +13,7 @@ HEARTBEAT = event_subject("ops", "heartbeat")
 JOB_RUN = event_subject("ops", "job_run")
 
 
-class PingRequest(Payload):
+class PingRequest(Request):
     pass
 
 

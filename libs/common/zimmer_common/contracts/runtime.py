@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
-from zimmer_common.contracts.envelope import Payload
+from zimmer_common.contracts.envelope import Payload, Request
+from zimmer_common.contracts.fields import Name, RowId, Time
 from zimmer_common.contracts.subjects import ingest_subject, runtime_command_subject
 
 START_TURN = runtime_command_subject("start_turn")
@@ -39,33 +39,36 @@ class SampleQuota(Payload):
     reason: str = "staleness"
 
 
-class SessionStatusReport(Payload):
-    session_id: int
+class SessionStatusReport(Request):
+    session_id: RowId
     status: SessionStatusName
-    at: datetime | None = None
+    at: Time | None = None
 
 
-class WindowReadingIn(Payload):
+class WindowReadingIn(Request):
     utilization: float = Field(ge=0, le=10)
-    resets_at: datetime | None = None
+    resets_at: Time | None = None
 
 
-class QuotaReadingIn(Payload):
-    account: str = Field(min_length=1, max_length=200)
+class QuotaReadingIn(Request):
+    account: Name
     status: AccountStatusName
     five_hour: WindowReadingIn | None = None
     seven_day: WindowReadingIn | None = None
-    read_at: datetime | None = None
+    read_at: Time | None = None
     serving: bool | None = None
 
 
-class SpendReport(Payload):
-    request_id: str = Field(min_length=1, max_length=200)
-    session_id: int | None = None
-    harness: str = Field(min_length=1)
-    model: str = Field(min_length=1)
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    cache_write_tokens: int = Field(default=0, ge=0)
-    cache_read_tokens: int = Field(default=0, ge=0)
-    at: datetime | None = None
+TOKENS_MAX = 10**12  # per request: far beyond any model's context, inside bigint arithmetic
+
+
+class SpendReport(Request):
+    request_id: Name
+    session_id: RowId | None = None
+    harness: Name
+    model: Name
+    input_tokens: int = Field(default=0, ge=0, le=TOKENS_MAX)
+    output_tokens: int = Field(default=0, ge=0, le=TOKENS_MAX)
+    cache_write_tokens: int = Field(default=0, ge=0, le=TOKENS_MAX)
+    cache_read_tokens: int = Field(default=0, ge=0, le=TOKENS_MAX)
+    at: Time | None = None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
-from zimmer_common.contracts.envelope import Payload, RpcSpec
+from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
+from zimmer_common.contracts.fields import (
+    IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, Title)
 from zimmer_common.contracts.runtime import (
     QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName)
 from zimmer_common.contracts.subjects import event_subject
@@ -16,6 +18,8 @@ CTX = "spot"
 GenesisName = Literal["web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown"]
 ClassName = Literal["priority", "spot"]
 TriggerKindName = Literal["slack", "github_issue", "github_label", "schedule", "ao_event"]
+
+MAX_ATTACHMENTS: Final = 20
 
 SESSION_CREATED = event_subject(CTX, "session_created")
 SESSION_STATUS_CHANGED = event_subject(CTX, "session_status_changed")
@@ -61,20 +65,23 @@ class SessionEvent(Payload):
     spawned_by: str | None = None
 
 
-class SpawnSession(Payload):
-    idempotency_key: str | None = Field(default=None, max_length=200)
-    parent_session_id: int | None = None
-    forked_from_session_id: int | None = None
+Attachments = Annotated[list[JsonObject], Field(max_length=MAX_ATTACHMENTS)]
+
+
+class SpawnSession(Request):
+    idempotency_key: IdempotencyKey | None = None
+    parent_session_id: RowId | None = None
+    forked_from_session_id: RowId | None = None
     genesis: GenesisName | None = None
     scheduling_class: ClassName | None = None
-    precedence: int | None = None
+    precedence: Int32 | None = None
     runtime: Literal["claude_code", "codex"] = "claude_code"
-    harness: str = "claude_code"
-    model: str = "claude-opus-4"
-    title: str = Field(default="", max_length=500)
-    goal: str | None = None
-    prompt: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    harness: Name = "claude_code"
+    model: Name = "claude-opus-4"
+    title: Title = ""
+    goal: LongText | None = None
+    prompt: Prompt | None = None
+    metadata: JsonObject = Field(default_factory=dict)
     is_status_summary_fork: bool = False
     start: bool = True  # ask for the first turn right away
 
@@ -85,18 +92,24 @@ class SpawnResult(Payload):
     turn: TurnResult | None = None
 
 
-class SessionRef(Payload):
-    session_id: int
+class SessionRef(Request):
+    session_id: RowId
 
 
-class SessionQuery(Payload):
-    status: list[SessionStatusName] | None = None
+class SessionByKey(Request):
+    """The session a spawn with this idempotency key made, if any (it never makes one)."""
+
+    idempotency_key: IdempotencyKey
+
+
+class SessionQuery(Request):
+    status: list[SessionStatusName] | None = Field(default=None, max_length=10)
     priority_class: ClassName | None = None
-    genesis: list[GenesisName] | None = None
-    parent_session_id: int | None = None
+    genesis: list[GenesisName] | None = Field(default=None, max_length=10)
+    parent_session_id: RowId | None = None
     order: Literal["precedence", "created_at", "updated_at"] = "created_at"
     limit: int = Field(default=50, ge=1, le=500)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
 class SessionList(Payload):
@@ -104,18 +117,19 @@ class SessionList(Payload):
     total: int
 
 
-class UpdateSession(Payload):
-    session_id: int
+class UpdateSession(Request):
+    session_id: RowId
     # "derive" clears the stored class so the session follows its genesis default again.
     scheduling_class: Literal["priority", "spot", "derive"] | None = None
-    precedence: int | None = None
+    precedence: Int32 | None = None
 
 
-class RequestTurn(Payload):
-    session_id: int
+class RequestTurn(Request):
+    session_id: RowId
     kind: TurnKindName
-    prompt: str | None = None
-    attachments: list[dict[str, Any]] = Field(default_factory=list)
+    prompt: Prompt | None = None
+    attachments: Attachments = Field(default_factory=list)
+    idempotency_key: IdempotencyKey | None = None
 
 
 class DecisionView(Payload):
@@ -140,8 +154,8 @@ class StatusChange(SessionStatusReport):
     pass
 
 
-class GateDecisionQuery(Payload):
-    session_id: int
+class GateDecisionQuery(Request):
+    session_id: RowId
     limit: int = Field(default=50, ge=1, le=500)
 
 
@@ -167,6 +181,7 @@ class Ok(Payload):
 
 SPAWN = RpcSpec(CTX, "spawn_session", SpawnSession, SpawnResult)
 GET_SESSION = RpcSpec(CTX, "get_session", SessionRef, SessionView)
+SESSION_BY_KEY = RpcSpec(CTX, "session_by_key", SessionByKey, SessionView)
 LIST_SESSIONS = RpcSpec(CTX, "list_sessions", SessionQuery, SessionList)
 UPDATE_SESSION = RpcSpec(CTX, "update_session", UpdateSession, SessionView)
 REQUEST_TURN = RpcSpec(CTX, "request_turn", RequestTurn, TurnResult)

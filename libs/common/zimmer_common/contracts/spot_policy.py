@@ -7,11 +7,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from zimmer_common.contracts.envelope import Payload, RpcSpec
+from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
+from zimmer_common.contracts.fields import IdempotencyKey, Int32, JsonObject, Name, Prompt, RowId, ShortText, Title
 from zimmer_common.contracts.spot import CTX, ClassName, DecisionView, GenesisName, SpawnResult, TriggerKindName
 
 
-class PolicyQuery(Payload):
+class PolicyQuery(Request):
     pass
 
 
@@ -74,49 +75,50 @@ class PolicyView(Payload):
     triggers: list[TriggerView]
 
 
-class SetPolicy(Payload):
+class SetPolicy(Request):
     gating_enabled: bool | None = None
     reserve_five_hour_percent: float | None = Field(default=None, ge=0, le=100)
     reserve_seven_day_percent: float | None = Field(default=None, ge=0, le=100)
     max_sessions: int | None = Field(default=None, ge=0, le=10_000)
 
 
-class GenesisAction(Payload):
+class GenesisAction(Request):
     action: Literal["promote_genesis", "demote_genesis", "reset_genesis_classes"]
     genesis: GenesisName | None = None
 
 
-class CreateTrigger(Payload):
+class CreateTrigger(Request):
     kind: TriggerKindName
-    name: str = Field(min_length=1, max_length=200)
+    name: Name
     scheduling_class: ClassName | None = None
-    precedence: int | None = None
-    prompt: str | None = None
+    precedence: Int32 | None = None
+    prompt: Prompt | None = None
     enabled: bool = True
+    idempotency_key: IdempotencyKey | None = None
 
 
-class UpdateTrigger(Payload):
-    trigger_id: int
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+class UpdateTrigger(Request):
+    trigger_id: RowId
+    name: Name | None = None
     # "derive": clear the trigger's class so its sessions follow their genesis default.
     scheduling_class: Literal["priority", "spot", "derive"] | None = None
-    precedence: int | None = None
+    precedence: Int32 | None = None
     clear_precedence: bool = False
-    prompt: str | None = None
+    prompt: Prompt | None = None
     enabled: bool | None = None
 
 
-class FireTrigger(Payload):
-    trigger_id: int
-    prompt: str | None = None
-    title: str | None = None
-    idempotency_key: str | None = Field(default=None, max_length=200)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+class FireTrigger(Request):
+    trigger_id: RowId
+    prompt: Prompt | None = None
+    title: Title | None = None
+    idempotency_key: IdempotencyKey | None = None
+    metadata: JsonObject = Field(default_factory=dict)
 
 
-class TriggerQuery(Payload):
+class TriggerQuery(Request):
     kind: TriggerKindName | None = None
-    name_contains: str | None = None
+    name_contains: ShortText | None = None
     limit: int = Field(default=100, ge=1, le=500)
 
 
@@ -139,7 +141,7 @@ class CostsView(Payload):
     prices_per_million_tokens: dict[str, dict[str, float]]
 
 
-class CostsQuery(Payload):
+class CostsQuery(Request):
     pass
 
 

@@ -1,0 +1,43 @@
+"""Field types of the published language, with their documented maxima.
+
+Every string a request carries has a maximum, the same on REST, MCP and the bus because all
+three validate the same contract models. The body limit (`ZIMMER_MAX_BODY_BYTES`, 1 MiB by
+default) bounds free-form objects; a prompt at its maximum still fits a bus message (NATS
+carries 1 MB) with room for the rest of the request.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Final
+
+from pydantic import BeforeValidator, Field, StringConstraints
+
+PROMPT_MAX: Final = 100_000  # characters; at 4 bytes each still inside one bus message
+LONG_TEXT_MAX: Final = 2_000  # reasons, goals, URLs
+TITLE_MAX: Final = 500
+NAME_MAX: Final = 200  # keys, names, accounts, models, idempotency keys
+ID_MAX: Final = 2**63 - 1  # bigint identity columns
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+
+
+def _iso_time_only(value: Any) -> Any:
+    # A number is not a time: `{"at": 0}` would otherwise be stored as 1970.
+    if isinstance(value, (bool, int, float)):
+        raise ValueError("give a time as an ISO 8601 string, e.g. 2026-12-01T14:02:00Z, not a number")
+    return value
+
+
+Time = Annotated[datetime, Field(strict=False), BeforeValidator(_iso_time_only)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX)]
+ShortText = Annotated[str, StringConstraints(max_length=NAME_MAX)]
+Title = Annotated[str, StringConstraints(max_length=TITLE_MAX)]
+LongText = Annotated[str, StringConstraints(max_length=LONG_TEXT_MAX)]
+Prompt = Annotated[str, StringConstraints(max_length=PROMPT_MAX)]
+IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX, pattern=r"^[\x21-\x7e]+$"),
+                           Field(description="Repeat the request with the same key and get the first answer back, "
+                                             "with nothing done twice (printable ASCII, at most 200 characters)")]
+RowId = Annotated[int, Field(ge=1, le=ID_MAX)]
+Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
+JsonObject = dict[str, Any]  # free-form; bounded by the body limit, storable strings only
