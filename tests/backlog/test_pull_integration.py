@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from sqlalchemy import text
 
 from zimmer_backlog.service import build as build_backlog
+from zimmer_backlog.start import spawn_key
 from zimmer_common.bus import Bus
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts import spot as s
@@ -108,19 +110,108 @@ async def test_pull_by_keys_is_safe_to_retry_after_a_lost_answer(both) -> None: 
     assert n == 2  # none doubled
 
 
-async def test_an_interrupted_start_is_recovered_with_the_same_key(both) -> None:  # type: ignore[no-untyped-def]
-    backlog, spot, bus = both
-    item = await append(bus, 30)
+async def _leave_starting(backlog, item_id: int, start_deadline: float) -> None:  # type: ignore[no-untyped-def]
     async with backlog.engine.begin() as conn:
-        await conn.execute(text("UPDATE backlog.work_backlog_items SET status = 'starting', spawn_key = 'x', "
-                                "start_class = 'spot' WHERE id = :i"), {"i": item.id})
+        await conn.execute(text("UPDATE backlog.work_backlog_items SET status = 'starting', spawn_key = :k, "
+                                "start_class = 'spot', start_deadline = :d WHERE id = :i"),
+                           {"i": item_id, "k": spawn_key(item_id), "d": start_deadline})
+
+
+async def _recover(backlog) -> list:  # type: ignore[no-untyped-def]
+    return await backlog.app.starter.recover()
+
+
+async def test_recovery_marks_started_a_row_whose_spawn_happened(both) -> None:  # type: ignore[no-untyped-def]
+    """The spawn committed but its answer never came back (the bus died): the key names the session."""
+    backlog, _spot, bus = both
+    item = await append(bus, 30)
+    made = await bus.request(s.SPAWN, s.SpawnSession(idempotency_key=spawn_key(item.id), start=False))
+    await _leave_starting(backlog, item.id, time.time() - 5)
+    await _recover(backlog)
+    rows = (await bus.request(c.GET_ITEMS, c.ItemQuery(status="started"))).items
+    assert [(r.key, r.started_session_id) for r in rows] == [("zimmer#30", made.session.id)]
+
+
+async def test_recovery_requeues_a_row_whose_spawn_never_happened_and_spawns_nothing(both) -> None:  # type: ignore[no-untyped-def]
+    """A pull answered `unavailable` must not start work later: recovery asks, never spawns."""
+    backlog, spot, bus = both
+    item = await append(bus, 31)
+    await _leave_starting(backlog, item.id, time.time() - 5)
+    assert await _recover(backlog) == ["requeued"]
+    assert [r.key for r in (await bus.request(c.GET_ITEMS, c.ItemQuery())).items] == ["zimmer#31"]
+    async with spot.engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 0
+
+
+async def test_recovery_leaves_a_start_whose_deadline_has_not_passed(both) -> None:  # type: ignore[no-untyped-def]
+    backlog, _spot, bus = both
+    item = await append(bus, 32)
+    await _leave_starting(backlog, item.id, time.time() + 60)  # its request may still commit
+    assert await _recover(backlog) == []
+    async with backlog.engine.connect() as conn:
+        status = (await conn.execute(text("SELECT status FROM backlog.work_backlog_items WHERE id = :i"),
+                                     {"i": item.id})).scalar_one()
+    assert status == "starting"
+
+
+async def test_recovery_runs_as_a_scheduled_job(both) -> None:  # type: ignore[no-untyped-def]
+    backlog, _spot, bus = both
+    item = await append(bus, 33)
+    made = await bus.request(s.SPAWN, s.SpawnSession(idempotency_key=spawn_key(item.id), start=False))
+    await _leave_starting(backlog, item.id, time.time() - 5)
     await backlog.runner.enqueue("recover_starting")
+    rows: list = []
     for _ in range(200):
         rows = (await bus.request(c.GET_ITEMS, c.ItemQuery(status="started"))).items
         if rows:
             break
         await asyncio.sleep(0.05)
-    assert [r.key for r in rows] == ["zimmer#30"] and rows[0].started_session_id is not None
+    assert [(r.key, r.started_session_id) for r in rows] == [("zimmer#33", made.session.id)]
+
+
+async def test_a_pull_by_count_with_a_key_is_answered_once(both) -> None:  # type: ignore[no-untyped-def]
+    _backlog, spot, bus = both
+    for n in (34, 35, 36):
+        await append(bus, n)
+    first = await bus.request(c.PULL, c.PullItems(count=2, idempotency_key="pull-1"))
+    again = await bus.request(c.PULL, c.PullItems(count=2, idempotency_key="pull-1"))
+    assert again == first and [x.item.key for x in first.started] == ["zimmer#34", "zimmer#35"]
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(c.PULL, c.PullItems(count=1, idempotency_key="pull-1"))
+    assert info.value.code is ErrorCode.CONFLICT and info.value.details["field"] == "idempotency_key"
+    async with spot.engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 2
+
+
+async def test_a_keyed_pull_that_did_not_answer_is_finished_by_its_retry(both) -> None:  # type: ignore[no-untyped-def]
+    """The first attempt chose its items and died (its answer lost, its deadline passed): a retry
+    with the same key starts those items, not the next ones."""
+    backlog, spot, bus = both
+    for n in (37, 38, 39):
+        await append(bus, n)
+    starter = backlog.app.starter
+    starter.after_spawn = _fail_once()
+    first = await bus.request(c.PULL, c.PullItems(count=1, idempotency_key="pull-2"))
+    assert [f.key for f in first.failed] == ["zimmer#37"]  # answered: the failure is the first answer
+    assert await bus.request(c.PULL, c.PullItems(count=1, idempotency_key="pull-2")) == first
+    async with backlog.engine.begin() as conn:  # now a first attempt that never answered, past its deadline
+        await conn.execute(text("UPDATE backlog.idempotency_keys SET response = NULL, "
+                                "progress = jsonb_set(progress, '{deadline}', to_jsonb(CAST(:d AS float)))"),
+                           {"d": time.time() - 5})
+    resumed = await bus.request(c.PULL, c.PullItems(count=1, idempotency_key="pull-2"))
+    assert [x.item.key for x in resumed.started] == ["zimmer#37"] and not resumed.failed
+    async with spot.engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 1
+
+
+def _fail_once():  # type: ignore[no-untyped-def]
+    left = {"n": 1}
+
+    async def fail(_item_id: int) -> None:
+        if left["n"]:
+            left["n"] -= 1
+            raise ZimmerError(ErrorCode.UNAVAILABLE, "spot-gate's answer was lost")
+    return fail
 
 
 async def test_start_now_is_priority_and_operator_writes(both) -> None:  # type: ignore[no-untyped-def]

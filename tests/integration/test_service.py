@@ -68,7 +68,7 @@ async def test_heartbeat_carries_identity(settings_factory) -> None:  # type: ig
 
 async def test_migrate_is_idempotent_and_concurrent_safe(database_url: str) -> None:
     results = await asyncio.gather(*(migrate(database_url, "alerts", None) for _ in range(3)))
-    assert sorted(len(r) for r in results) == [0, 0, 2]  # exactly one caller applied them
+    assert sorted(len(r) for r in results) == [0, 0, 3]  # exactly one caller applied them
     assert await migrate(database_url, "alerts", None) == []
 
 
@@ -80,7 +80,7 @@ async def test_edited_migration_refuses_to_start(database_url: str, tmp_path: Pa
     sys.path.insert(0, str(tmp_path))
     try:
         assert await migrate(database_url, "sweeper", "edited_migrations_pkg") == [
-            "common/0001_outbox", "common/0002_outbox_event_id", "service/0001_things"]
+            "common/0001_outbox", "common/0002_outbox_event_id", "common/0003_idempotency_keys", "service/0001_things"]
         (pkg / "0001_things.sql").write_text(textwrap.dedent("CREATE TABLE sweeper.things (id bigint);"))
         with pytest.raises(MigrationError, match="edited after it was applied"):
             await migrate(database_url, "sweeper", "edited_migrations_pkg")

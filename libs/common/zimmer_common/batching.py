@@ -36,9 +36,13 @@ class Batcher(Generic[Req, Out]):
         self.max_batch = max_batch
         self.max_pending = max_pending
         self.name = name
-        self._on_depth = on_depth
+        self.on_depth = on_depth
         self._pending: list[tuple[Req, asyncio.Future[Out], float | None]] = []
         self._draining: asyncio.Task[None] | None = None
+
+    def bound(self, max_pending: int, name: str, on_depth: Callable[[int], None]) -> None:
+        """Wiring: the configured bound, the name `busy` answers use, and a depth gauge."""
+        self.max_pending, self.name, self.on_depth = max_pending, name, on_depth
 
     @property
     def depth(self) -> int:
@@ -50,7 +54,7 @@ class Batcher(Generic[Req, Out]):
                               "nothing was done, retry shortly", {"retry_safe": True})
         future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
         self._pending.append((request, future, deadline.current()))
-        self._on_depth(len(self._pending))
+        self.on_depth(len(self._pending))
         if self._draining is None or self._draining.done():
             # The drain task runs outside any one caller's deadline: it sets each batch's own.
             with deadline.use(None):
@@ -64,7 +68,7 @@ class Batcher(Generic[Req, Out]):
             await asyncio.sleep(0)
         while self._pending:
             taken, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
-            self._on_depth(len(self._pending))
+            self.on_depth(len(self._pending))
             batch = self._live(taken)
             if not batch:
                 continue

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from zimmer_common import idempotency
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import EventEnvelope, Payload
 from zimmer_common.logs import kv
@@ -175,7 +176,8 @@ class OutboxRelay:
 
 
 async def prune_outbox(engine: AsyncEngine, schema: str, *, keep: timedelta = timedelta(days=7)) -> int:
-    """Delete relayed outbox rows and processed-message records older than `keep`.
+    """Delete relayed outbox rows and processed-message records older than `keep`, and
+    idempotency keys past theirs.
 
     `keep` must outlast JetStream's duplicate window and any consumer's redelivery horizon.
     """
@@ -183,4 +185,5 @@ async def prune_outbox(engine: AsyncEngine, schema: str, *, keep: timedelta = ti
         a = await conn.execute(text(f'DELETE FROM "{schema}".outbox WHERE sent_at < now() - CAST(:keep AS interval)'), {"keep": keep})
         b = await conn.execute(text(f'DELETE FROM "{schema}".processed_messages WHERE processed_at < now() - CAST(:keep AS interval)'),
                                {"keep": keep})
-    return int(a.rowcount or 0) + int(b.rowcount or 0)
+        c = await idempotency.prune(conn, schema)
+    return int(a.rowcount or 0) + int(b.rowcount or 0) + c

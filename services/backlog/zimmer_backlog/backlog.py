@@ -16,7 +16,9 @@ from zimmer_common.contracts.backlog import (
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SessionEvent
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common import idempotency
 from zimmer_common.batching import Batcher
+from zimmer_common.idempotency import KeyRef
 from zimmer_common.outbox import OutboxRelay, emit, emit_many
 
 SCHEMA = "backlog"
@@ -30,7 +32,7 @@ class Backlog:
         self._relay = relay
         self.on_appended: Callable[[], None] = lambda: None  # metrics hooks
         self.on_removed: Callable[[str], None] = lambda reason: None
-        self.batcher: Batcher[AppendItem, AppendResult | ZimmerError] = Batcher(self.append_many)
+        self.batcher: Batcher[tuple[AppendItem, KeyRef | None], AppendResult | ZimmerError] = Batcher(self._append_batch)
 
     def _kick(self) -> None:
         relay = self._relay()
@@ -43,34 +45,48 @@ class Backlog:
             return ItemList(items=items, total=total, counts=await store.counts(conn))
 
     async def append(self, req: AppendItem) -> AppendResult:
-        """Concurrent appends are ranked together, in one transaction under the ranking lock."""
-        out = await self.batcher.submit(req)
+        """Concurrent appends are ranked together, in one transaction under the ranking lock. With
+        an idempotency key, a retry gets the first answer back and appends nothing."""
+        out = await self.batcher.submit((req, idempotency.ref_for("append_item", req)))
         if isinstance(out, ZimmerError):
             raise out
         return out
 
-    async def append_many(self, requests: list[AppendItem]) -> list[AppendResult | ZimmerError]:
+    async def _append_batch(self, keyed: list[tuple[AppendItem, KeyRef | None]]) -> list[AppendResult | ZimmerError]:
+        appended = 0
+        async with self._engine().begin() as conn:
+            await store.lock_ranking(conn)
+
+            async def place(indices: list[int]) -> list[AppendResult | ZimmerError]:
+                nonlocal appended
+                placed = await self._append_many(conn, [keyed[i][0] for i in indices])
+                appended += sum(isinstance(o, AppendResult) for o in placed)
+                return placed
+
+            outcomes = await idempotency.keyed_batch(conn, SCHEMA, [ref for _, ref in keyed], place, AppendResult)
+        for _ in range(appended):  # committed now; a replayed answer appended nothing
+            self.on_appended()
+        self._kick()
+        return outcomes
+
+    async def _append_many(self, conn: AsyncConnection, requests: list[AppendItem]) -> list[AppendResult | ZimmerError]:
         """Each append lands 10 below the lowest unpinned in-band peer of its cost (re-spacing
         the band first when it must, `band_full` when it cannot), in arrival order, each seeing
         the ones before it; then drifted items are re-ranked. One failure refuses one append.
-        The batch is ranked in memory and written in a few statements, whatever its size."""
-        async with self._engine().begin() as conn:
-            await store.lock_ranking(conn)
-            batch = _AppendBatch(await store.open_rows(conn, [q.key for q in requests]),
-                                 await store.lowest_peers(conn, BAND_RANGES))
-            outcomes = [await batch.place(conn, req) for req in requests]
-            await store.move(conn, batch.moves)
-            placed = [(req, batch.precedence[o]) for req, o in zip(requests, outcomes, strict=True) if isinstance(o, int)]
-            ids = await store.insert_many(conn, placed) if placed else []
-            item_of = dict(zip([o for o in outcomes if isinstance(o, int)], ids, strict=True))
-            if await store.any_drifted(conn, BAND_RANGES):
-                await store.rerank(conn)
-            views = await store.fetch_many(conn, ids) if ids else {}
-            await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=views[i])) for i in ids])
-            counts = await store.counts(conn)
-        for _ in ids:
-            self.on_appended()
-        self._kick()
+        The batch is ranked in memory and written in a few statements, whatever its size.
+        Runs in the caller's transaction, under the ranking lock."""
+        batch = _AppendBatch(await store.open_rows(conn, [q.key for q in requests]),
+                             await store.lowest_peers(conn, BAND_RANGES))
+        outcomes = [await batch.place(conn, req) for req in requests]
+        await store.move(conn, batch.moves)
+        placed = [(req, batch.precedence[o]) for req, o in zip(requests, outcomes, strict=True) if isinstance(o, int)]
+        ids = await store.insert_many(conn, placed) if placed else []
+        item_of = dict(zip([o for o in outcomes if isinstance(o, int)], ids, strict=True))
+        if await store.any_drifted(conn, BAND_RANGES):
+            await store.rerank(conn)
+        views = await store.fetch_many(conn, ids) if ids else {}
+        await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=views[i])) for i in ids])
+        counts = await store.counts(conn)
         return [o if isinstance(o, ZimmerError) else AppendResult(item=views[item_of[o]], counts=counts)
                 for o in outcomes]
 

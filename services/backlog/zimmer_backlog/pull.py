@@ -3,12 +3,15 @@ becomes a session", "spot_held: why a pull of zero is not always healthy")."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.start import Starter, spawn_key
+from zimmer_common import deadline, idempotency
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.backlog import (
     ITEM_REMOVED, Counts, FailedStart, ItemEvent, ItemRef, ItemView, PullItems, PullResult, StartedItem, StartNowResult)
@@ -19,6 +22,7 @@ from zimmer_common.outbox import emit
 
 SCHEMA = "backlog"
 MAX_PULL = 10
+PULL_BUDGET = 30.0  # seconds, for a pull asked without a deadline (a direct call, a test)
 
 
 class Puller:
@@ -31,34 +35,58 @@ class Puller:
         self._on_removed = on_removed
 
     async def pull(self, req: PullItems) -> PullResult:
+        """Pull by count or by keys, under the request's deadline (or `PULL_BUDGET` when called
+        without one): every spawn it asks for is budgeted inside it, and the rows it marks
+        `starting` carry it, so nothing it started can commit after its caller gave up."""
         if (req.count is None) == (req.keys is None):
             raise ZimmerError(ErrorCode.INVALID, "give either count (1-10) or keys, not both and not neither",
                               {"field": "count"})
+        with deadline.use(deadline.current() or time.time() + PULL_BUDGET):
+            return await self._pull(req, idempotency.ref_for("pull_items", req))
+
+    async def _pull(self, req: PullItems, key: idempotency.KeyRef | None) -> PullResult:
+        due = deadline.current()
+        assert due is not None
         puller_precedence = await self._puller_precedence(req.acting_session_id)
         removed: list[ItemView] = []
         async with self._engine().begin() as conn:
             await store.lock_ranking(conn)
-            for removal in req.removals:
-                row = await store.open_row(conn, removal.key)
-                if row is not None and row.status == "queued" and await store.remove(
-                        conn, row.id, removal.reason, _by(req.acting_session_id)):
-                    item = await store.fetch(conn, row.id)
-                    removed.append(item)
-                    await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
-            rows = (await store.top_queued(conn, req.count) if req.count is not None
-                    else await store.by_keys(conn, list(dict.fromkeys(req.keys or []))))
+            resumed: dict[str, Any] | None = None
+            if key is not None:
+                claimed = await idempotency.claim(conn, SCHEMA, key)
+                if claimed.response is not None:
+                    return idempotency.replay(claimed.response, PullResult)
+                if not claimed.fresh:
+                    resumed = self._resumable(claimed.progress, key)
+            if resumed is None:
+                for removal in req.removals:
+                    row = await store.open_row(conn, removal.key)
+                    if row is not None and row.status == "queued" and await store.remove(
+                            conn, row.id, removal.reason, _by(req.acting_session_id)):
+                        item = await store.fetch(conn, row.id)
+                        removed.append(item)
+                        await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
+                rows = (await store.top_queued(conn, req.count) if req.count is not None
+                        else await store.by_keys(conn, list(dict.fromkeys(req.keys or []))))
+            else:  # the first attempt chose these; finish it (a pull by keys is safe to retry)
+                removed = [await store.fetch(conn, item_id) for item_id in resumed["removed"]]
+                rows = await store.by_keys(conn, resumed["keys"])
             picked = [store.view(r) for r in rows]
             n = len(picked)
             # The n-th item gets the puller's precedence + (count − n + 1): the top item runs
             # first and the tree stays contiguous.
             ranks = {item.id: puller_precedence + (n - i) for i, item in enumerate(picked)}
             for item in picked:
-                if item.status == "queued":
+                if item.status in ("queued", "starting"):
                     await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "spot",
-                                              ranks[item.id])
+                                              ranks[item.id], due)
+            if key is not None:
+                await idempotency.note_progress(conn, SCHEMA, key, {
+                    "keys": [item.key for item in picked], "removed": [item.id for item in removed], "deadline": due})
             await store.rerank(conn)
-        for reason in (r.removal_reason for r in removed):
-            self._on_removed(reason or "")
+        if resumed is None:
+            for reason in (r.removal_reason for r in removed):
+                self._on_removed(reason or "")
         self._on_commit()
         started, failed = [], []
         for item in picked:
@@ -75,17 +103,36 @@ class Puller:
         async with self._engine().connect() as conn:
             counts = await store.counts(conn)
         sentence = await self._sentence(len(started), counts, bool(picked), req)
-        return PullResult(started=started, removed=removed, failed=failed, counts=counts, sentence=sentence)
+        result = PullResult(started=started, removed=removed, failed=failed, counts=counts, sentence=sentence)
+        if key is not None:
+            async with self._engine().begin() as conn:
+                await idempotency.record(conn, SCHEMA, key, result)
+        return result
+
+    @staticmethod
+    def _resumable(progress: dict[str, Any] | None, key: idempotency.KeyRef) -> dict[str, Any]:
+        """A first attempt that chose its items but did not answer: finish it once its deadline
+        has passed (it can commit nothing more); before that it may still be running."""
+        if progress is None or progress.get("deadline", 0) > time.time() - deadline.REPLY_GRACE:
+            raise ZimmerError(ErrorCode.CONFLICT, f"a pull with idempotency key {key.key!r} is still in progress; "
+                              "retry in a few seconds", {"field": "idempotency_key", "retry_safe": True})
+        return progress
 
     async def start_now(self, req: ItemRef) -> StartNowResult:
         """A human's lever over the spot queue: one item, at priority class. No MCP path."""
+        with deadline.use(deadline.current() or time.time() + PULL_BUDGET):
+            return await self._start_now(req)
+
+    async def _start_now(self, req: ItemRef) -> StartNowResult:
+        due = deadline.current()
+        assert due is not None
         async with self._engine().begin() as conn:
             await store.lock_ranking(conn)
             item = await store.fetch(conn, req.item_id)
             if item.status != "queued":
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item.id} is {item.status}, not queued",
                                   {"item_id": item.id, "status": item.status})
-            await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "priority", None)
+            await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "priority", None, due)
         started = await self.starter.start(item, scheduling_class="priority", parent_session_id=None, precedence=None)
         return StartNowResult(item=started.item, session_id=started.session_id)
 

@@ -1,24 +1,29 @@
 """How an item becomes a session: the one place (seed 000, "How an item becomes a session";
 DESIGN §5, the spawn saga).
 
-The row is marked `starting` with an idempotency key, spot-gate is asked to spawn with that key
-(spawn is idempotent on it), and the row is marked `started` with the session. A definite
-refusal puts the row back to `queued`; an ambiguous failure (no answer) leaves it `starting`,
-and asking again with the same key, by a retried pull by keys or the recovery job, resolves it:
-spot-gate returns the session it made, or makes it once.
+The row is marked `starting` with an idempotency key and the deadline of the request doing it,
+spot-gate is asked to spawn with that key (spawn is idempotent on it) inside that deadline, and
+the row is marked `started` with the session. A definite refusal puts the row back to `queued`;
+an ambiguous failure (no answer) leaves it `starting`. Then either a retried pull by keys asks
+again with the same key (spot-gate returns the session it made, or makes it once), or, once the
+deadline has passed and nothing can commit for it any more, the recovery job asks spot-gate
+which session that key made, if any, and marks the row `started` or puts it back `queued`. The
+recovery never spawns: a pull answered `unavailable` must not start work later.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
+from zimmer_common import deadline
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.backlog import ITEM_STARTED, ItemEvent, ItemView, StartedItem
-from zimmer_common.contracts.spot import SPAWN, SpawnSession
+from zimmer_common.contracts.spot import SESSION_BY_KEY, SPAWN, SessionByKey, SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit
 
@@ -67,28 +72,39 @@ class Starter:
             raise
         if self.after_spawn is not None:
             await self.after_spawn(item.id)
-        session = result.session
+        return await self._mark_started(item.id, result.session)
+
+    async def _mark_started(self, item_id: int, session: SessionView) -> StartedItem:
         async with self._engine().begin() as conn:
-            await store.mark_started(conn, item.id, session.id)
-            await store.record_session(conn, session.id, item.id, session.status,
-                                       session.status == "waiting" and session.spot_hold_reason is not None
-                                       and not session.ever_started, session.updated_at)
-            started = await store.fetch(conn, item.id)
-            await emit(conn, SCHEMA, ITEM_STARTED, "item_started", ItemEvent(item=started))
+            if await store.mark_started(conn, item_id, session.id):
+                await store.record_session(conn, session.id, item_id, session.status,
+                                           session.status == "waiting" and session.spot_hold_reason is not None
+                                           and not session.ever_started, session.updated_at)
+                started = await store.fetch(conn, item_id)
+                await emit(conn, SCHEMA, ITEM_STARTED, "item_started", ItemEvent(item=started))
+            else:  # another request (a retried pull, the recovery job) marked it already
+                started = await store.fetch(conn, item_id)
         self._on_commit()
         return StartedItem(item=started, session_id=session.id, precedence=session.precedence)
 
     async def recover(self, limit: int = 20) -> list[Any]:
-        """Finish or roll back rows left `starting` by an interrupted start, asking with the same key."""
+        """Resolve rows left `starting` by a request whose deadline has passed: the session its
+        key made (if any) is final now, so mark the row started with it, or put it back queued.
+        Never spawns."""
         async with self._engine().connect() as conn:
-            rows = await store.stale_starting(conn, limit)
+            rows = await store.stale_starting(conn, limit, before=time.time() - deadline.REPLY_GRACE)
         outcomes: list[Any] = []
         for row in rows:
-            item = store.view(row)
             try:
-                outcomes.append(await self.start(item, scheduling_class=row.start_class or "spot",
-                                                 parent_session_id=row.started_by_session_id,
-                                                 precedence=row.start_precedence))
+                session = await self._bus().request(SESSION_BY_KEY, SessionByKey(
+                    idempotency_key=row.spawn_key or spawn_key(row.id)))
             except ZimmerError as exc:
-                outcomes.append(exc)
+                if exc.code is not ErrorCode.NOT_FOUND:
+                    outcomes.append(exc)  # spot-gate did not answer: ask again next run
+                    continue
+                async with self._engine().begin() as conn:
+                    await store.back_to_queued(conn, row.id, if_deadline=row.start_deadline)
+                outcomes.append("requeued")
+                continue
+            outcomes.append(await self._mark_started(row.id, session))
         return outcomes

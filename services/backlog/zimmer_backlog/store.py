@@ -153,11 +153,18 @@ async def top_queued(conn: AsyncConnection, n: int) -> list[Row[Any]]:
 
 
 async def mark_starting(conn: AsyncConnection, item_id: int, spawn_key: str, by_session: int | None,
-                        start_class: str, start_precedence: int | None) -> None:
-    await conn.execute(text(
-        "UPDATE backlog.work_backlog_items SET status = 'starting', spawn_key = :k, started_by_session_id = :by, "
-        "start_class = :cls, start_precedence = :prec WHERE id = :id AND status = 'queued'"),
-        {"id": item_id, "k": spawn_key, "by": by_session, "cls": start_class, "prec": start_precedence})
+                        start_class: str, start_precedence: int | None, start_deadline: float) -> bool:
+    """Queued → starting for a new start; a row already `starting` is taken over by this request
+    (its deadline replaces the last one, so the recovery job leaves it to this request)."""
+    row = (await conn.execute(text(
+        "UPDATE backlog.work_backlog_items SET status = 'starting', spawn_key = :k, "
+        "started_by_session_id = CASE WHEN status = 'queued' THEN :by ELSE started_by_session_id END, "
+        "start_class = CASE WHEN status = 'queued' THEN :cls ELSE start_class END, "
+        "start_precedence = CASE WHEN status = 'queued' THEN :prec ELSE start_precedence END, "
+        "start_deadline = :d WHERE id = :id AND status IN ('queued', 'starting') RETURNING id"),
+        {"id": item_id, "k": spawn_key, "by": by_session, "cls": start_class, "prec": start_precedence,
+         "d": start_deadline})).first()
+    return row is not None
 
 
 async def mark_started(conn: AsyncConnection, item_id: int, session_id: int) -> bool:
@@ -167,15 +174,23 @@ async def mark_started(conn: AsyncConnection, item_id: int, session_id: int) -> 
     return row is not None
 
 
-async def back_to_queued(conn: AsyncConnection, item_id: int) -> None:
-    await conn.execute(text("UPDATE backlog.work_backlog_items SET status = 'queued', started_by_session_id = NULL "
-                            "WHERE id = :id AND status = 'starting'"), {"id": item_id})
+async def back_to_queued(conn: AsyncConnection, item_id: int, *, if_deadline: float | None = None) -> bool:
+    """Starting → queued; with `if_deadline`, only if no later request has taken the row over."""
+    row = (await conn.execute(text(
+        "UPDATE backlog.work_backlog_items SET status = 'queued', started_by_session_id = NULL, start_deadline = NULL "
+        "WHERE id = :id AND status = 'starting' "
+        "AND (CAST(:d AS double precision) IS NULL OR start_deadline = CAST(:d AS double precision)) RETURNING id"),
+        {"id": item_id, "d": if_deadline})).first()
+    return row is not None
 
 
-async def stale_starting(conn: AsyncConnection, limit: int) -> list[Row[Any]]:
-    return list((await conn.execute(text(f"SELECT {ITEM_COLUMNS}, i.start_class, i.start_precedence FROM {FROM} "
-                                         "WHERE i.status = 'starting' "
-                                         "ORDER BY i.id LIMIT :n"), {"n": limit})).all())
+async def stale_starting(conn: AsyncConnection, limit: int, before: float) -> list[Row[Any]]:
+    """Rows left `starting` by a request whose deadline passed before `before`: nothing will
+    commit for them any more, so what spot-gate holds now is final."""
+    return list((await conn.execute(text(
+        f"SELECT {ITEM_COLUMNS}, i.start_class, i.start_precedence, i.spawn_key, i.start_deadline FROM {FROM} "
+        "WHERE i.status = 'starting' AND (i.start_deadline IS NULL OR i.start_deadline < :before) "
+        "ORDER BY i.id LIMIT :n"), {"n": limit, "before": before})).all())
 
 
 async def remove(conn: AsyncConnection, item_id: int, reason: str, by: str | None) -> bool:

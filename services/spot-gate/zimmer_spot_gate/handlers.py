@@ -12,8 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
 from zimmer_common.contracts.spot import (
     SESSION_CLASS_CHANGED, SESSION_CREATED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, GateDecisionList,
-    GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionEvent, SessionList, SessionQuery, SessionRef,
+    GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent, SessionList, SessionQuery,
+    SessionRef,
     SessionView, SpawnResult, SpawnSession, TurnResult, UpdateSession)
+from zimmer_common import idempotency
 from zimmer_common.batching import Batcher
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit
@@ -96,6 +98,16 @@ class SpotGate:
         async with self.engine.connect() as conn:
             return await self._view(conn, req.session_id)
 
+    async def by_key(self, req: SessionByKey) -> SessionView:
+        """The session a spawn with this key made; `not_found` when none did. Asked after a
+        spawn's deadline has passed, the answer is final: that spawn can no longer commit."""
+        async with self.engine.connect() as conn:
+            row = await store.by_idempotency_key(conn, req.idempotency_key)
+            if row is None:
+                raise ZimmerError(ErrorCode.NOT_FOUND, f"no session was spawned with key {req.idempotency_key!r}",
+                                  {"idempotency_key": req.idempotency_key})
+            return store.to_view(row, (await quota.policy(conn)).overrides)
+
     async def search(self, q: SessionQuery) -> SessionList:
         async with self.engine.connect() as conn:
             overrides = (await quota.policy(conn)).overrides
@@ -132,8 +144,10 @@ class SpotGate:
         return view
 
     async def request_turn(self, req: RequestTurn) -> TurnResult:
-        """Concurrent requests are decided together, one transaction per batch."""
-        out = await self.batcher.submit(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt, req.attachments))
+        """Concurrent requests are decided together, one transaction per batch. With an
+        idempotency key a retry gets the first answer back and no second turn is started."""
+        out = await self.batcher.submit(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt, req.attachments,
+                                                    key=idempotency.ref_for("request_turn", req)))
         if isinstance(out, ZimmerError):
             raise out
         assert out is not None
@@ -141,7 +155,12 @@ class SpotGate:
 
     async def _run_batch(self, requests: list[TurnRequest]) -> list[Outcome]:
         async with self.engine.begin() as conn:
-            outcomes = await self.gate.process(conn, requests)
+            await self.gate.lock_admissions(conn)  # keys are claimed in the order every batch locks
+
+            async def decide(indices: list[int]) -> list[Outcome]:
+                return await self.gate.process(conn, [requests[i] for i in indices])
+
+            outcomes = await idempotency.keyed_batch(conn, SCHEMA, [r.key for r in requests], decide, TurnResult)
         self._kick()
         return outcomes
 

@@ -13,6 +13,7 @@ from zimmer_common.contracts.spot import SpawnResult, SpawnSession
 from zimmer_common.contracts.spot_policy import (
     BurnRateView, CostsQuery, CostsView, CreateTrigger, FireTrigger, GenesisAction, GenesisClassView, PolicyQuery,
     PolicyView, SetPolicy, TriggerList, TriggerQuery, TriggerView, UnblockView, UpdateTrigger, WindowPosture)
+from zimmer_common import idempotency
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import (
     DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
@@ -24,7 +25,7 @@ from zimmer_spot_gate.snapshot import read_pool
 from zimmer_spot_gate.store import quota, triggers
 from zimmer_spot_gate.store.quota import WINDOW_SPAN
 from zimmer_spot_gate.store.sessions import class_sql
-from zimmer_spot_gate.turns import decision_view
+from zimmer_spot_gate.turns import SCHEMA, decision_view
 
 
 class PolicyOps:
@@ -110,8 +111,17 @@ class PolicyOps:
     # ---- triggers -----------------------------------------------------------------------
 
     async def create_trigger(self, req: CreateTrigger) -> TriggerView:
+        """With an idempotency key, a retry gets the trigger the first request created."""
+        key = idempotency.ref_for("create_trigger", req)
         async with self._engine().begin() as conn:
-            return await triggers.create(conn, req)
+            if key is not None:
+                claimed = await idempotency.claim(conn, SCHEMA, key)
+                if not claimed.fresh and claimed.response is not None:
+                    return idempotency.replay(claimed.response, TriggerView)
+            view = await triggers.create(conn, req)
+            if key is not None:
+                await idempotency.record(conn, SCHEMA, key, view)
+            return view
 
     async def update_trigger(self, req: UpdateTrigger) -> TriggerView:
         """Changing a trigger's class moves nothing it already spawned: its selector is read once, at fire."""

@@ -49,12 +49,15 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
 
     gate = TurnGate(now=service.clock.now, pool=PoolCache(engine, service.clock.now))
     app = SpotGate(engine, service.clock.now, gate, relay, prices=SpotSettings().price_table())
+    app.batcher.bound(settings.max_batch_pending, "spot-gate turns",
+                      lambda depth: service.metrics.batch_pending.labels(NAME, "turns").set(depth))
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
                                        on_commit=lambda: service.relay.kick() if service.relay else None))
 
     service.rpc(c.SPAWN)(app.spawn)
     service.rpc(c.GET_SESSION)(app.get)
+    service.rpc(c.SESSION_BY_KEY)(app.by_key)
     service.rpc(c.LIST_SESSIONS)(app.search)
     service.rpc(c.UPDATE_SESSION)(app.update)
     service.rpc(c.REQUEST_TURN)(app.request_turn)

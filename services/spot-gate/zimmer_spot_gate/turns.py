@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zimmer_common.contracts.runtime import START_TURN, StartTurn
 from zimmer_common.contracts.spot import SESSION_STATUS_CHANGED, DecisionView, SessionEvent, TurnResult
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.idempotency import KeyRef
 from zimmer_common.outbox import emit_many
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import (
@@ -78,6 +79,7 @@ class TurnRequest:
     attachments: list[dict[str, Any]] = field(default_factory=list)
     recheck: bool = False  # the held session's re-check
     force: bool = False  # re-check now whatever the retry time (its class changed)
+    key: KeyRef | None = None  # the caller's idempotency key: a retry gets the first answer
 
 
 Outcome = TurnResult | ZimmerError | None
