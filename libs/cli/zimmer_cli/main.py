@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,17 +63,16 @@ def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICES
 
 @app.command()
 def migrate(data_dir: DataDir = None) -> None:
-    """Apply every service's schema migrations (embedded PostgreSQL unless ZIMMER_DATABASE_URL is set)."""
+    """Apply every service's schema migrations (embedded PostgreSQL unless ZIMMER_DATABASE_URL is set;
+    a running `zimmer up` on the same data directory is used as it is, never stopped)."""
     from zimmer_common.db import migrate as run_migrations
 
     pg = None
     url = os.environ.get("ZIMMER_DATABASE_URL")
-    if not url:
-        from zimmer_cli.embedded import EmbeddedPostgres
-
-        pg = EmbeddedPostgres(_data_dir(data_dir) / "pg")
-        url = pg.ensure_database("zimmer")
     try:
+        if not url:
+            pg = _embedded_postgres(data_dir)
+            url = pg.ensure_database("zimmer")
         for name in START_ORDER:
             service = _load_factory(name)(_settings(database_url=url))
             if service.schema:
@@ -84,15 +84,54 @@ def migrate(data_dir: DataDir = None) -> None:
             pg.stop()
 
 
-def _credentials(data_dir: Path) -> dict[str, str]:
-    """Development credentials: generated once, kept (0600) in the data directory."""
+def _embedded_postgres(data_dir: Path | None) -> Any:
+    """The data directory's PostgreSQL for a one-off command: the running one (`zimmer up`), else a
+    temporary postmaster that `stop()` stops."""
+    from zimmer_cli.embedded import EmbeddedPostgres
+
+    root = _data_dir(data_dir)
+    try:
+        return EmbeddedPostgres(root / "pg", log_file=root / "logs" / "postgres.log")
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        typer.secho(f"embedded PostgreSQL: {exc}", fg="red", err=True)
+        raise typer.Exit(1) from None
+
+
+def _credentials(data_dir: Path) -> tuple[dict[str, str], str]:
+    """Each credential from its environment variable when set; otherwise from the development
+    credentials kept (0600) in the data directory, generated the first time. Returns them and
+    a phrase saying where they came from (for the "Zimmer is up" line)."""
+    api_key, token = os.environ.get("ZIMMER_API_KEY"), os.environ.get("ZIMMER_OPERATOR_TOKEN")
+    if api_key and token:
+        return {"api_key": api_key, "operator_token": token}, "credentials from ZIMMER_API_KEY / ZIMMER_OPERATOR_TOKEN"
     path = data_dir / "credentials.json"
     if path.exists():
-        return json.loads(path.read_text())
-    creds = {"api_key": secrets.token_urlsafe(24), "operator_token": secrets.token_urlsafe(24)}
-    path.write_text(json.dumps(creds, indent=2))
-    path.chmod(0o600)
-    return creds
+        stored = json.loads(path.read_text())
+    else:
+        stored = {"api_key": secrets.token_urlsafe(24), "operator_token": secrets.token_urlsafe(24)}
+        path.write_text(json.dumps(stored, indent=2))
+        path.chmod(0o600)
+    creds = {"api_key": api_key or stored["api_key"], "operator_token": token or stored["operator_token"]}
+    if api_key:
+        return creds, f"API key from ZIMMER_API_KEY, operator token in {path}"
+    if token:
+        return creds, f"API key in {path}, operator token from ZIMMER_OPERATOR_TOKEN"
+    return creds, f"credentials in {path}"
+
+
+def _other_supervisor(root: Path) -> int | None:
+    """The pid of a live `zimmer up` already running on this data directory, if any."""
+    import psutil
+
+    try:
+        pid = int(json.loads((root / "runtime.json").read_text())["supervisor_pid"])
+        proc = psutil.Process(pid)
+        if pid != os.getpid() and proc.status() != psutil.STATUS_ZOMBIE and \
+                any("zimmer" in arg for arg in proc.cmdline()):
+            return pid
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        pass
+    return None
 
 
 @app.command()
@@ -100,13 +139,28 @@ def up(data_dir: DataDir = None,
        port: Annotated[int, typer.Option("--port", help="Gateway HTTP port")] = 8000,
        host: Annotated[str, typer.Option("--host", help="Gateway HTTP bind address")] = "127.0.0.1") -> None:
     """Start the whole system: embedded PostgreSQL and NATS (unless ZIMMER_DATABASE_URL / ZIMMER_NATS_URL
-    are set), migrations, and the five services as supervised processes. Ctrl-C stops everything."""
-    from zimmer_cli.embedded import EmbeddedPostgres, free_port, port_open, start_nats
+    are set), migrations, and the five services as supervised processes. A server or service that dies
+    is restarted with backoff. Ctrl-C stops everything."""
+    from zimmer_cli.embedded import (
+        PG_START_TIMEOUT,
+        become_subreaper,
+        ensure_database,
+        free_port,
+        nats_url as embedded_nats_url,
+        port_open,
+        prepare_pgdata,
+        running_postmaster,
+    )
+    from zimmer_cli.servers import NATS, POSTGRES, nats_child, postgres_child
     from zimmer_cli.supervisor import Child, Supervisor, say
     from zimmer_common.db import migrate as run_migrations
 
     root = _data_dir(data_dir)
     root.mkdir(parents=True, exist_ok=True)
+    other = _other_supervisor(root)
+    if other:
+        typer.secho(f"zimmer up is already running on {root} (pid {other})", fg="red", err=True)
+        raise typer.Exit(2)
     if port_open(host if host != "0.0.0.0" else "127.0.0.1", port):
         typer.secho(f"port {port} is already in use; pass --port to choose another", fg="red", err=True)
         raise typer.Exit(2)
@@ -118,26 +172,77 @@ def up(data_dir: DataDir = None,
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
 
-    pg = nats = supervisor = None
+    logs = root / "logs"
+    logs.mkdir(exist_ok=True)
     runtime_file = root / "runtime.json"
+    gateway_url = f"http://{host}:{port}"
+    state: dict[str, Any] = {"nats_url": os.environ.get("ZIMMER_NATS_URL"), "pg": None}
+
+    def write_runtime() -> None:
+        staged = runtime_file.with_suffix(".tmp")  # rename: readers never see half a file
+        servers: dict[str, Any] = {}
+        for c in supervisor.children:
+            if c.name == NATS:
+                servers[c.name] = {**c.info(), "url": state["nats_url"], "store": str(root / "nats")}
+            elif c.name == POSTGRES:
+                servers[c.name] = {**c.info(), "pgdata": str(state["pg"].pgdata),
+                                   "socket_dir": str(state["pg"].socket_dir)}
+        staged.write_text(json.dumps({
+            "supervisor_pid": os.getpid(),
+            "gateway_url": gateway_url,
+            "nats_url": state["nats_url"],
+            "embedded_postgres": state["pg"] is not None,
+            "servers": servers,
+            "services": {c.name: {**c.info(), "metrics_port": (c.env or {}).get("ZIMMER_METRICS_PORT")}
+                         for c in supervisor.children if c.kind == "service"},
+        }, indent=2))
+        staged.replace(runtime_file)
+
+    supervisor = Supervisor(on_change=write_runtime, reap_orphans=become_subreaper())
     try:
+        servers: list[Child] = []
         db_url = os.environ.get("ZIMMER_DATABASE_URL")
         if not db_url:
-            say("INFO", "starting embedded PostgreSQL", pgdata=str(root / "pg"))
-            pg = EmbeddedPostgres(root / "pg")
-            db_url = pg.ensure_database("zimmer")
-        nats_url = os.environ.get("ZIMMER_NATS_URL")
-        if not nats_url:
-            (root / "logs").mkdir(exist_ok=True)
-            nats = start_nats(root / "nats", log_file=root / "logs" / "nats-server.log")
-            nats_url = nats.url
-            say("INFO", "started embedded NATS", url=nats_url, store=str(root / "nats"))
-        env = dict(os.environ, ZIMMER_DATABASE_URL=db_url, ZIMMER_NATS_URL=nats_url, ZIMMER_DATA_DIR=str(root))
-        if not os.environ.get("ZIMMER_API_KEY"):
-            creds = _credentials(root)
-            env.update(ZIMMER_API_KEY=creds["api_key"], ZIMMER_OPERATOR_TOKEN=creds["operator_token"])
+            say("INFO", "preparing embedded PostgreSQL", pgdata=str(root / "pg"))
+            layout = prepare_pgdata(root / "pg")
+            deadline = time.monotonic() + PG_START_TIMEOUT
+            while (stranger := running_postmaster(layout.pgdata)) is not None and not stopping["flag"]:
+                if time.monotonic() > deadline:  # not ours to stop: a `zimmer migrate`, an older zimmer up, ...
+                    typer.secho(f"another PostgreSQL (pid {stranger.pid}) is running on {layout.pgdata} and did "
+                                f"not stop within {PG_START_TIMEOUT:g}s; stop it (kill -INT {stranger.pid}) and "
+                                "start again", fg="red", err=True)
+                    raise typer.Exit(2)
+                time.sleep(0.5)
+            state["pg"] = layout
+            servers.append(postgres_child(layout, logs / "postgres.log"))
+            db_url = layout.url("zimmer")
+        if not state["nats_url"]:
+            nats_port = free_port()  # kept for the life of this supervisor: restarts reuse it
+            servers.append(nats_child(root / "nats", nats_port, logs / "nats-server.log"))
+            state["nats_url"] = embedded_nats_url(nats_port)
         if stopping["flag"]:
             return  # a stop during start-up: the finally below tears down what exists
+        if servers:
+            supervisor.start(servers)
+            if not supervisor.wait_ready(servers, READY_TIMEOUT, lambda: stopping["flag"]):
+                if stopping["flag"]:
+                    return
+                say("ERROR", "embedded servers not ready in time; see the logs", timeout_seconds=READY_TIMEOUT,
+                    logs=str(logs), **{c.name: {"ready": c.ready, "restarts": c.restarts} for c in servers})
+                raise typer.Exit(1)
+        if state["pg"] is not None:
+            ensure_database(state["pg"].url("postgres"), "zimmer")
+            say("INFO", "embedded PostgreSQL ready", pgdata=str(state["pg"].pgdata),
+                socket_dir=str(state["pg"].socket_dir), pid=supervisor.child(POSTGRES).pid)
+        if any(c.name == NATS for c in servers):
+            say("INFO", "embedded NATS ready", url=state["nats_url"], store=str(root / "nats"),
+                pid=supervisor.child(NATS).pid)
+        creds, creds_from = _credentials(root)
+        env = dict(os.environ, ZIMMER_DATABASE_URL=db_url, ZIMMER_NATS_URL=state["nats_url"],
+                   ZIMMER_DATA_DIR=str(root), ZIMMER_API_KEY=creds["api_key"],
+                   ZIMMER_OPERATOR_TOKEN=creds["operator_token"])
+        if stopping["flag"]:
+            return
         settings = _settings(database_url=db_url)
         for name in START_ORDER:
             service = _load_factory(name)(settings)
@@ -153,25 +258,10 @@ def up(data_dir: DataDir = None,
             else:
                 child_env.update(ZIMMER_METRICS_HOST="127.0.0.1", ZIMMER_METRICS_PORT=str(free_port()))
             children.append(Child(name, [sys.executable, "-m", "zimmer_cli", "serve", name], child_env,
-                                  root / "logs" / f"{name}.log"))
-
-        def write_runtime() -> None:
-            staged = runtime_file.with_suffix(".tmp")  # rename: readers never see half a file
-            staged.write_text(json.dumps({
-                "supervisor_pid": os.getpid(),
-                "gateway_url": f"http://{host}:{port}",
-                "nats_url": nats_url,
-                "embedded_postgres": pg is not None,
-                "services": {c.name: {"pid": c.pid, "restarts": c.restarts,
-                                      "metrics_port": c.env.get("ZIMMER_METRICS_PORT"), "log": str(c.log_path)}
-                             for c in children},
-            }, indent=2))
-            staged.replace(runtime_file)
-
+                                  logs / f"{name}.log"))
         if stopping["flag"]:
             return
-        supervisor = Supervisor(children, on_change=write_runtime)
-        supervisor.start_all()
+        supervisor.start(children)
         url = f"http://{host if host != '0.0.0.0' else '127.0.0.1'}:{port}"
         deadline = time.monotonic() + READY_TIMEOUT
         ready = False
@@ -180,21 +270,14 @@ def up(data_dir: DataDir = None,
             if not ready:
                 ready = _is_ready(url)
                 if ready:
-                    typer.echo(f"Zimmer is up: {url}  (API docs {url}/docs; credentials in "
-                               f"{root / 'credentials.json'}; logs in {root / 'logs'})", err=False)
+                    typer.echo(f"Zimmer is up: {url}  (API docs {url}/docs; {creds_from}; logs in {logs})")
                     sys.stdout.flush()
                 elif time.monotonic() > deadline:
-                    say("ERROR", "not ready in time; see the logs", timeout_seconds=READY_TIMEOUT,
-                        logs=str(root / "logs"))
+                    say("ERROR", "not ready in time; see the logs", timeout_seconds=READY_TIMEOUT, logs=str(logs))
                     raise typer.Exit(1)
             time.sleep(0.25)
     finally:
-        if supervisor:
-            supervisor.stop_all(timeout=10)
-        if nats:
-            nats.stop()
-        if pg:
-            pg.stop()
+        supervisor.stop_all()
         runtime_file.unlink(missing_ok=True)
         say("INFO", "stopped")
 
@@ -209,7 +292,8 @@ def _is_ready(url: str) -> bool:
 @app.command()
 def status(data_dir: DataDir = None,
            timeout: Annotated[float, typer.Option(help="Seconds to wait for each ping")] = 2.0) -> None:
-    """What `zimmer up` is running, and each service's answer to a ping over NATS."""
+    """What `zimmer up` is running (embedded servers and services: pid, restarts), and each service's
+    answer to a ping over NATS. Exit 1 if a server is down or a service did not answer."""
     import psutil
 
     runtime_file = _data_dir(data_dir) / "runtime.json"
@@ -222,12 +306,25 @@ def status(data_dir: DataDir = None,
         raise typer.Exit(1)
     answers = asyncio.run(_ping_all(nats_url, timeout)) if nats_url else {}
     healthy = True
+    for name, server in ((runtime or {}).get("servers") or {}).items():
+        pid = server.get("pid")
+        alive = bool(pid) and psutil.pid_exists(pid)
+        healthy &= alive and bool(server.get("ready"))
+        where = server.get("url") or server.get("pgdata") or ""
+        line = (f"{name:11s} pid {pid or '-':>7}  {'alive' if alive else 'gone '}  "
+                f"{'ready   ' if server.get('ready') else 'starting' if alive else 'down    '}  "
+                f"restarts {server.get('restarts', 0)}  {where}")
+        if server.get("last_exit"):
+            line += f"  (last exit: {', '.join(f'{k} {v}' for k, v in server['last_exit'].items())})"
+        typer.echo(line)
     for name in START_ORDER:
         proc = (runtime or {}).get("services", {}).get(name, {})
         pid = proc.get("pid")
         alive = bool(pid) and psutil.pid_exists(pid)
         answer = answers.get(name)
-        line = f"{name:10s} pid {pid or '-':>7}  {'alive' if alive else 'gone ' if runtime else '     '}  "
+        line = f"{name:11s} pid {pid or '-':>7}  {'alive' if alive else 'gone ' if runtime else '     '}  "
+        if runtime:
+            line += f"restarts {proc.get('restarts', 0)}  "
         if isinstance(answer, dict):
             line += f"ping ok  v{answer['version']}  {answer['instance_id']}  up {answer['uptime_seconds']:.0f}s"
         else:
@@ -269,7 +366,8 @@ def backlog_import(
         path: Annotated[str | None, typer.Argument(help="WORK_BACKLOG.json to read (default: "
                                                    "$WORK_BACKLOG_SOURCE_PATH, then the GitHub contents API)")] = None,
         data_dir: DataDir = None) -> None:
-    """Import WORK_BACKLOG.json into the work backlog (embedded PostgreSQL unless ZIMMER_DATABASE_URL is set).
+    """Import WORK_BACKLOG.json into the work backlog (embedded PostgreSQL unless ZIMMER_DATABASE_URL is set;
+    a running `zimmer up` on the same data directory is used as it is, never stopped).
     Inserts only, keyed on each item's id, so a second run writes nothing; precedences verbatim."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -280,9 +378,7 @@ def backlog_import(
     url = os.environ.get("ZIMMER_DATABASE_URL")
     try:
         if not url:
-            from zimmer_cli.embedded import EmbeddedPostgres
-
-            pg = EmbeddedPostgres(_data_dir(data_dir) / "pg")
+            pg = _embedded_postgres(data_dir)
             url = pg.ensure_database("zimmer")
         env = _settings(database_url=url).env
         source = resolve_source(path)
