@@ -1,9 +1,12 @@
 """`zimmer up` end to end: the real command, real embedded PostgreSQL and NATS, five real services.
 
-One test, in the order a user meets the system: it comes up, answers, survives a killed
-child, stops cleanly without leaving anything behind, and a second start on the same data
-directory reuses what the first one made. Every wait is a poll loop with a deadline; when a
-deadline passes the test fails with the tail of the supervisor's output and of DIR/logs/*.log.
+The first test goes in the order a user meets the system: it comes up, answers, survives a
+killed child, stops cleanly without leaving anything behind, and a second start on the same
+data directory reuses what the first one made. The second kills the embedded servers under
+light load (SIGKILL to nats-server, then to the postmaster) and watches the supervisor bring
+each back and the system answer again on its own; it prints the measured recovery times.
+Every wait is a poll loop with a deadline; when a deadline passes the test fails with the tail
+of the supervisor's output and of DIR/logs/*.log. No assertion is made on a duration.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,7 +36,10 @@ READY_DEADLINE = 60.0  # generous: a noisy 2-core machine starts five Python ser
 RESTART_DEADLINE = 30.0
 STOP_DEADLINE = 15.0  # upper bound only
 CLI_DEADLINE = 60.0
+OUTAGE_DEADLINE = 90.0  # from the SIGKILL of a server until the API answers 2xx again
+EVENT_FLOW_DEADLINE = 60.0
 TAIL_LINES = 40
+ITEMS = "/api/v1/work_backlog_items"
 
 T = TypeVar("T")
 
@@ -115,6 +123,19 @@ class Run:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    def supervisor_lines(self, msg: str, **match: Any) -> list[dict[str, Any]]:
+        """The supervisor's JSON lines on stderr with this `msg` and these fields."""
+        found = []
+        for line in self.stderr().splitlines():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if (isinstance(doc, dict) and doc.get("service") == "supervisor" and doc.get("msg") == msg
+                    and all(doc.get(k) == v for k, v in match.items())):
+                found.append(doc)
+        return found
+
     def runtime(self) -> dict[str, Any] | None:
         """runtime.json, or None while it is absent or half written (it is rewritten in place)."""
         try:
@@ -171,6 +192,13 @@ class Run:
         if not any(data_dir in arg for arg in postmaster.cmdline()):
             self.fail(f"pid {postmaster_pid} is not this data directory's postgres: {postmaster.cmdline()}")
         found["postmaster"] = postmaster
+        servers = runtime.get("servers", {})
+        if servers.get("postgres", {}).get("pid") != postmaster_pid:
+            self.fail(f"runtime.json names postgres pid {servers.get('postgres', {}).get('pid')}, "
+                      f"postmaster.pid names {postmaster_pid}")
+        if servers.get("nats-server", {}).get("pid") != nats[0].pid:
+            self.fail(f"runtime.json names nats-server pid {servers.get('nats-server', {}).get('pid')}, "
+                      f"the running one is {nats[0].pid}")
         for sub in postmaster.children(recursive=True):
             found[f"postgres backend {sub.pid}"] = sub
         return found
@@ -228,6 +256,16 @@ def _gone(proc: psutil.Process) -> bool:
         return True
 
 
+IMPORTED_ITEM = {"id": "wb-e2e-1", "key": "manual-e2e-import", "issue_url": None, "title": "imported",
+                 "estimated_cost": "large", "precedence": 1500}
+
+
+def _no_postmaster(data_dir: Path) -> bool:
+    from zimmer_cli.embedded import running_postmaster
+
+    return running_postmaster(data_dir / "pg") is None
+
+
 def _schema_owners() -> list[str]:
     """Services whose factory declares a schema (building one connects to nothing)."""
     from zimmer_cli.main import _load_factory
@@ -260,8 +298,12 @@ def test_zimmer_up_runs_supervises_stops_and_restarts_on_the_same_data(tmp_path:
         for name in START_ORDER:
             lines = [line for line in status.stdout.splitlines() if line.split() and line.split()[0] == name]
             assert len(lines) == 1 and "ping ok" in lines[0], f"{name} not ok in status:\n{status.stdout}"
+        for name in ("postgres", "nats-server"):
+            lines = [line for line in status.stdout.splitlines() if line.split() and line.split()[0] == name]
+            assert len(lines) == 1 and "alive  ready" in lines[0], f"{name} not ready in status:\n{status.stdout}"
 
         # 2. The API key from credentials.json opens the API; no key gets a problem document.
+        assert f"credentials in {data_dir / 'credentials.json'}" in first.stdout(), first.stdout()
         creds_bytes = (data_dir / "credentials.json").read_bytes()
         api_key = json.loads(creds_bytes)["api_key"]
         ok = httpx.get(f"{first.url}/api/v1/ping", headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
@@ -326,7 +368,198 @@ def test_zimmer_up_runs_supervises_stops_and_restarts_on_the_same_data(tmp_path:
             lines = [line for line in migrated.stdout.splitlines() if line.split() and line.split()[0] == name]
             assert len(lines) == 1 and "up to date" in lines[0], f"{name} not up to date:\n{migrated.stdout}"
         assert "applied" not in migrated.stdout, f"migrations re-applied:\n{migrated.stdout}"
+        assert _no_postmaster(data_dir), "zimmer migrate left its temporary postmaster running"
+
+        # 6. So does `zimmer backlog import`: its own temporary postmaster, stopped at the end.
+        source = tmp_path / "WORK_BACKLOG.json"
+        source.write_text(json.dumps({"items": [IMPORTED_ITEM]}))
+        imported = _zimmer("backlog", "import", str(source), "--data-dir", str(data_dir), run=second)
+        assert imported.returncode == 0 and "inserted  1" in imported.stdout, \
+            f"zimmer backlog import failed:\n{imported.stdout}\n{imported.stderr}"
+        assert _no_postmaster(data_dir), "zimmer backlog import left its temporary postmaster running"
     finally:
         first.kill_everything()
         if second is not None:
             second.kill_everything()
+
+
+# ---- outages of the embedded servers -------------------------------------------------------------
+
+
+class Appender(threading.Thread):
+    """Light load: one append at a time with the fleet key, a few a second, every answer kept as
+    (sent, answered, status code or exception name)."""
+
+    def __init__(self, url: str, api_key: str):
+        super().__init__(name="appender", daemon=True)
+        self.url = url
+        self.api_key = api_key
+        self.results: list[tuple[float, float, int | str]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        n = 0
+        with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.api_key}"}, timeout=10) as http:
+            while not self.halt.is_set():
+                n += 1
+                body = {"key": f"zimmer#{n}", "issue_url": f"https://github.com/acme/zimmer/issues/{n}",
+                        "estimated_cost": ("small", "medium")[n % 2], "title": "t"}
+                sent = time.monotonic()
+                try:
+                    outcome: int | str = http.post(ITEMS, json=body).status_code
+                except httpx.HTTPError as exc:
+                    outcome = type(exc).__name__
+                self.results.append((sent, time.monotonic(), outcome))
+                self.halt.wait(0.2)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=15)
+
+    def ok_count(self) -> int:
+        return sum(1 for _, _, o in list(self.results) if isinstance(o, int) and 200 <= o < 300)
+
+    def first_ok_sent_after(self, t0: float) -> float | None:
+        """When the first 2xx to a request sent after `t0` came back."""
+        for sent, answered, outcome in list(self.results):
+            if sent > t0 and isinstance(outcome, int) and 200 <= outcome < 300:
+                return answered
+        return None
+
+    def outcomes_between(self, start: float, end: float) -> Counter[int | str]:
+        return Counter(o for sent, _, o in list(self.results) if start <= sent <= end)
+
+
+def _reaped(proc: psutil.Process) -> bool:
+    """The process is gone and was waited for: no zombie left (psutil remembers its create time)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE and not proc.is_running()
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _kill_server_and_watch(run: Run, load: Appender, name: str) -> dict[str, Any]:
+    """SIGKILL the embedded server `name`; wait for the supervisor to log the death and the restart,
+    for the dead process to be reaped and for a 2xx again; return the measured figures."""
+    before = run.runtime()
+    assert before is not None
+    entry = before["servers"][name]
+    old_pid = entry["pid"]
+    proc = psutil.Process(old_pid)
+    os.kill(old_pid, signal.SIGKILL)
+    killed = time.monotonic()
+
+    [died] = run.wait_for(f'a "child exited; restarting" line for {name} pid {old_pid}',
+                          lambda: run.supervisor_lines("child exited; restarting", child=name, pid=old_pid),
+                          RESTART_DEADLINE)
+    assert died["signal"] == "SIGKILL" and died["level"] in ("ERROR", "WARNING"), died
+    run.wait_for(f"{name} pid {old_pid} to be reaped (not a zombie)", lambda: _reaped(proc), RESTART_DEADLINE)
+    restarted = run.wait_for(f'a "child restarted" line for {name}',
+                             lambda: run.supervisor_lines("child restarted", child=name), OUTAGE_DEADLINE)
+    [again] = run.wait_for(f'a "child ready again" line for {name}',
+                           lambda: run.supervisor_lines("child ready again", child=name), OUTAGE_DEADLINE)
+    server_back = time.monotonic()
+    answered = run.wait_for(f"a 2xx append after the {name} restart", lambda: load.first_ok_sent_after(killed),
+                            OUTAGE_DEADLINE)
+    run.wait_for(f"GET /readyz == 200 after the {name} restart", lambda: run.readyz() == 200, OUTAGE_DEADLINE)
+    ready = time.monotonic()
+
+    after = run.runtime()
+    assert after is not None
+    now = after["servers"][name]
+    assert now["pid"] not in (None, old_pid) and now["restarts"] >= 1 and now["ready"], now
+    for key in ("url", "socket_dir", "pgdata", "store"):  # same port, same data, same socket
+        assert now.get(key) == entry.get(key), f"{name} {key} changed across the restart: {entry} -> {now}"
+    return {"server": name, "old_pid": old_pid, "new_pid": now["pid"], "attempts": len(restarted),
+            "supervisor_down_seconds": again["down_seconds"],
+            "server_back_seconds": round(server_back - killed, 3),
+            "first_2xx_seconds": round(answered - killed, 3),
+            "readyz_200_seconds": round(ready - killed, 3),
+            "outcomes_during_outage": dict(load.outcomes_between(killed, answered))}
+
+
+def _check_events_flow(run: Run, api_key: str, groomer: str, after: str) -> None:
+    """A pull starts a session at spot-gate, whose session events reach the backlog through the
+    outbox relay, JetStream and backlog's durable consumer: the item then lists as in flight."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+
+    def pull() -> str | None:
+        r = httpx.post(f"{run.url}{ITEMS}/pull", json={"count": 1, "acting_session_id": groomer}, headers=headers,
+                       timeout=15)
+        started = r.json().get("started") if r.status_code == 200 else None
+        return started[0]["item"]["key"] if started else None
+
+    key = run.wait_for(f"a pull that starts an item after the {after} restart", pull, EVENT_FLOW_DEADLINE)
+
+    def in_flight() -> bool:
+        r = httpx.get(f"{run.url}{ITEMS}", params={"status": "in_flight"}, headers=headers, timeout=15)
+        return r.status_code == 200 and key in {i["key"] for i in r.json()["items"]}
+
+    run.wait_for(f"pulled item {key} to list as in_flight after the {after} restart: spot-gate's session events "
+                 "did not reach the backlog (spot-gate's outbox relay -> JetStream ZIMMER_EVENTS -> backlog's "
+                 "durable consumer backlog_session_events); see the spot-gate and backlog logs below",
+                 in_flight, EVENT_FLOW_DEADLINE)
+
+
+def test_zimmer_up_brings_back_killed_servers_under_load(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    run = Run(data_dir, tmp_path, "up")
+    load: Appender | None = None
+    try:
+        run.start()
+        runtime = run.wait_ready()
+        api_key = json.loads((data_dir / "credentials.json").read_text())["api_key"]
+        headers = {"Authorization": f"Bearer {api_key}"}
+        groomer = httpx.post(f"{run.url}/api/v1/sessions", json={"genesis": "schedule", "precedence": 5,
+                                                                  "start": False}, headers=headers, timeout=15)
+        assert groomer.status_code == 201, groomer.text
+        groomer_id = groomer.json()["session"]["id"]
+        services = {name: runtime["services"][name]["pid"] for name in START_ORDER}
+        postmaster = runtime["servers"]["postgres"]["pid"]
+
+        # One-off commands attach to the running postmaster and leave it alone.
+        source = tmp_path / "WORK_BACKLOG.json"
+        source.write_text(json.dumps({"items": [IMPORTED_ITEM]}))
+        imported = _zimmer("backlog", "import", str(source), "--data-dir", str(data_dir), run=run)
+        assert imported.returncode == 0 and "inserted  1" in imported.stdout, f"{imported.stdout}\n{imported.stderr}"
+        migrated = _zimmer("migrate", "--data-dir", str(data_dir), run=run)
+        assert migrated.returncode == 0, f"{migrated.stdout}\n{migrated.stderr}"
+        assert (run.runtime() or {})["servers"]["postgres"]["pid"] == postmaster, "a command restarted postgres"
+        assert psutil.pid_exists(postmaster) and not run.supervisor_lines("child exited; restarting"), \
+            "a one-off command stopped the running postmaster"
+
+        load = Appender(run.url, api_key)
+        load.start()
+        run.wait_for("the first appends to succeed", lambda: load.ok_count() >= 5, READY_DEADLINE)
+
+        figures = []
+        for name in ("nats-server", "postgres"):
+            figures.append(_kill_server_and_watch(run, load, name))
+            _check_events_flow(run, api_key, groomer_id, after=name)
+
+        final = run.runtime()
+        assert final is not None
+        now = {name: final["services"][name]["pid"] for name in START_ORDER}
+        assert now == services and all(final["services"][n]["restarts"] == 0 for n in START_ORDER), \
+            f"a server restart restarted services: {services} -> {now}\n{run.logs()}"
+        status = _zimmer("status", "--data-dir", str(data_dir), run=run)
+        assert status.returncode == 0, f"zimmer status after the outages:\n{status.stdout}\n{status.stderr}"
+        load.stop()
+        total = Counter(o for _, _, o in load.results)
+        print("\n[measured] appends during the whole test:", dict(total))
+        for f in figures:
+            print(f"[measured] {f['server']} SIGKILL -> restarted by the supervisor in {f['server_back_seconds']}s "
+                  f"(supervisor: down {f['supervisor_down_seconds']}s, {f['attempts']} attempt(s)); first 2xx append "
+                  f"{f['first_2xx_seconds']}s; /readyz 200 {f['readyz_200_seconds']}s; requests sent during the "
+                  f"outage: {f['outcomes_during_outage']}")
+
+        owned = run.owned_processes(final)
+        assert run.stop() == 0, f"zimmer up exited non-zero\n{run.logs()}"
+        run.wait_for("every process to be gone", lambda: all(_gone(p) for p in owned.values()), 5.0,
+                     while_running=False)
+        stops = [d["child"] for d in run.supervisor_lines("stopped") if "child" in d]
+        assert stops.index("postgres") > stops.index("nats-server") > max(stops.index(n) for n in START_ORDER), stops
+    finally:
+        if load is not None:
+            load.stop()
+        run.kill_everything()
