@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.responses import PlainTextResponse
 
 from zimmer_common import __version__
 from zimmer_common.contracts.ops import PingReply, PingRequest, ping_rpc
@@ -16,6 +17,7 @@ from zimmer_common.contracts.subjects import CONTEXTS
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.auth import Realm, authenticated, operator_only
+from zimmer_gateway.edge import Edge
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.backlog import router as backlog_router
@@ -56,24 +58,35 @@ def create_app(service: Service) -> FastAPI:
     app.state.settings = service.settings
     app.state.service = service
     install_problem_handlers(app)
+    app.add_middleware(Edge, settings=service.settings)  # outermost of ours: before any body is read
 
     @app.get("/healthz", tags=["probes"], summary="The gateway process is alive")
     async def healthz() -> dict[str, str]:
         return {"status": "alive"}
 
-    @app.get("/readyz", tags=["probes"], summary="Every service answers a ping over NATS",
-             responses={503: {"description": "Some service did not answer; the problem names it"}})
+    @app.get("/readyz", tags=["probes"], summary="NATS, every service and their PostgreSQL answer",
+             responses={503: {"description": "Something is down; the problem names it in `missing`",
+                              "content": {"application/problem+json": {}}}})
     async def readyz(request: Request) -> Any:
+        """Ready when the gateway is connected to NATS and every service answers a ping over it
+        within 2 s with its own database answering `SELECT 1`. `missing` names what is not:
+        `message bus`, a service, or `database (<service>)`."""
         if service.bus is None or not service.ready:
             return problem(503, "the gateway itself is still starting", instance=request.url.path, missing=["gateway"])
+        if not service.bus.nc.is_connected:
+            return problem(503, "not ready: message bus unavailable", instance=request.url.path,
+                           missing=["message bus"], dependency="message bus", headers={"Retry-After": "1"})
         answers = await ping_peers(service)
-        missing = sorted(n for n, a in answers.items() if isinstance(a, ZimmerError) or not a.ready)
+        missing = sorted(_missing(n, a) for n, a in answers.items() if isinstance(a, ZimmerError) or not a.ready)
+        described = {n: _describe(a) for n, a in answers.items()}
         if missing:
-            return problem(503, f"not answering: {', '.join(missing)}", instance=request.url.path, missing=missing,
-                           services={n: _describe(a) for n, a in answers.items()})
-        return {"ready": True, "services": {n: _describe(a) for n, a in answers.items()}}
+            return problem(503, f"not ready: {', '.join(missing)}", instance=request.url.path, missing=missing,
+                           services=described, headers={"Retry-After": "1"})
+        return {"ready": True, "message_bus": "up", "services": described}
 
-    @app.get("/metrics", tags=["probes"], summary="Prometheus metrics of the gateway")
+    @app.get("/metrics", tags=["probes"], summary="Prometheus metrics of the gateway", response_class=PlainTextResponse,
+             responses={200: {"description": "Prometheus text exposition format",
+                              "content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}}})
     async def metrics() -> Response:
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -97,6 +110,12 @@ def create_app(service: Service) -> FastAPI:
     app.add_route("/mcp", mcp, include_in_schema=False)
     app.mount("/mcp", mcp)
     return app
+
+
+def _missing(name: str, answer: PingReply | ZimmerError) -> str:
+    if isinstance(answer, PingReply) and answer.database is False:
+        return f"database ({name})"
+    return name
 
 
 def _describe(answer: PingReply | ZimmerError) -> dict[str, Any]:

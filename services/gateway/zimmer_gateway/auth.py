@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import hmac
 from enum import StrEnum
+from typing import Final
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from zimmer_common.settings import Settings
+
+# Where the edge middleware leaves the realm it authenticated (zimmer_gateway.edge).
+REALM_SCOPE_KEY: Final = "zimmer.realm"
+# Declares the bearer scheme in OpenAPI; the check itself is `authenticated`.
+bearer_scheme = HTTPBearer(auto_error=False, scheme_name="bearer",
+                           description="The fleet's API key (ZIMMER_API_KEY) or the operator token "
+                                       "(ZIMMER_OPERATOR_TOKEN)")
 
 
 class Realm(StrEnum):
@@ -41,8 +50,13 @@ def realm_of(settings: Settings, token: str) -> Realm | None:
     return None
 
 
-async def authenticated(request: Request) -> Realm:
-    """Any valid credential: the fleet key or the operator token."""
+async def authenticated(request: Request,
+                        _declared: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)) -> Realm:
+    """Any valid credential: the fleet key or the operator token. The edge middleware has
+    already checked it before the body was read; this is what routes depend on."""
+    realm = request.scope.get(REALM_SCOPE_KEY)
+    if isinstance(realm, Realm):
+        return realm
     realm = realm_of(request.app.state.settings, _bearer(request))
     if realm is None:
         raise HTTPException(401, "invalid bearer credential", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})

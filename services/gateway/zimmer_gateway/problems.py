@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from http import HTTPStatus
 from typing import Any
 
@@ -10,9 +11,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from zimmer_common.errors import ZimmerError
+from zimmer_common.errors import ErrorCode, ZimmerError
 
 PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_SECONDS = "1"
+log = logging.getLogger("zimmer.gateway")
 
 
 def problem(status: int, detail: str, *, type_: str | None = None, title: str | None = None,
@@ -32,14 +35,14 @@ def problem(status: int, detail: str, *, type_: str | None = None, title: str | 
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(ZimmerError)
     async def _zimmer(request: Request, exc: ZimmerError) -> JSONResponse:
-        return problem(exc.http_status, exc.message, type_=f"urn:zimmer:error:{exc.code.value}",
-                       title=exc.code.value.replace("_", " "), instance=request.url.path, code=exc.code.value,
-                       details=exc.details)
+        return zimmer_problem(exc, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), instance=request.url.path,
-                       headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        return problem(exc.status_code, str(exc.detail), instance=request.url.path, headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -49,5 +52,34 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", extra={"fields": {"path": request.url.path}})
         return problem(500, "internal error", type_="urn:zimmer:error:internal", instance=request.url.path,
                        code="internal")
+
+
+def zimmer_problem(exc: ZimmerError, path: str) -> JSONResponse:
+    """A refusal from a service (or the gateway's own bus) as a problem document. `unavailable`
+    and `busy` name the dependency, say `retry_safe` and carry Retry-After: nothing was done."""
+    headers = {"Retry-After": RETRY_AFTER_SECONDS} if exc.code in (ErrorCode.UNAVAILABLE, ErrorCode.BUSY) else None
+    extra: dict[str, Any] = {}
+    if exc.retry_safe:
+        extra["retry_safe"] = True
+    if "dependency" in exc.details:
+        extra["dependency"] = exc.details["dependency"]
+    return problem(exc.http_status, exc.message, type_=f"urn:zimmer:error:{exc.code.value}",
+                   title=exc.code.value.replace("_", " "), instance=path, code=exc.code.value, details=exc.details,
+                   headers=headers, **extra)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers at this path (Starlette's 405 names only the first)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        route_methods = getattr(route, "methods", None)
+        if match is not Match.NONE and route_methods:
+            # a partial match means "path matched, method did not": still this path's methods
+            methods |= set(route_methods)
+    return sorted(methods)

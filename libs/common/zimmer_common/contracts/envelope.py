@@ -36,13 +36,19 @@ class Request(Payload):
     @model_validator(mode="wrap")
     @classmethod
     def _refuse_unstorable_strings(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
-        if isinstance(data, dict):
-            bad = list(unstorable_strings(data))
-            if bad:
-                raise ValidationError.from_exception_data(cls.__name__, [
-                    InitErrorDetails(type=PydanticCustomError("unstorable_string", "{why}", {"why": why}),
-                                     loc=loc, input=None) for loc, why in bad[:20]])
-        return handler(data)
+        return refuse_unstorable(cls, data, handler)
+
+
+def refuse_unstorable(cls: type[BaseModel], data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+    """The body of `Request`'s wrap validator, for other models that must hold the same line
+    (the MCP tools' argument models)."""
+    if isinstance(data, dict):
+        bad = list(unstorable_strings(data))
+        if bad:
+            raise ValidationError.from_exception_data(cls.__name__, [
+                InitErrorDetails(type=PydanticCustomError("unstorable_string", "{why}", {"why": why}),
+                                 loc=loc, input=None) for loc, why in bad[:20]])
+    return handler(data)
 
 
 _NUL = "\x00"

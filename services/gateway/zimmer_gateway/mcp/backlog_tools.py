@@ -14,13 +14,13 @@ a bare prompt is ungated work. `acting_session_id` is provenance, never authoriz
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts import backlog as c
+from zimmer_common.contracts.fields import IdempotencyKey, JsonObject, LongText, Name, ShortText, Time, Title
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.mcp.registry import tool
@@ -29,7 +29,7 @@ from zimmer_gateway.routes.common import ID_MAX
 GROUP = "work_backlog"
 ActingSession = Annotated[int | None, Field(
     ge=1, le=ID_MAX, description="This connection's session: recorded as provenance, never used as authorization")]
-Text = Annotated[str | None, Field(max_length=500)]
+Text = ShortText | None
 
 
 def _bus(service: Service) -> Bus:
@@ -70,20 +70,22 @@ async def get_work_backlog(
 @tool(group=GROUP, read_only=False, destructive=False, idempotent=False)
 async def append_work_backlog_item(
     service: Service,
-    key: Annotated[str, Field(min_length=1, max_length=200, description='The item\'s key, e.g. "zimmer#498"')],
-    issue_url: Annotated[str, Field(min_length=1, max_length=2000, pattern=r"^https?://\S+$",
-                                    description="The GitHub issue this item implements (required)")],
+    key: Annotated[Name, Field(description='The item\'s key, e.g. "zimmer#498"')],
+    issue_url: Annotated[LongText, Field(min_length=1, pattern=r"^https?://\S+$",
+                                         description="The GitHub issue this item implements (required)")],
     estimated_cost: Annotated[c.Cost, Field(description="small, medium or large: chooses the band it ranks in")],
-    title: Annotated[str, Field(max_length=500)] = "",
+    title: Title = "",
     repo: Text = None,
     surface: Text = None,
     kind: Text = None,
     scope_direction: Text = None,
     gate_verdict: Text = None,
-    decided_at: Annotated[datetime | None, Field(description="When the gate decided")] = None,
-    payload: Annotated[dict[str, Any] | None, Field(
+    decided_at: Annotated[Time | None, Field(description="When the gate decided (ISO 8601)")] = None,
+    payload: Annotated[JsonObject | None, Field(
         description='Ratings, notes, gate_session and the like; a "prompt" key is refused')] = None,
     acting_session_id: ActingSession = None,
+    idempotency_key: Annotated[IdempotencyKey | None, Field(
+        description="Repeat the call with the same key and get the first answer back, nothing appended twice")] = None,
 ) -> c.AppendResult:
     """Append one issue the gate cleared. It lands 10 below the lowest unpinned peer of its
     estimated_cost (first in, first out within a cost band). Every item needs its issue_url; a
@@ -97,7 +99,8 @@ async def append_work_backlog_item(
     return await _bus(service).request(c.APPEND, c.AppendItem(
         key=key, issue_url=issue_url, repo=repo, surface=surface, title=title, kind=kind,
         scope_direction=scope_direction, estimated_cost=estimated_cost, gate_verdict=gate_verdict,
-        decided_at=decided_at, added_via="mcp", acting_session_id=acting_session_id, payload=payload))
+        decided_at=decided_at, added_via="mcp", acting_session_id=acting_session_id, payload=payload,
+        idempotency_key=idempotency_key))
 
 
 @tool(group=GROUP, read_only=False, destructive=True, idempotent=False)
@@ -105,21 +108,25 @@ async def pull_work_backlog_items(
     service: Service,
     count: Annotated[int | None, Field(ge=1, le=10, description="Pull the top this many queued items (at most 10)")
                      ] = None,
-    keys: Annotated[list[str] | None, Field(min_length=1, max_length=10,
-                                            description="Pull exactly these keys instead of a count")] = None,
+    keys: Annotated[list[Name] | None, Field(min_length=1, max_length=10,
+                                             description="Pull exactly these keys instead of a count")] = None,
     removals: Annotated[list[c.Removal] | None, Field(
         max_length=50, description="Take these queued keys off first, each with a reason from the fixed vocabulary "
                                    "issue_closed, issue_has_open_pr, session_already_working, trust_failed")] = None,
     acting_session_id: Annotated[int | None, Field(
         ge=1, le=ID_MAX, description="The pulling session: the parent of the sessions started, whose precedence "
                                      "they build on; provenance, never authorization")] = None,
+    idempotency_key: Annotated[IdempotencyKey | None, Field(
+        description="Makes a pull by count safe to retry: the same key returns the first answer (or finishes a "
+                    "first attempt that did not answer) and starts nothing twice")] = None,
 ) -> c.PullResult:
     """Pull queued items into spot sessions, children of the pulling session: give count (1-10)
     or keys, not both. The n-th item gets the puller's precedence + (count − n + 1). A pull by keys
     is safe to retry after an error: the same sessions come back and none is doubled. A pull by
-    count is NOT safe to retry: a retry pulls the next items; after an error, read the backlog and
-    pull by keys instead. `failed` lists starts that did not happen (retry_safe: pull those keys
+    count is safe to retry only with an idempotency_key (without one a retry pulls the next items;
+    after an error, read the backlog and pull by keys instead). `failed` lists starts that did not happen (retry_safe: pull those keys
     again); `counts` and `sentence` say how much is in flight and, for a pull of zero, which zero it
     is (busy fleet, or idle behind quota at the spot gate)."""
     return await _bus(service).request(c.PULL, c.PullItems(
-        count=count, keys=keys, removals=removals or [], acting_session_id=acting_session_id))
+        count=count, keys=keys, removals=removals or [], acting_session_id=acting_session_id,
+        idempotency_key=idempotency_key))

@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, get_type_hints
 
 import anyio
-from pydantic import ConfigDict
+from pydantic import ConfigDict, model_validator
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -36,10 +36,11 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from zimmer_common import __version__
+from zimmer_common.contracts.envelope import refuse_unstorable
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
-from zimmer_gateway.auth import Realm, realm_of
+from zimmer_gateway.auth import REALM_SCOPE_KEY, Realm, realm_of
 from zimmer_gateway.mcp.registry import (
     CORE,
     INJECTED,
@@ -59,7 +60,6 @@ TOOL_MODULES: Final[tuple[str, ...]] = ("zimmer_gateway.mcp.system", "zimmer_gat
                                         "zimmer_gateway.mcp.backlog_tools")
 
 GROUPS_HEADER: Final = "x-zimmer-tool-groups"
-REALM_SCOPE_KEY: Final = "zimmer.realm"
 LOCAL_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
 _CONTEXT_PARAM: Final = "mcp_context"
@@ -152,14 +152,18 @@ def bind(tool: ToolDef, service: Service) -> Any:
 
 
 def _refuse_unknown_arguments(server: MCPServer, name: str) -> None:
-    """The SDK ignores arguments a tool does not declare; refuse them instead, so a caller that
-    passes `prompt` to a tool without one hears so rather than having it silently dropped.
-    (The SDK offers no option for this: the argument model is swapped for a strict subclass.)"""
+    """Hold tool arguments to the same line as every other request (`contracts.Request`): the
+    SDK ignores arguments a tool does not declare and coerces types; refuse unknown arguments
+    instead (nested objects are contract `Request`s, which refuse theirs), take no coercion, and
+    refuse strings that cannot be stored, naming the argument. (The SDK offers no option for
+    this: the argument model is swapped for a strict subclass.)"""
     registered = server._tool_manager.get_tool(name)  # noqa: SLF001 - no public accessor
     assert registered is not None
     loose = registered.fn_metadata.arg_model
-    strict = type(f"{loose.__name__}Strict", (loose,), {"model_config": ConfigDict(extra="forbid",
-                                                                                   arbitrary_types_allowed=True)})
+    strict = type(f"{loose.__name__}Strict", (loose,), {
+        "model_config": ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True),
+        "_refuse_unstorable_strings": model_validator(mode="wrap")(classmethod(refuse_unstorable)),
+    })
     registered.fn_metadata.arg_model = strict
 
 
@@ -261,6 +265,9 @@ class McpSurface:
         await server.session_manager.handle_request({**scope, REALM_SCOPE_KEY: realm}, receive, send)
 
     def _authenticate(self, request: Request) -> Realm | None:
+        realm = request.scope.get(REALM_SCOPE_KEY)  # the edge middleware checked it already
+        if isinstance(realm, Realm):
+            return realm
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None

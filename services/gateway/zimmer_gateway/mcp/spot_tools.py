@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from zimmer_common.bus import Bus
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
+from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Title
 from zimmer_common.contracts.runtime import SessionStatusName
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
@@ -107,7 +108,7 @@ async def get_costs(service: Service) -> p.CostsView:
 @tool(group=CORE, read_only=True, destructive=False, idempotent=True)
 async def search_triggers(
     service: Service, kind: p.TriggerKindName | None = None,
-    name_contains: Annotated[str | None, Field(max_length=200)] = None, limit: Limit = 100,
+    name_contains: ShortText | None = None, limit: Limit = 100,
 ) -> p.TriggerList:
     """Triggers with their scheduling class and predefined precedence."""
     return await _bus(service).request(p.SEARCH_TRIGGERS, p.TriggerQuery(kind=kind, name_contains=name_contains,
@@ -120,16 +121,16 @@ async def search_triggers(
 @tool(group="sessions", read_only=False, destructive=False, idempotent=False)
 async def start_session(
     service: Service,
-    prompt: Annotated[str | None, Field(description="The first turn's prompt")] = None,
-    title: Annotated[str | None, Field(max_length=500)] = None,
+    prompt: Annotated[Prompt | None, Field(description="The first turn's prompt")] = None,
+    title: Title | None = None,
     scheduling_class: Annotated[c.ClassName | None, Field(description="Default: inherited, else the genesis's")] = None,
     precedence: OptPrecedence = None,
     parent_session_id: Annotated[int | None, Field(ge=1, le=ID_MAX)] = None,
     genesis: Annotated[c.GenesisName | None, Field(description="Declared genesis; default: the parent's, else api")] = None,
     runtime: Literal["claude_code", "codex"] | None = None,
-    harness: Annotated[str | None, Field(min_length=1, max_length=100)] = None,
-    model: Annotated[str | None, Field(min_length=1, max_length=100)] = None,
-    idempotency_key: Annotated[str | None, Field(max_length=200, description="Same key, same session")] = None,
+    harness: Name | None = None,
+    model: Name | None = None,
+    idempotency_key: Annotated[IdempotencyKey | None, Field(description="Same key, same session")] = None,
 ) -> c.SpawnResult:
     """Spawn a session and ask the gate for its first turn (`turn.outcome`: admitted, held or passed)."""
     given = dict(prompt=prompt, title=title, scheduling_class=scheduling_class, precedence=precedence,
@@ -169,15 +170,16 @@ async def action_trigger(
     service: Service, action: Literal["create", "update", "invoke"],
     trigger_id: Annotated[TriggerId | None, Field(description="For update and invoke")] = None,
     kind: Annotated[p.TriggerKindName | None, Field(description="For create")] = None,
-    name: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
+    name: Name | None = None,
     scheduling_class: Annotated[ClassOrDerive | None, Field(
         description='The class its sessions are stamped with at fire; "derive": none')] = None,
     precedence: OptPrecedence = None,
     clear_precedence: Annotated[bool | None, Field(description="update: drop the predefined precedence")] = None,
-    prompt: str | None = None,
+    prompt: Prompt | None = None,
     enabled: bool | None = None,
-    title: Annotated[str | None, Field(max_length=500, description="invoke: the session's title")] = None,
-    idempotency_key: Annotated[str | None, Field(max_length=200, description="invoke: same key, same session")] = None,
+    title: Annotated[Title | None, Field(description="invoke: the session's title")] = None,
+    idempotency_key: Annotated[IdempotencyKey | None, Field(
+        description="create: same key, same trigger; invoke: same key, same session")] = None,
 ) -> TriggerActionResult:
     """Create or update a trigger (kind, name, scheduling_class, precedence, prompt, enabled), or
     invoke one by hand. A class change applies to sessions fired from then on, never to earlier ones."""
@@ -186,10 +188,11 @@ async def action_trigger(
                  title=title, idempotency_key=idempotency_key)
     bus = _bus(service)
     if action == "create":
-        _check(action, given, needs=("kind", "name"), allows=("scheduling_class", "precedence", "prompt", "enabled"))
+        _check(action, given, needs=("kind", "name"),
+               allows=("scheduling_class", "precedence", "prompt", "enabled", "idempotency_key"))
         create = p.CreateTrigger(kind=kind, name=name, precedence=precedence, prompt=prompt,  # type: ignore[arg-type]
                                  scheduling_class=None if scheduling_class == "derive" else scheduling_class,
-                                 enabled=True if enabled is None else enabled)
+                                 enabled=True if enabled is None else enabled, idempotency_key=idempotency_key)
         return TriggerActionResult(action=action, trigger=await bus.request(p.CREATE_TRIGGER, create))
     if action == "update":
         _check(action, given, needs=("trigger_id",),

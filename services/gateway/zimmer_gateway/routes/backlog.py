@@ -14,15 +14,16 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
 from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import backlog as c
+from zimmer_common.contracts.fields import LongText
 from zimmer_gateway.auth import Realm, authenticated, operator_only
-from zimmer_gateway.routes.common import ID_MAX, BusDep, Precedence, RowId, StrictBody, problem_responses
+from zimmer_gateway.routes.common import (
+    ID_MAX, BusDep, IdempotencyHeader, Precedence, RowId, StrictBody, keyed, problem_responses)
 
 router = APIRouter(prefix="/api/v1/work_backlog_items", tags=["work backlog"])
 
 ItemIdPath = Annotated[int, Path(ge=1, le=ID_MAX, description="The item's id")]
 OPERATOR = "operator"  # who the operator-only routes record as `by` / `added_by`
-OPERATOR_RESPONSES = {**problem_responses(404, 409, 422), 403: {
-    "description": "The fleet key cannot reach an operator-only route", "content": {"application/problem+json": {}}}}
+OPERATOR_RESPONSES = problem_responses(403, 404, 409)
 
 
 class AppendBody(c.AppendItem):
@@ -58,7 +59,7 @@ class PinBody(StrictBody):
 
 
 class RemoveBody(StrictBody):
-    reason: str = Field(min_length=1, max_length=2000, description="Why, in words: a human's judgement")
+    reason: Annotated[LongText, Field(min_length=1, description="Why, in words: a human's judgement")]
 
 
 @router.get("", summary="The work backlog, with counts", response_model=c.ItemList,
@@ -78,13 +79,15 @@ async def list_items(
 
 
 @router.post("", summary="Append an item", status_code=status.HTTP_201_CREATED, response_model=c.AppendResult,
-             responses=problem_responses(409, 422))
-async def append_item(body: AppendBody, bus: BusDep,
-                      realm: Annotated[Realm, Depends(authenticated)]) -> Response:
+             responses=problem_responses(409))
+async def append_item(body: AppendBody, bus: BusDep, realm: Annotated[Realm, Depends(authenticated)],
+                      idempotency_key: IdempotencyHeader = None) -> Response:
     """409 `conflict` when the key already has a queued row (the problem's `details.item_id` names
     it), 409 `band_full` when the cost's band cannot make room (nothing moved). An item without
-    `issue_url` is a 422 unless the operator appends it."""
+    `issue_url` is a 422 unless the operator appends it. A retry without an idempotency key is
+    harmless (409 `conflict` naming the item it made); with one, it gets the first answer back."""
     fields = body.model_dump(exclude={"added_via"})
+    fields["idempotency_key"] = keyed(body.idempotency_key, idempotency_key)
     if realm is Realm.OPERATOR:
         via = body.added_via or "operator"
         fields["added_by"] = body.added_by or OPERATOR
@@ -97,13 +100,19 @@ async def append_item(body: AppendBody, bus: BusDep,
 
 
 @router.post("/pull", summary="Pull the top items (or named keys) into spot sessions", response_model=c.PullResult,
-             responses=problem_responses(422))
-async def pull_items(body: PullBody, bus: BusDep, _realm: Annotated[Realm, Depends(authenticated)]) -> c.PullResult:
-    """Each item starts as a spot session, a child of `acting_session_id`, with precedence the
-    puller's + (count − n + 1) for the n-th. A pull by keys is safe to retry; a pull by count is
-    not. `failed` lists starts that did not happen (`retry_safe`: pull those keys again).
+             responses=problem_responses(409))
+async def pull_items(body: PullBody, bus: BusDep, _realm: Annotated[Realm, Depends(authenticated)],
+                     idempotency_key: IdempotencyHeader = None) -> c.PullResult:
+    """Give exactly one of `count` (1-10) or `keys` (422 otherwise). Each item starts as a spot
+    session, a child of `acting_session_id`, with precedence the puller's + (count − n + 1) for
+    the n-th. A pull by keys is safe to retry; a pull by count is safe to retry only with an
+    idempotency key (without one a retry pulls the next items; with one it returns the first
+    answer, or finishes a first attempt that did not answer; 409 while that attempt may still be
+    running). `failed` lists starts that did not happen (`retry_safe`: pull those keys again).
     `sentence` says which zero a pull of zero is."""
-    return await bus.request(c.PULL, c.PullItems.model_validate(body.model_dump()))
+    fields = body.model_dump()
+    fields["idempotency_key"] = keyed(body.idempotency_key, idempotency_key)
+    return await bus.request(c.PULL, c.PullItems.model_validate(fields))
 
 
 @router.patch("/{item_id}/pin", summary="Pin an item, optionally hand-placing it (operator only)",

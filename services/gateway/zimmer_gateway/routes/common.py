@@ -11,27 +11,41 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final
 
-from fastapi import Depends, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Depends, Header, Path, Request
+from pydantic import Field
 
 from zimmer_common.bus import Bus
+from zimmer_common.contracts.envelope import Request as ContractRequest
+from zimmer_common.contracts.fields import ID_MAX, INT32_MAX, INT32_MIN, NAME_MAX, RowId
+
+__all__ = ["ID_MAX", "BusDep", "IdempotencyHeader", "Precedence", "RowId", "SessionIdPath", "StrictBody",
+           "TriggerIdPath", "keyed", "problem_responses"]
 from zimmer_common.errors import ErrorCode, ZimmerError
 
-ID_MAX: Final = 2**63 - 1  # bigint identity columns
-INT32_MIN: Final = -(2**31)
-INT32_MAX: Final = 2**31 - 1
-
-RowId = Annotated[int, Field(ge=1, le=ID_MAX)]
 Precedence = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX,
                                   description="Rank in the spot queue: higher runs first; ties go to the oldest")]
 SessionIdPath = Annotated[int, Path(ge=1, le=ID_MAX, description="The session's id")]
 TriggerIdPath = Annotated[int, Path(ge=1, le=ID_MAX, description="The trigger's id")]
 
 
-class StrictBody(BaseModel):
-    """A request body that refuses unknown fields, so a misspelt field is a 422 naming it."""
+class StrictBody(ContractRequest):
+    """A request body of the gateway's own: a contract `Request` (strict types, unknown fields
+    refused naming them, storable strings only)."""
 
-    model_config = ConfigDict(extra="forbid")
+
+IdempotencyHeader = Annotated[str | None, Header(
+    alias="Idempotency-Key", min_length=1, max_length=NAME_MAX, pattern=r"^[\x21-\x7e]+$",
+    description="Repeat this request with the same key (after a 503 or a lost answer) and get the first answer "
+                "back, with nothing done twice. Printable ASCII, at most 200 characters; remembered for 24 hours, "
+                "per credential (and per X-Zimmer-Session-Id).")]
+
+
+def keyed(body_key: str | None, header_key: str | None) -> str | None:
+    """The request's idempotency key, from the header or the body (the same one if both)."""
+    if body_key and header_key and body_key != header_key:
+        raise ZimmerError(ErrorCode.INVALID, "the Idempotency-Key header and the body's idempotency_key differ",
+                          {"field": "idempotency_key"})
+    return header_key or body_key
 
 
 async def bus_of(request: Request) -> Bus:  # async: a plain def would run in a worker thread
@@ -44,9 +58,20 @@ async def bus_of(request: Request) -> Bus:  # async: a plain def would run in a 
 BusDep = Annotated[Bus, Depends(bus_of)]
 
 
+PROBLEM_TEXT: Final = {
+    401: "No valid credential (checked before the body is read)",
+    403: "The fleet key cannot reach an operator-only route",
+    404: "No such id",
+    409: "Refused in the current state (the problem's `code` says why: conflict, refused, band_full)",
+    413: "The body is larger than ZIMMER_MAX_BODY_BYTES, or the request cannot fit a bus message",
+    422: "Bad input; the problem names the field",
+    503: "Nothing was done: a dependency is down (`dependency` names it: database, message bus, a service), "
+         "a deadline passed, or the service is busy. Safe to retry (Retry-After).",
+}
+
+
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the problem documents a route may answer with."""
-    text = {401: "No valid credential", 404: "No such id", 409: "Refused in the current state",
-            422: "Bad input; the problem names the field", 503: "The owning service did not answer"}
-    return {s: {"description": text[s], "content": {"application/problem+json": {}}}
-            for s in (401, *statuses, 503)}
+    """OpenAPI entries for the problem documents a route may answer with: the ones every API
+    route can give (401, 413, 422, 503) and the route's own."""
+    return {s: {"description": PROBLEM_TEXT[s], "content": {"application/problem+json": {}}}
+            for s in sorted({401, 413, 422, 503, *statuses})}

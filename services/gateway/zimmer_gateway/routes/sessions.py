@@ -9,9 +9,10 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import spot as c
+from zimmer_common.contracts.fields import IdempotencyKey, Prompt, Time
 from zimmer_common.contracts.runtime import SessionStatusName, TurnKindName
 from zimmer_gateway.routes.common import (
-    ID_MAX, BusDep, Precedence, RowId, SessionIdPath, StrictBody, problem_responses)
+    ID_MAX, BusDep, IdempotencyHeader, Precedence, RowId, SessionIdPath, StrictBody, keyed, problem_responses)
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
 
@@ -27,6 +28,9 @@ class SpawnSessionBody(c.SpawnSession):
 
 
 class SessionPatch(StrictBody):
+    """Give at least one of the two: an empty change is refused (422)."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
     scheduling_class: Literal["priority", "spot", "derive"] | None = Field(
         None, description='"derive" clears the stored class so the session follows its genesis default again; '
                           "making a held session priority starts it now")
@@ -35,23 +39,28 @@ class SessionPatch(StrictBody):
 
 class TurnBody(StrictBody):
     kind: TurnKindName
-    prompt: str | None = None
-    attachments: list[dict[str, Any]] = Field(default_factory=list)
+    prompt: Prompt | None = None
+    attachments: c.Attachments = Field(default_factory=list)
+    idempotency_key: IdempotencyKey | None = None
 
 
 class StatusBody(StrictBody):
     status: SessionStatusName
-    at: datetime | None = Field(None, description="When the status changed (default: now)")
+    at: Time | None = Field(None, description="When the status changed, ISO 8601 (default: now)")
 
 
 @router.post("", summary="Spawn a session (idempotent on idempotency_key)", response_model=c.SpawnResult,
              status_code=status.HTTP_201_CREATED,
              responses={200: {"model": c.SpawnResult, "description": "The idempotency key named an existing session"},
                         **problem_responses(422)})
-async def spawn_session(body: SpawnSessionBody, bus: BusDep, response: Response) -> c.SpawnResult:
+async def spawn_session(body: SpawnSessionBody, bus: BusDep, response: Response,
+                        idempotency_key: IdempotencyHeader = None) -> c.SpawnResult:
     """Creates the session and, unless `start` is false, asks the gate for its first turn:
-    `turn.outcome` says whether it was admitted, held or passed without consulting the gate."""
-    result = await bus.request(c.SPAWN, body)
+    `turn.outcome` says whether it was admitted, held or passed without consulting the gate.
+    With an idempotency key (header or body; the same if both) a retry returns the same session,
+    201 the first time and 200 after."""
+    key = keyed(body.idempotency_key, idempotency_key)
+    result = await bus.request(c.SPAWN, body.model_copy(update={"idempotency_key": key}))
     if not result.created:
         response.status_code = status.HTTP_200_OK
     return result
@@ -82,7 +91,7 @@ async def get_session(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
 
 
 @router.patch("/{session_id}", summary="Change a session's scheduling class and/or precedence",
-              response_model=c.SessionView, responses=problem_responses(404, 422))
+              response_model=c.SessionView, responses=problem_responses(404))
 async def patch_session(session_id: SessionIdPath, body: SessionPatch, bus: BusDep) -> c.SessionView:
     """All or nothing: a refused change leaves the session as it was."""
     return await bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=session_id, **body.model_dump()))
@@ -92,10 +101,15 @@ async def patch_session(session_id: SessionIdPath, body: SessionPatch, bus: BusD
              responses={202: {"model": c.TurnResult,
                               "description": "Held (the gate keeps the prompt) or queued behind a held turn"},
                         **problem_responses(404, 409, 422)})
-async def request_turn(session_id: SessionIdPath, body: TurnBody, bus: BusDep, response: Response) -> c.TurnResult:
+async def request_turn(session_id: SessionIdPath, body: TurnBody, bus: BusDep, response: Response,
+                       idempotency_key: IdempotencyHeader = None) -> c.TurnResult:
     """200 when the turn was admitted or passed (not consulted); 202 when it was held or queued:
-    the prompt will still be delivered when the gate admits it."""
-    result = await bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=session_id, **body.model_dump()))
+    the prompt will still be delivered when the gate admits it. 409 `refused` for a session that
+    has ended. Not safe to retry without an idempotency key (a retry asks for a second turn);
+    with one, a retry returns the first answer and starts nothing twice."""
+    fields = body.model_dump()
+    fields["idempotency_key"] = keyed(body.idempotency_key, idempotency_key)
+    result = await bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=session_id, **fields))
     if result.outcome in ("held", "queued"):
         response.status_code = status.HTTP_202_ACCEPTED
     return result

@@ -9,7 +9,9 @@ from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
-from zimmer_gateway.routes.common import BusDep, Precedence, StrictBody, TriggerIdPath, problem_responses
+from zimmer_common.contracts.fields import IdempotencyKey, JsonObject, Name, Prompt, Title
+from zimmer_gateway.routes.common import (
+    BusDep, IdempotencyHeader, Precedence, StrictBody, TriggerIdPath, keyed, problem_responses)
 
 router = APIRouter(prefix="/api/v1/triggers", tags=["triggers"])
 
@@ -21,33 +23,39 @@ class CreateTriggerBody(p.CreateTrigger):
 
 
 class TriggerPatch(StrictBody):
-    name: str | None = Field(None, min_length=1, max_length=200)
+    """Give at least one change: an empty one is refused (422)."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+    name: Name | None = None
     scheduling_class: Literal["priority", "spot", "derive"] | None = Field(
         None, description='"derive" clears the class; sessions already spawned keep theirs')
     precedence: Precedence | None = None
     clear_precedence: bool = False
-    prompt: str | None = None
+    prompt: Prompt | None = None
     enabled: bool | None = None
 
 
 class FireBody(StrictBody):
-    prompt: str | None = Field(None, description="Default: the trigger's prompt")
-    title: str | None = Field(None, max_length=500, description="Default: the trigger's name")
-    idempotency_key: str | None = Field(None, max_length=200)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    prompt: Prompt | None = Field(None, description="Default: the trigger's prompt")
+    title: Title | None = Field(None, description="Default: the trigger's name")
+    idempotency_key: IdempotencyKey | None = None
+    metadata: JsonObject = Field(default_factory=dict)
 
 
 SPAWNED = {200: {"model": c.SpawnResult, "description": "The idempotency key named an existing session"},
-           **problem_responses(404, 409, 422)}
+           **problem_responses(404, 409)}
 
 
 @router.post("", summary="Create a trigger", response_model=p.TriggerView, status_code=status.HTTP_201_CREATED,
-             responses=problem_responses(422))
-async def create_trigger(body: CreateTriggerBody, bus: BusDep) -> p.TriggerView:
-    return await bus.request(p.CREATE_TRIGGER, body)
+             responses=problem_responses(409))
+async def create_trigger(body: CreateTriggerBody, bus: BusDep, idempotency_key: IdempotencyHeader = None
+                         ) -> p.TriggerView:
+    """A retry without an idempotency key creates a second trigger; with one it returns the first."""
+    return await bus.request(p.CREATE_TRIGGER, body.model_copy(
+        update={"idempotency_key": keyed(body.idempotency_key, idempotency_key)}))
 
 
-@router.get("", summary="Search triggers", response_model=p.TriggerList, responses=problem_responses(422))
+@router.get("", summary="Search triggers", response_model=p.TriggerList, responses=problem_responses())
 async def search_triggers(bus: BusDep, kind: p.TriggerKindName | None = None,
                           name_contains: Annotated[str | None, Query(max_length=200)] = None,
                           limit: Annotated[int, Query(ge=1, le=500)] = 100) -> p.TriggerList:
@@ -55,14 +63,17 @@ async def search_triggers(bus: BusDep, kind: p.TriggerKindName | None = None,
 
 
 @router.patch("/{trigger_id}", summary="Change a trigger (its class applies to sessions it fires from now on)",
-              response_model=p.TriggerView, responses=problem_responses(404, 422))
+              response_model=p.TriggerView, responses=problem_responses(404))
 async def patch_trigger(trigger_id: TriggerIdPath, body: TriggerPatch, bus: BusDep) -> p.TriggerView:
     return await bus.request(p.UPDATE_TRIGGER, p.UpdateTrigger(trigger_id=trigger_id, **body.model_dump()))
 
 
-async def _spawn(spec: Any, trigger_id: int, body: FireBody | None, bus: BusDep, response: Response) -> c.SpawnResult:
+async def _spawn(spec: Any, trigger_id: int, body: FireBody | None, bus: BusDep, response: Response,
+                 header_key: str | None) -> c.SpawnResult:
     fire = body or FireBody()
-    result: c.SpawnResult = await bus.request(spec, p.FireTrigger(trigger_id=trigger_id, **fire.model_dump()))
+    fields = fire.model_dump()
+    fields["idempotency_key"] = keyed(fire.idempotency_key, header_key)
+    result: c.SpawnResult = await bus.request(spec, p.FireTrigger(trigger_id=trigger_id, **fields))
     if not result.created:
         response.status_code = status.HTTP_200_OK
     return result
@@ -71,12 +82,16 @@ async def _spawn(spec: Any, trigger_id: int, body: FireBody | None, bus: BusDep,
 @router.post("/{trigger_id}/invoke", summary="Invoke a trigger by hand (genesis api)", response_model=c.SpawnResult,
              status_code=status.HTTP_201_CREATED, responses=SPAWNED)
 async def invoke_trigger(trigger_id: TriggerIdPath, bus: BusDep, response: Response,
-                         body: Annotated[FireBody | None, Body()] = None) -> c.SpawnResult:
-    return await _spawn(p.INVOKE_TRIGGER, trigger_id, body, bus, response)
+                         body: Annotated[FireBody | None, Body()] = None,
+                         idempotency_key: IdempotencyHeader = None) -> c.SpawnResult:
+    """409 `refused` for a disabled trigger. With an idempotency key a retry returns the same session."""
+    return await _spawn(p.INVOKE_TRIGGER, trigger_id, body, bus, response, idempotency_key)
 
 
 @router.post("/{trigger_id}/fire", summary="Fire a trigger (genesis = its kind; class and precedence stamped once)",
              response_model=c.SpawnResult, status_code=status.HTTP_201_CREATED, responses=SPAWNED)
 async def fire_trigger(trigger_id: TriggerIdPath, bus: BusDep, response: Response,
-                       body: Annotated[FireBody | None, Body()] = None) -> c.SpawnResult:
-    return await _spawn(p.FIRE_TRIGGER, trigger_id, body, bus, response)
+                       body: Annotated[FireBody | None, Body()] = None,
+                       idempotency_key: IdempotencyHeader = None) -> c.SpawnResult:
+    """409 `refused` for a disabled trigger. With an idempotency key a retry returns the same session."""
+    return await _spawn(p.FIRE_TRIGGER, trigger_id, body, bus, response, idempotency_key)
