@@ -20,6 +20,7 @@ from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.edge import Edge
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
+from zimmer_gateway.routes.common import problem_responses
 from zimmer_gateway.routes.backlog import router as backlog_router
 from zimmer_gateway.routes.spot import router as spot_router
 
@@ -90,12 +91,14 @@ def create_app(service: Service) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/api/v1/ping", tags=["system"], summary="Check the credential and the gateway")
+    @app.get("/api/v1/ping", tags=["system"], summary="Check the credential and the gateway",
+             responses=problem_responses())
     async def api_ping(realm: Realm = Depends(authenticated)) -> dict[str, Any]:
         return {"service": "gateway", "version": __version__, "instance_id": service.settings.instance_id,
                 "uptime_seconds": round(service.uptime, 3), "realm": realm.value}
 
-    @app.get("/api/v1/services", tags=["system"], summary="Ping every service (operator only)")
+    @app.get("/api/v1/services", tags=["system"], summary="Ping every service (operator only)",
+             responses=problem_responses(403))
     async def services(_realm: Realm = Depends(operator_only),
                        timeout: float = Query(READY_TIMEOUT_SECONDS, gt=0, le=10,
                                               description="Seconds to wait for each service")) -> dict[str, Any]:

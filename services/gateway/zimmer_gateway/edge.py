@@ -13,7 +13,9 @@
    makes is budgeted from, and as its caller (the credential's realm, and the session a
    connection declares in `X-Zimmer-Session-Id`), which scopes its idempotency keys.
 
-Refusals are RFC 9457 problem documents with `Connection: close` when a body is left unread.
+Refusals are RFC 9457 problem documents. A body left unread is not buffered: the server reads
+and discards the rest after answering (closing the connection at once would reset it, and a
+client still sending would lose the answer), and the keep-alive timeout bounds that.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class Edge:
             return
         body = await _read_bounded(receive, self.max_body)
         if body is None:
-            await _refuse(scope, receive, send, self._too_large(path, None), body_pending=True)
+            await _refuse(scope, receive, send, self._too_large(path, None))
             return
 
         caller = _caller(realm, headers.get(SESSION_HEADER))
@@ -144,9 +146,5 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _refuse(scope: Scope, receive: Receive, send: Send, response: Any, *, body_pending: bool = True) -> None:
-    if body_pending:
-        # The body (or the rest of it) is never read: close the connection after the answer
-        # rather than let the server keep reading it for the next request.
-        response.headers["connection"] = "close"
+async def _refuse(scope: Scope, receive: Receive, send: Send, response: Any) -> None:
     await response(scope, receive, send)

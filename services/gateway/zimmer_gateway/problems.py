@@ -71,15 +71,15 @@ def zimmer_problem(exc: ZimmerError, path: str) -> JSONResponse:
                    headers=headers, **extra)
 
 
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route answers at this path (Starlette's 405 names only the first)."""
+    """Every method some route answers at this path (Starlette's 405 names only the first
+    route's). Asked of the router through `matches`, method by method, so included routers and
+    mounts answer for their own routes."""
     from starlette.routing import Match
 
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        route_methods = getattr(route, "methods", None)
-        if match is not Match.NONE and route_methods:
-            # a partial match means "path matched, method did not": still this path's methods
-            methods |= set(route_methods)
-    return sorted(methods)
+    return [method for method in METHODS
+            if any(route.matches({**request.scope, "method": method})[0] is Match.FULL
+                   for route in request.app.router.routes)]

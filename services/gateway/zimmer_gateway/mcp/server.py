@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from zimmer_common import __version__
-from zimmer_common.contracts.envelope import refuse_unstorable
+from zimmer_common.contracts.envelope import printable, refuse_unstorable, unstorable_strings
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
@@ -238,7 +238,7 @@ class McpSurface:
         if scope["type"] != "http":  # streamable HTTP has no websocket form
             await send({"type": "websocket.close", "code": 1008})
             return
-        request = Request(scope)
+        request = Request(scope, receive)
         path = request.url.path
         realm = self._authenticate(request)
         if realm is None:
@@ -255,6 +255,20 @@ class McpSurface:
                           field="groups", unknown_groups=exc.unknown,
                           known_groups=list(KNOWN_GROUPS))(scope, receive, send)
             return
+        if request.method == "POST":
+            # The body is already buffered and bounded (zimmer_gateway.edge). Strings that cannot
+            # be stored are refused here as on REST (422 naming the field), whatever the message
+            # they sit in; the SDK's parser would call a lone surrogate a parse error instead.
+            body = await request.body()
+            bad = _unstorable_in(body)
+            if bad is not None:
+                loc, why = bad
+                await problem(422, f"{'.'.join(map(str, loc))} {why}", type_="urn:zimmer:error:invalid",
+                              instance=path, code="invalid",
+                              errors=[{"loc": ["body", *loc], "msg": why, "type": "unstorable_string"}]
+                              )(scope, receive, send)
+                return
+            receive = _replay(body)
         try:
             server = await self.server_for(groups)
         except ZimmerError as exc:
@@ -272,6 +286,29 @@ class McpSurface:
         if scheme.lower() != "bearer" or not token.strip():
             return None
         return realm_of(self.service.settings, token.strip())
+
+
+def _unstorable_in(body: bytes) -> tuple[tuple[str | int, ...], str] | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None  # not JSON: the SDK answers with its parse error
+    for loc, why in unstorable_strings(message):
+        return tuple(printable(p) if isinstance(p, str) else p for p in loc), why
+    return None
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return replay
 
 
 async def _serve(server: MCPServer, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
