@@ -224,9 +224,10 @@ class Bus:
         budget = due - time.time()
         if budget < deadline.MIN_BUDGET:
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"no time left to ask {spec.ctx} to {spec.op}; nothing was done",
-                              {"retry_safe": True})
+                              {"retry_safe": True, "sent": False})
         if not self.nc.is_connected:
-            raise unavailable(MESSAGE_BUS, f"message bus unavailable: cannot ask {spec.ctx} to {spec.op}")
+            raise unavailable(MESSAGE_BUS, f"message bus unavailable: cannot ask {spec.ctx} to {spec.op}; "
+                              "nothing was sent", sent=False)
         body = payload.model_dump_json().encode()
         if len(body) > self.payload_room():
             raise ZimmerError(ErrorCode.TOO_LARGE, f"the request is {len(body):,} bytes; a message on the bus carries "
@@ -238,14 +239,18 @@ class Bus:
         try:
             msg = await self.nc.request(spec.subject, body, timeout=budget + deadline.REPLY_GRACE, headers=headers)
         except (NatsTimeoutError, asyncio.TimeoutError):
+            # Sent, unanswered: past its deadline it can no longer take effect; it may have just
+            # before its answer was lost, which a retry with the same idempotency key tells.
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.ctx} did not answer {spec.op} within {budget:.2g}s; "
-                              "nothing was done", {"dependency": spec.ctx, "retry_safe": True}) from None
+                              "it will not take effect now", {"dependency": spec.ctx, "retry_safe": True,
+                                                              "sent": True}) from None
         except NoRespondersError:
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"no {spec.ctx} instance is serving {spec.op}",
-                              {"dependency": spec.ctx, "retry_safe": True}) from None
+                              {"dependency": spec.ctx, "retry_safe": True, "sent": False}) from None
         except Exception as exc:  # connection closed, draining, reconnecting, ...
             self.outages.of(MESSAGE_BUS).failed(exc, where=spec.subject)
-            raise unavailable(MESSAGE_BUS, f"message bus unavailable: {spec.op} to {spec.ctx} not sent") from None
+            raise unavailable(MESSAGE_BUS, f"message bus unavailable: {spec.op} to {spec.ctx} got no answer; "
+                              "it will not take effect now", sent=True) from None
         reply = RpcReply.model_validate_json(msg.data)
         if not reply.ok:
             err = reply.error

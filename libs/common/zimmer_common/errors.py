@@ -72,7 +72,13 @@ class ZimmerError(Exception):
 RETRY_SAFE = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.BUSY})
 
 
-def unavailable(dependency: str, message: str | None = None) -> ZimmerError:
-    """`unavailable` naming the dependency that is down ("database", "message bus", a service)."""
-    return ZimmerError(ErrorCode.UNAVAILABLE, message or f"{dependency} unavailable",
-                       {"dependency": dependency, "retry_safe": True})
+def unavailable(dependency: str, message: str | None = None, *, sent: bool | None = None) -> ZimmerError:
+    """`unavailable` naming the dependency that is down ("database", "message bus", a service).
+
+    `sent` (for a request over the bus): False when it never left, so nothing happened; True when
+    it left and no answer came, so it will not take effect from now on (deadlines), though it may
+    have just before its answer was lost (a retry with its idempotency key returns that answer)."""
+    details: dict[str, object] = {"dependency": dependency, "retry_safe": True}
+    if sent is not None:
+        details["sent"] = sent
+    return ZimmerError(ErrorCode.UNAVAILABLE, message or f"{dependency} unavailable", details)
