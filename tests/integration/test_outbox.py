@@ -184,3 +184,37 @@ async def test_a_rebuilt_database_is_not_mistaken_for_the_old_one(env, pg_base_u
         admin = await asyncpg.connect(pg_base_url)
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         await admin.close()
+
+
+class Step(Payload):
+    aggregate: str
+    n: int
+
+
+async def test_two_relays_keep_each_aggregates_order(env) -> None:  # type: ignore[no-untyped-def]
+    """Two replicas' relays on one outbox, a thousand events on five aggregates written while they
+    run: every event arrives once, and each aggregate's events arrive in the order they were written."""
+    engine, bus = env
+    relays = [OutboxRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=0.01) for _ in range(2)]
+    running = [asyncio.create_task(r.run()) for r in relays]
+
+    async def writer(aggregate: str) -> None:  # one writer per aggregate, as an aggregate's row lock makes it
+        for n in range(200):
+            async with engine.begin() as conn:
+                await emit(conn, SCHEMA, SUBJECT, "step", Step(aggregate=aggregate, n=n))
+            relays[n % 2].kick()
+
+    await asyncio.gather(*(writer(a) for a in "abcde"))
+    for _ in range(300):
+        async with engine.connect() as conn:
+            if not (await conn.execute(text(f"SELECT count(*) FROM {SCHEMA}.outbox WHERE sent_at IS NULL"))).scalar_one():
+                break
+        await asyncio.sleep(0.05)
+    for r in relays:
+        r.stop()
+    await asyncio.gather(*running)
+    got = await deliveries(bus)
+    assert len(got) == 1000 and len({e.id for e in got}) == 1000
+    for aggregate in "abcde":
+        ns = [e.data["n"] for e in got if e.data["aggregate"] == aggregate]
+        assert ns == list(range(200)), f"aggregate {aggregate} out of order"

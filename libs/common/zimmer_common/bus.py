@@ -145,6 +145,7 @@ class Bus:
             task.add_done_callback(self._inflight.discard)
 
         self._subs.append(await self.nc.subscribe(spec.subject, queue=spec.ctx, cb=on_msg))
+        await self.nc.flush(timeout=self.rpc_timeout)  # when this returns, the server routes requests to us
 
     async def _refuse_busy(self, spec: RpcSpec[Any, Any], msg: Msg) -> None:
         if self.metrics:
