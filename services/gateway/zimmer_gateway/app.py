@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.openapi.utils import get_openapi
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import PlainTextResponse
 
@@ -20,7 +21,7 @@ from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.edge import Edge
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
-from zimmer_gateway.routes.common import problem_responses
+from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
 from zimmer_gateway.routes.backlog import router as backlog_router
 from zimmer_gateway.routes.spot import router as spot_router
 
@@ -105,6 +106,7 @@ def create_app(service: Service) -> FastAPI:
         answers = await ping_peers(service, timeout)
         return {"services": {n: _describe(a) for n, a in answers.items()}}
 
+    install_openapi(app)
     app.include_router(spot_router)  # sessions, turns, triggers, spot policy, costs, quota readings
     app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
 
@@ -113,6 +115,23 @@ def create_app(service: Service) -> FastAPI:
     app.add_route("/mcp", mcp, include_in_schema=False)
     app.mount("/mcp", mcp)
     return app
+
+
+def install_openapi(app: FastAPI) -> None:
+    """The generated document, plus what every route can answer that FastAPI cannot see: a body
+    that is not JSON is a 400 wherever a body is read (problem documents as everywhere)."""
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            for path, methods in spec.get("paths", {}).items():
+                for op in methods.values():
+                    if "requestBody" in op and path.startswith("/api/"):
+                        op["responses"].setdefault("400", {
+                            "description": PROBLEM_TEXT[400], "content": {"application/problem+json": {}}})
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _missing(name: str, answer: PingReply | ZimmerError) -> str:

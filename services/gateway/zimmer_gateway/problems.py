@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -47,6 +48,15 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
+        return problem(422, "the request does not match the API contract", type_="urn:zimmer:error:invalid",
+                       instance=request.url.path, code="invalid", errors=errors)
+
+    @app.exception_handler(ValidationError)
+    async def _contract(request: Request, exc: ValidationError) -> JSONResponse:
+        # A route built a contract from its parameters and the contract refused them: the same
+        # rules as the services', so the same answer (422 naming the field), never a 500.
+        errors = [{"loc": ["query", *e.get("loc", ())], "msg": e.get("msg"), "type": e.get("type")}
+                  for e in exc.errors(include_url=False, include_input=False)]
         return problem(422, "the request does not match the API contract", type_="urn:zimmer:error:invalid",
                        instance=request.url.path, code="invalid", errors=errors)
 

@@ -59,6 +59,7 @@ BusDep = Annotated[Bus, Depends(bus_of)]
 
 
 PROBLEM_TEXT: Final = {
+    400: "The body is not JSON (or not UTF-8)",
     401: "No valid credential (checked before the body is read)",
     403: "The fleet key cannot reach an operator-only route",
     404: "No such id",

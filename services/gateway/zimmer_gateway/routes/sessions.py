@@ -69,9 +69,10 @@ async def spawn_session(body: SpawnSessionBody, bus: BusDep, response: Response,
 @router.get("", summary="Search sessions", response_model=c.SessionList, responses=problem_responses(422))
 async def list_sessions(
     bus: BusDep,
-    status_: Annotated[list[SessionStatusName] | None, Query(alias="status", description="Repeatable")] = None,
+    status_: Annotated[list[SessionStatusName] | None, Query(alias="status", max_length=10,
+                                                             description="Repeatable")] = None,
     priority_class: Annotated[c.ClassName | None, Query(description="The resolved class")] = None,
-    genesis: Annotated[list[c.GenesisName] | None, Query(description="Repeatable")] = None,
+    genesis: Annotated[list[c.GenesisName] | None, Query(max_length=10, description="Repeatable")] = None,
     parent_session_id: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
     order: Annotated[Literal["precedence", "created_at", "updated_at"],
                      Query(description="precedence: highest first, oldest first within a tie "
