@@ -202,3 +202,22 @@ async def test_outage_answers_are_documented_in_openapi(http: httpx.AsyncClient)
             assert {"401", "413", "422", "503"} <= set(op["responses"]), (method, path)
             assert op.get("security"), (method, path)
     assert "text/plain" in spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+
+
+async def test_mcp_keys_are_scoped_to_the_declared_session(stack) -> None:  # type: ignore[no-untyped-def]
+    """The caller travels from the MCP connection to the backlog: the same key from two sessions
+    is two keys (were it lost on the way, the second append would be a 409 reusing the first's)."""
+    _services, url = stack
+    answers = []
+    async with httpx.AsyncClient(base_url=url, timeout=15) as http:
+        for session in (1, 2):
+            call_tool = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "append_work_backlog_item", "arguments": {
+                    "key": f"zimmer#{40 + session}", "issue_url": ISSUE.format(n=40 + session),
+                    "estimated_cost": "small", "idempotency_key": "same-key"}}}
+            r = await http.post("/mcp?groups=work_backlog", json=call_tool, headers={
+                **FLEET, "accept": "application/json, text/event-stream", "x-zimmer-session-id": str(session)})
+            assert r.status_code == 200, r.text
+            answers.append(r.json()["result"])
+    assert not any(a.get("isError") for a in answers), answers
+    assert [a["structuredContent"]["item"]["key"] for a in answers] == ["zimmer#41", "zimmer#42"]

@@ -56,8 +56,9 @@ class Batcher(Generic[Req, Out]):
         self._pending.append((request, future, deadline.current()))
         self.on_depth(len(self._pending))
         if self._draining is None or self._draining.done():
-            # The drain task runs outside any one caller's deadline: it sets each batch's own.
-            with deadline.use(None):
+            # The drain task serves many callers: none of their deadlines or identities is its
+            # own (it sets each batch's deadline; requests carry what they need of the caller).
+            with deadline.use(None), deadline.as_caller(None):
                 self._draining = asyncio.create_task(self._drain())
         return await future
 
