@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,35 +15,14 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from zimmer_cli.backlog_cmd import backlog_app
+from zimmer_cli.common import DataDir, _data_dir, _embedded_postgres, _load_factory, _settings
 from zimmer_cli.registry import SERVICES, START_ORDER
 
 app = typer.Typer(help="Zimmer control plane: backlog, spot gate, sweeper, alerts and gateway.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 READY_TIMEOUT = 120.0
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Where embedded servers keep their data "
-                                               "(default: $ZIMMER_DATA_DIR or ./.zimmer)")]
-
-
-def _load_factory(name: str) -> Any:
-    if name not in SERVICES:
-        raise typer.BadParameter(f"unknown service {name!r}; one of: {', '.join(SERVICES)}")
-    module, attr = SERVICES[name].split(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def _settings(**overrides: Any) -> Any:
-    from zimmer_common.settings import ConfigurationError, load_settings
-
-    try:
-        return load_settings(**overrides)
-    except ConfigurationError as exc:
-        typer.secho(f"configuration error: {exc}", fg="red", err=True)
-        raise typer.Exit(2) from None
-
-
-def _data_dir(option: Path | None) -> Path:
-    return (option or Path(os.environ.get("ZIMMER_DATA_DIR", ".zimmer"))).resolve()
 
 
 @app.command()
@@ -82,19 +59,6 @@ def migrate(data_dir: DataDir = None) -> None:
     finally:
         if pg:
             pg.stop()
-
-
-def _embedded_postgres(data_dir: Path | None) -> Any:
-    """The data directory's PostgreSQL for a one-off command: the running one (`zimmer up`), else a
-    temporary postmaster that `stop()` stops."""
-    from zimmer_cli.embedded import EmbeddedPostgres
-
-    root = _data_dir(data_dir)
-    try:
-        return EmbeddedPostgres(root / "pg", log_file=root / "logs" / "postgres.log")
-    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        typer.secho(f"embedded PostgreSQL: {exc}", fg="red", err=True)
-        raise typer.Exit(1) from None
 
 
 def _credentials(data_dir: Path) -> tuple[dict[str, str], str]:
@@ -357,69 +321,7 @@ async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
     return out
 
 
-backlog_app = typer.Typer(help="The work backlog.", no_args_is_help=True)
 app.add_typer(backlog_app, name="backlog")
-
-
-@backlog_app.command("import")
-def backlog_import(
-        path: Annotated[str | None, typer.Argument(help="WORK_BACKLOG.json to read (default: "
-                                                   "$WORK_BACKLOG_SOURCE_PATH, then the GitHub contents API)")] = None,
-        data_dir: DataDir = None) -> None:
-    """Import WORK_BACKLOG.json into the work backlog (embedded PostgreSQL unless ZIMMER_DATABASE_URL is set;
-    a running `zimmer up` on the same data directory is used as it is, never stopped).
-    Inserts only, keyed on each item's id, so a second run writes nothing; precedences verbatim."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from zimmer_backlog.importer import ImportSourceUnavailable, resolve_source
-    from zimmer_common.settings import Environment
-
-    pg = None
-    url = os.environ.get("ZIMMER_DATABASE_URL")
-    try:
-        if not url:
-            pg = _embedded_postgres(data_dir)
-            url = pg.ensure_database("zimmer")
-        env = _settings(database_url=url).env
-        source = resolve_source(path)
-        with Progress(TextColumn("[bold]importing[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn()) as bar:
-            task = bar.add_task(source.describe(), total=None)
-            try:
-                report = asyncio.run(_import_backlog(
-                    url, source, env, lambda done, total: bar.update(task, completed=done, total=total)))
-            except ImportSourceUnavailable as exc:
-                typer.secho(f"import failed in {Environment.PRODUCTION.value}: {exc}", fg="red", err=True)
-                raise typer.Exit(1) from None
-    finally:
-        if pg:
-            pg.stop()
-    typer.echo(f"source    {report.source}  (import run {report.run_id})")
-    if report.source_unavailable:
-        typer.secho(f"nothing imported: {report.error} (recorded on the import run; outside production "
-                    "this is not an error)", fg="yellow")
-        return
-    typer.echo(f"inserted  {report.inserted}")
-    reasons = {r: len(report.skipped_for(r)) for r in dict.fromkeys(s.reason for s in report.skipped)}
-    typer.echo(f"skipped   {len(report.skipped)}" + (f"  ({', '.join(f'{n} {r}' for r, n in reasons.items())})"
-                                                     if reasons else ""))
-    for s in report.skipped:
-        if s.reason != "already_imported":
-            typer.secho(f"  - {s.id}: {s.reason}: {s.detail}", fg="yellow")
-
-
-async def _import_backlog(url: str, source: Any, env: Any, progress: Any) -> Any:
-    from zimmer_backlog.backlog import SCHEMA
-    from zimmer_backlog.importer import import_backlog
-    from zimmer_common.db import create_engine
-    from zimmer_common.db import migrate as run_migrations
-
-    await run_migrations(url, SCHEMA, "zimmer_backlog.migrations")
-    engine = create_engine(url, pool_size=2, max_overflow=0, app_name="zimmer-backlog-import")
-    try:
-        return await import_backlog(engine, source=source, env=env, progress=progress)
-    finally:
-        await engine.dispose()
 
 
 if __name__ == "__main__":

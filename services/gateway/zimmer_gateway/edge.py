@@ -79,7 +79,7 @@ class Edge:
 
         caller = _caller(realm, headers.get(SESSION_HEADER))
         with deadline.use(time.time() + self.settings.rpc_timeout_seconds), deadline.as_caller(caller):
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
 
     def _too_large(self, path: str, declared: str | None) -> Any:
         said = f" (Content-Length {declared})" if declared else ""
@@ -133,7 +133,8 @@ async def _read_bounded(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the app `body` (already read) and then whatever `receive` gives."""
     sent = False
 
     async def replay() -> Message:

@@ -14,7 +14,7 @@ a bare prompt is ungated work. `acting_session_id` is provenance, never authoriz
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 

@@ -41,6 +41,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
 from zimmer_gateway.auth import REALM_SCOPE_KEY, Realm, realm_of
+from zimmer_gateway.edge import replay_body
 from zimmer_gateway.mcp.registry import (
     CORE,
     INJECTED,
@@ -268,7 +269,7 @@ class McpSurface:
                               errors=[{"loc": ["body", *loc], "msg": why, "type": "unstorable_string"}]
                               )(scope, receive, send)
                 return
-            receive = _replay(body)
+            receive = replay_body(body, receive)
         try:
             server = await self.server_for(groups)
         except ZimmerError as exc:
@@ -296,19 +297,6 @@ def _unstorable_in(body: bytes) -> tuple[tuple[str | int, ...], str] | None:
     for loc, why in unstorable_strings(message):
         return tuple(printable(p) if isinstance(p, str) else p for p in loc), why
     return None
-
-
-def _replay(body: bytes) -> Receive:
-    sent = False
-
-    async def replay() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    return replay
 
 
 async def _serve(server: MCPServer, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
