@@ -150,9 +150,10 @@ async def test_held_turn_then_priority_starts_it(http: httpx.AsyncClient) -> Non
         "running", "priority", None)
     assert (await http.get(f"/api/v1/sessions/{sid}")).json()["status"] == "running"
 
-    passed = await http.post(f"/api/v1/sessions/{sid}/turns", json={"kind": "heartbeat"})
-    assert passed.status_code == 200 and passed.json()["outcome"] == "passed"
-    assert passed.json()["exempt_because"] == "priority"
+    # Running now: a further turn waits behind the one in flight (issue 8 #2), priority or not.
+    behind = await http.post(f"/api/v1/sessions/{sid}/turns", json={"kind": "heartbeat"})
+    assert behind.status_code == 202 and behind.json()["outcome"] == "queued"
+    assert behind.json()["session"]["status"] == "running"
 
     await http.post(f"/api/v1/sessions/{sid}/status", json={"status": "archived"})
     ended = refused(await http.post(f"/api/v1/sessions/{sid}/turns", json={"kind": "follow_up"}), 409)

@@ -11,7 +11,7 @@ from zimmer_spot_gate.domain.gate import (
 from zimmer_spot_gate.domain.model import Ceiling, Reason, Window
 
 FIVE, SEVEN = Window.FIVE_HOUR, Window.SEVEN_DAY
-IDLE = FleetState(running_slots=0, running_total=0, burn_dollars_per_minute=0.0)
+IDLE = FleetState(running_slots=0, burn_dollars_per_minute=0.0)
 
 
 def snap(u5: float = 0.1, u7: float = 0.1, *, fleet: FleetState = IDLE, cand: Candidate | None = None,
@@ -37,7 +37,7 @@ def test_fail_open_reasons() -> None:
 def test_within_limits_names_the_pool() -> None:
     d = decide(snap())
     assert (d.allowed, d.reason, d.ceiling) == (True, Reason.WITHIN_LIMITS, None)
-    assert "3 of 4 accounts" in d.sentence and "10 of 10 session slots free" in d.sentence
+    assert "3 of 4 accounts" in d.sentence and "10 of 10 session slots are free" in d.sentence
 
 
 def test_cap_protects_the_reserve_absolutely() -> None:
@@ -56,26 +56,26 @@ def test_room_for_one_when_the_whole_fleet_is_idle() -> None:
     # $100 left over 240 min: sustainable $0.42/min, the session burns $2/min. Idle: pace waived.
     idle = decide(snap(u5=0.7))
     assert idle.allowed and idle.windows[0].pace_waived
-    busy = FleetState(running_slots=1, running_total=1, burn_dollars_per_minute=2.0)
+    busy = FleetState(running_slots=1, burn_dollars_per_minute=2.0)
     d = decide(snap(u5=0.7, fleet=busy))
     assert (d.allowed, d.ceiling) == (False, Ceiling.PACING_CURVE) and "pacing curve" in d.sentence
 
 
 def test_priority_work_running_counts_as_the_fleet_not_idle() -> None:
     # A priority session running (not a slot-holding spot one) still un-waives the pace check.
-    priority_running = FleetState(running_slots=1, running_total=1, burn_dollars_per_minute=0.0)
+    priority_running = FleetState(running_slots=1, burn_dollars_per_minute=0.0)
     assert decide(snap(u5=0.7, fleet=priority_running)).ceiling is Ceiling.PACING_CURVE
 
 
 def test_fleet_at_cap_and_running_sessions_skip_the_slot_check() -> None:
-    full = FleetState(running_slots=10, running_total=10, burn_dollars_per_minute=0.0)
+    full = FleetState(running_slots=10, burn_dollars_per_minute=0.0)
     d = decide(snap(fleet=full))
     assert (d.allowed, d.reason, d.ceiling) == (False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP)
     assert decide(snap(fleet=full, cand=Candidate(2.0, already_running=True))).allowed
 
 
 def test_utilization_outranks_the_slot_as_the_reason() -> None:
-    full = FleetState(running_slots=10, running_total=10, burn_dollars_per_minute=0.0)
+    full = FleetState(running_slots=10, burn_dollars_per_minute=0.0)
     assert decide(snap(u5=0.95, fleet=full)).reason is Reason.AT_UTILIZATION_LIMIT
 
 
@@ -95,7 +95,7 @@ def test_resume_margin_needs_five_more_points() -> None:
 @st.composite
 def snapshots(draw):  # type: ignore[no-untyped-def]
     running = draw(st.integers(0, 12))
-    fleet = FleetState(running, running + draw(st.integers(0, 2)), draw(st.floats(0, 20)))
+    fleet = FleetState(running, draw(st.floats(0, 20)))
     windows = tuple(WindowState(w, draw(st.floats(0, 1)), draw(st.floats(1, 10080)),
                                 draw(st.one_of(st.none(), st.floats(1, 1e5))), draw(st.floats(0, 0.01)))
                     for w in (FIVE, SEVEN))
@@ -137,5 +137,24 @@ def test_reasons_and_ceilings_agree(s: Snapshot) -> None:
 
 @pytest.mark.parametrize("running", [0, 3])
 def test_pace_waiver_keys_on_the_whole_fleet(running: int) -> None:
-    fleet = FleetState(running_slots=0, running_total=running, burn_dollars_per_minute=0.0)
+    """Seed 004 "There is always room for one session": the waiver keys on the whole fleet being
+    idle (priority work running is work happening); what the fleet counts is Claude Code work,
+    so Codex and status-summary forks never keep it from being idle (quota.fleet leaves them out)."""
+    fleet = FleetState(running_slots=running, burn_dollars_per_minute=0.0)
     assert decide(snap(u5=0.7, fleet=fleet)).windows[0].pace_waived is (running == 0)
+
+
+def test_sentences_say_what_decided() -> None:
+    """Issue 8 #8, sentences that lie. An idle fleet is allowed because the pace check is waived
+    (seed 004 "There is always room for one session"), not because it is "inside its pacing
+    curve"; an uncalibrated pace sentence says it is in fractions of the window (seed 004 "Before
+    the first calibration": an estimate is never presented as a measurement)."""
+    idle = decide(snap())
+    assert "pace check is waived because nothing at all is running" in idle.sentence
+    assert "inside its pacing curve" not in idle.sentence
+    busy = decide(snap(fleet=FleetState(running_slots=1, burn_dollars_per_minute=0.0)))
+    assert "inside its pacing curve" in busy.sentence and "waived" not in busy.sentence
+    running = decide(snap(cand=Candidate(already_running=True)))
+    assert "the session is already running, so it needs no free slot" in running.sentence
+    ahead = decide(snap(u5=0.5, cap5=None, fleet=FleetState(running_slots=1, burn_dollars_per_minute=0.0), rate=0.005))
+    assert ahead.ceiling is Ceiling.PACING_CURVE and "not calibrated" in ahead.sentence

@@ -120,7 +120,9 @@ async def test_no_snapshot_fails_open_even_with_the_fleet_full(spot) -> None:  #
 
 
 async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ignore[no-untyped-def]
-    await spot.readings((0.99, 0.5))
+    # The 5-hour window resets past the climb (10 + 20 + 40 + 60 + 60 minutes): a reset inside it
+    # would roll the window over and count it as 0 (issue 8 #5).
+    await spot.readings((0.99, 0.5), resets_in_minutes=299)
     s = (await spot.app.spawn(spawn(genesis="api"))).session
     s, delays = await climb_the_ladder(spot, s, rechecks=4)
     assert delays == [10, 20, 40, 60, 60]

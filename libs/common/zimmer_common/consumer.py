@@ -47,6 +47,9 @@ class ConsumerSpec:
     max_versions: dict[str, int] | None = None
     batch: int = 20
     ack_wait_seconds: float = 30.0
+    # Runs after a message's transaction commits (never before: a cache invalidated before the
+    # commit can be refilled from the old rows by a concurrent reader).
+    after_commit: Callable[[], None] | None = None
 
 
 class DurableConsumer:
@@ -110,8 +113,11 @@ class DurableConsumer:
             return
         try:
             async with self.engine.begin() as conn:
-                if await claim_message(conn, self.schema, self.spec.durable, envelope.id):
+                fresh = await claim_message(conn, self.schema, self.spec.durable, envelope.id)
+                if fresh:
                     await self.handler(conn, envelope)
+            if fresh and self.spec.after_commit is not None:
+                self.spec.after_commit()
         except (ValidationError, ZimmerError) as exc:
             if isinstance(exc, ZimmerError) and exc.code not in PERMANENT:
                 await self._retry(msg, envelope)

@@ -137,7 +137,7 @@ class Backlog:
             return
         spot_held = session.status == "waiting" and session.spot_hold_reason is not None and not session.ever_started
         await store.record_session(conn, session.id, int(session.metadata["work_backlog_item_id"]), session.status,
-                                   spot_held, session.updated_at)
+                                   spot_held, session.updated_at, session.version)
 
 
 

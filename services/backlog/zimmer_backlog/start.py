@@ -79,7 +79,7 @@ class Starter:
             if await store.mark_started(conn, item_id, session.id):
                 await store.record_session(conn, session.id, item_id, session.status,
                                            session.status == "waiting" and session.spot_hold_reason is not None
-                                           and not session.ever_started, session.updated_at)
+                                           and not session.ever_started, session.updated_at, session.version)
                 started = await store.fetch(conn, item_id)
                 await emit(conn, SCHEMA, ITEM_STARTED, "item_started", ItemEvent(item=started))
             else:  # another request (a retried pull, the recovery job) marked it already

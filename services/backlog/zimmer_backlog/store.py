@@ -127,16 +127,16 @@ async def counts(conn: AsyncConnection) -> Counts:
 
 
 async def record_session(conn: AsyncConnection, session_id: int, item_id: int, status: str, spot_held: bool,
-                         as_of: datetime) -> None:
-    """Keep the newest word on a session: events may arrive out of order, and an older one
-    (by the session's own updated_at) must not roll the status back."""
+                         as_of: datetime, version: int) -> None:
+    """Keep the newest word on a session: events may arrive out of order, and an older one (a
+    lower version of the session, as spot-gate numbers its changes) must not roll it back."""
     await conn.execute(text("""
-        INSERT INTO backlog.produced_sessions (session_id, item_id, status, spot_held, updated_at)
-        SELECT :s, :i, :st, :h, :at WHERE EXISTS (SELECT 1 FROM backlog.work_backlog_items WHERE id = :i)
+        INSERT INTO backlog.produced_sessions (session_id, item_id, status, spot_held, updated_at, version)
+        SELECT :s, :i, :st, :h, :at, :v WHERE EXISTS (SELECT 1 FROM backlog.work_backlog_items WHERE id = :i)
         ON CONFLICT (session_id) DO UPDATE SET status = EXCLUDED.status, spot_held = EXCLUDED.spot_held,
-            updated_at = EXCLUDED.updated_at
-        WHERE backlog.produced_sessions.updated_at <= EXCLUDED.updated_at"""),
-        {"s": session_id, "i": item_id, "st": status, "h": spot_held, "at": as_of})
+            updated_at = EXCLUDED.updated_at, version = EXCLUDED.version
+        WHERE backlog.produced_sessions.version < EXCLUDED.version"""),
+        {"s": session_id, "i": item_id, "st": status, "h": spot_held, "at": as_of, "v": version})
 
 
 async def by_keys(conn: AsyncConnection, keys: list[str]) -> list[Row[Any]]:

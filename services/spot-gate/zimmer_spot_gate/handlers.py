@@ -3,6 +3,7 @@ change together with its events."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -11,26 +12,28 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
 from zimmer_common.contracts.spot import (
-    SESSION_CLASS_CHANGED, SESSION_CREATED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, GateDecisionList,
+    SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, GateDecisionList,
     GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent, SessionList, SessionQuery,
     SessionRef,
     SessionView, SpawnResult, SpawnSession, TurnResult, UpdateSession)
 from zimmer_common import idempotency
-from zimmer_common.batching import Batcher
+from zimmer_common.logs import kv
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit
-from zimmer_spot_gate.domain.classes import originate
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
-from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, price_for, spend_dollars
+from zimmer_spot_gate.admissions import Admissions, SpawnRequest, insert_session
+from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
+from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, dearest, price_for, spend_dollars
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import SCHEMA, Outcome, TurnGate, TurnRequest
+from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 
 if TYPE_CHECKING:
     from zimmer_spot_gate.metrics import SpotMetrics
     from zimmer_spot_gate.policy import PolicyOps
 
 RUNNING = SessionStatus.RUNNING.value
+log = logging.getLogger("zimmer.spot_gate")
 
 
 class SpotGate:
@@ -43,7 +46,7 @@ class SpotGate:
         self.now = now
         self.gate = gate
         self._relay = relay
-        self.batcher: Batcher[TurnRequest, Outcome] = Batcher(self._run_batch)
+        self.admissions = Admissions(engine, gate, self._kick)
         self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
         self.metrics: SpotMetrics | None = None
 
@@ -64,35 +67,25 @@ class SpotGate:
     async def spawn(self, req: SpawnSession, *, default_genesis: Genesis = Genesis.API,
                     trigger_id: int | None = None, trigger_class: SchedulingClass | None = None,
                     trigger_precedence: int | None = None) -> SpawnResult:
-        """Idempotent on `idempotency_key`: the same key returns the same session, never a second."""
+        """Idempotent on `idempotency_key`: the same key returns the same session, never a second.
+        A spawn that starts at once goes through the batched admission with every other turn."""
+        self._check_priced(req.model)
+        item = SpawnRequest(req, default_genesis, trigger_id, trigger_class, trigger_precedence)
+        if req.start:
+            return await self.admissions.spawn(item)
         async with self.engine.begin() as conn:
-            if req.idempotency_key:
-                existing = await store.by_idempotency_key(conn, req.idempotency_key)
-                if existing is not None:
-                    return SpawnResult(session=store.to_view(existing, (await quota.policy(conn)).overrides),
-                                       created=False)
-            parent = await store.lineage(conn, req.parent_session_id, "parent_session_id") \
-                if req.parent_session_id is not None else None
-            if parent is None and req.forked_from_session_id is not None:
-                parent = await store.lineage(conn, req.forked_from_session_id, "forked_from_session_id")
-            origin = originate(lineage=parent, declared_genesis=Genesis(req.genesis) if req.genesis else None,
-                               declared_class=SchedulingClass(req.scheduling_class) if req.scheduling_class else None,
-                               declared_precedence=req.precedence, default_genesis=default_genesis,
-                               trigger_class=trigger_class, trigger_precedence=trigger_precedence)
-            session_id = await store.insert(conn, req, origin, trigger_id)
-            if session_id is None:  # a concurrent retry with the same key committed first
-                raced = await store.by_idempotency_key(conn, req.idempotency_key or "")
-                assert raced is not None
-                return SpawnResult(session=store.to_view(raced, (await quota.policy(conn)).overrides), created=False)
-            view = await self._view(conn, session_id)
-            await emit(conn, SCHEMA, SESSION_CREATED, "session_created",
-                       SessionEvent(session=view, spawned_by=req.metadata.get("spawned_by")))
-            turn = None
-            if req.start:
-                turn = await self.gate.request_turn(conn, session_id, TurnKind.FIRST_START, req.prompt, [])
-                view = turn.session
+            view, created = await insert_session(conn, item, (await quota.policy(conn)).overrides)
         self._kick()
-        return SpawnResult(session=view, created=True, turn=turn)
+        return SpawnResult(session=view, created=created)
+
+    def _check_priced(self, model: str) -> None:
+        """An unpriced model would spend nothing in the gate's eyes: refused at spawn."""
+        try:
+            price_for(model, self.prices)
+        except KeyError:
+            raise ZimmerError(ErrorCode.INVALID, f"no price for model {model!r}; priced models: "
+                              f"{', '.join(sorted(self.prices))} (extend with ZIMMER_SPOT_PRICES)",
+                              {"field": "model", "priced_models": sorted(self.prices)}) from None
 
     async def get(self, req: SessionRef) -> SessionView:
         async with self.engine.connect() as conn:
@@ -121,6 +114,11 @@ class SpotGate:
         async with self.engine.begin() as conn:
             await self.gate.lock_admissions(conn)  # before the row lock: the order every batch takes
             before = await store.fetch(conn, req.session_id, lock=True)
+            try:
+                check_changeable(SessionStatus(before.status))
+            except IllegalTransition as exc:
+                raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id}: {exc}",
+                                  {"status": before.status}) from None
             overrides = (await quota.policy(conn)).overrides
             old_view = store.to_view(before, overrides)
             if req.scheduling_class is not None:
@@ -146,23 +144,8 @@ class SpotGate:
     async def request_turn(self, req: RequestTurn) -> TurnResult:
         """Concurrent requests are decided together, one transaction per batch. With an
         idempotency key a retry gets the first answer back and no second turn is started."""
-        out = await self.batcher.submit(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt, req.attachments,
-                                                    key=idempotency.ref_for("request_turn", req)))
-        if isinstance(out, ZimmerError):
-            raise out
-        assert out is not None
-        return out
-
-    async def _run_batch(self, requests: list[TurnRequest]) -> list[Outcome]:
-        async with self.engine.begin() as conn:
-            await self.gate.lock_admissions(conn)  # keys are claimed in the order every batch locks
-
-            async def decide(indices: list[int]) -> list[Outcome]:
-                return await self.gate.process(conn, [requests[i] for i in indices])
-
-            outcomes = await idempotency.keyed_batch(conn, SCHEMA, [r.key for r in requests], decide, TurnResult)
-        self._kick()
-        return outcomes
+        return await self.admissions.turn(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt,
+                                                      req.attachments, key=idempotency.ref_for("request_turn", req)))
 
     async def report_status(self, req: SessionStatusReport) -> SessionView:
         async with self.engine.begin() as conn:
@@ -171,8 +154,16 @@ class SpotGate:
         return view
 
     async def apply_status(self, conn: AsyncConnection, req: SessionStatusReport) -> SessionView:
+        """Move the session along its lifecycle (409 `refused` naming the current status for an
+        illegal move); at a turn boundary (running → needs_input) deliver the next queued turn."""
         await self.gate.lock_admissions(conn)  # it may deliver a queued turn: same lock order as a batch
         before = await store.fetch(conn, req.session_id, lock=True)
+        try:
+            check_transition(SessionStatus(before.status), SessionStatus(req.status),
+                             held=before.spot_hold_reason is not None)
+        except IllegalTransition as exc:
+            raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id}: {exc}",
+                              {"status": before.status, "wanted": req.status}) from None
         view: SessionView | None = None
         if before.status != req.status:
             fields: dict[str, Any] = {"status": req.status}
@@ -204,12 +195,15 @@ class SpotGate:
         return Ok()
 
     async def record_spend_in(self, conn: AsyncConnection, req: SpendReport) -> bool:
-        """Tokens to dollars at list prices; idempotent on request_id. An unknown model is
-        `invalid` (terminated by the consumer, not retried: no price will appear by waiting)."""
+        """Tokens to dollars at list prices; idempotent on request_id. Spend is never dropped:
+        a model with no price (priced at spawn, since removed from the table) is priced at the
+        most expensive known price, and logged at WARNING, so the gate never sees it as free."""
         try:
             prices = price_for(req.model, self.prices)
-        except KeyError as exc:
-            raise ZimmerError(ErrorCode.INVALID, str(exc).strip("'\""), {"field": "model"}) from None
+        except KeyError:
+            prices = dearest(self.prices)
+            log.warning("spend for a model with no price, priced at the dearest known price",
+                        extra=kv(model=req.model, request_id=req.request_id, session_id=req.session_id))
         dollars = spend_dollars(TokenUsage(req.input_tokens, req.output_tokens, req.cache_write_tokens,
                                            req.cache_read_tokens), prices)
         return await quota.record_spend(conn, req, dollars, self.now())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -15,10 +15,11 @@ from zimmer_common.logs import kv
 from zimmer_common.outbox import emit
 from zimmer_spot_gate.domain.ladder import repair_delay
 from zimmer_spot_gate.domain.pool import pooled_windows
-from zimmer_spot_gate.domain.pricing import SessionSpend, accounts_to_sample, burn_rates, calibrate
+from zimmer_spot_gate.domain.model import WINDOW_LENGTH
+from zimmer_spot_gate.domain.pricing import (
+    DEFAULT_PRICES, Prices, SessionSpend, accounts_to_sample, burn_rates, calibrate, opus_dollars)
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.store.quota import WINDOW_SPAN
 from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 
 log = logging.getLogger("zimmer.spot_gate.jobs")
@@ -31,7 +32,8 @@ BURN_RATE_SESSIONS = 25
 
 
 def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-              jitter: Callable[[], float] = random.random, on_commit: Callable[[], None] = lambda: None) -> list[JobSpec]:
+              jitter: Callable[[], float] = random.random, on_commit: Callable[[], None] = lambda: None,
+              prices: Prices = DEFAULT_PRICES) -> list[JobSpec]:
     async def recheck_due(ctx: JobContext) -> None:
         """Re-check every held session whose time has come, in batches of `RECHECK_CHUNK`, one
         transaction each, so one failure cannot take the whole pass down. Durable: the due
@@ -56,8 +58,6 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
         """Put back on the ladder held sessions whose re-check is more than 10 minutes overdue
         with nothing pending (the re-check pass has not reached them), 10 a sweep, spread over
         3 minutes so a repaired backlog does not re-check in one instant."""
-        from datetime import timedelta
-
         async with engine().begin() as conn:
             stranded = await store.stranded_holds(conn, now() - timedelta(minutes=REPAIR_OVERDUE_MINUTES),
                                                   REPAIR_PER_SWEEP)
@@ -67,15 +67,21 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
             log.warning("repaired stranded spot holds", extra=kv(sessions=stranded))
 
     async def quota_calibration(ctx: JobContext) -> None:
-        """A window's capacity in dollars = own spend over the window ÷ the pool's average
-        utilization of it, smoothed; only once utilization is measurable."""
+        """A window's capacity in Opus dollars = Claude spend since the window started (its reset
+        minus its length), every Claude model's tokens at Opus list prices, ÷ the pool's average
+        utilization of it; smoothed, and only once both are measurable (seed 003
+        QuotaCapacityCalibrationJob; DESIGN §9). A window with no known reset has no known
+        start, so it is not priced this run."""
         at = now()
         async with engine().begin() as conn:
             readings, pool_size = await quota.newest_readings(conn)
             pooled = pooled_windows(readings, at, pool_size)
             previous = await quota.capacities(conn)
             for window, p in pooled.items():
-                spend = await quota.spend_since(conn, at - WINDOW_SPAN[window])
+                if not p.reset_known:
+                    continue
+                started = at + timedelta(seconds=p.mean_seconds_to_reset) - WINDOW_LENGTH[window]
+                spend = opus_dollars(await quota.usage_by_model_since(conn, started), prices)
                 capacity = calibrate(previous.get(window), spend, p.utilization)
                 if capacity is not None and capacity != previous.get(window):
                     await quota.save_capacity(conn, window, capacity)

@@ -49,11 +49,12 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
 
     gate = TurnGate(now=service.clock.now, pool=PoolCache(engine, service.clock.now))
     app = SpotGate(engine, service.clock.now, gate, relay, prices=SpotSettings().price_table())
-    app.batcher.bound(settings.max_batch_pending, "spot-gate turns",
-                      lambda depth: service.metrics.batch_pending.labels(NAME, "turns").set(depth))
+    app.admissions.batcher.bound(settings.max_batch_pending, "spot-gate admissions",
+                                 lambda depth: service.metrics.batch_pending.labels(NAME, "admissions").set(depth))
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
-                                       on_commit=lambda: service.relay.kick() if service.relay else None))
+                                       on_commit=lambda: service.relay.kick() if service.relay else None,
+                                       prices=app.prices))
 
     service.rpc(c.SPAWN)(app.spawn)
     service.rpc(c.GET_SESSION)(app.get)
@@ -81,10 +82,10 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     async def on_status(conn: AsyncConnection, event: EventEnvelope) -> None:
         await app.apply_status(conn, SessionStatusReport.model_validate(event.data))
 
-    @service.consume(ConsumerSpec("spot_gate_quota_readings", Stream.INGEST, (INGEST_QUOTA_READING,)))
+    @service.consume(ConsumerSpec("spot_gate_quota_readings", Stream.INGEST, (INGEST_QUOTA_READING,),
+                                  after_commit=gate.pool.invalidate))
     async def on_reading(conn: AsyncConnection, event: EventEnvelope) -> None:
         await quota.record_reading(conn, QuotaReadingIn.model_validate(event.data), service.clock.now())
-        gate.pool.invalidate()
 
     @service.consume(ConsumerSpec("spot_gate_spend", Stream.INGEST, (INGEST_SPEND,)))
     async def on_spend(conn: AsyncConnection, event: EventEnvelope) -> None:

@@ -39,8 +39,8 @@ async def read_pool_parts(conn: AsyncConnection, now: datetime) -> PoolParts:
     capacities = await quota.capacities(conn)
     uncalibrated = [w for w in pooled if w not in capacities]
     rates = observed_rates(await quota.readings_since(conn, now - RATE_LOOKBACK)) if uncalibrated else {}
-    windows = tuple(WindowState(w, p.utilization, p.mean_seconds_to_reset / 60, capacities.get(w), rates.get(w, 0.0))
-                    for w, p in pooled.items())
+    windows = tuple(WindowState(w, p.utilization, p.mean_seconds_to_reset / 60, capacities.get(w), rates.get(w, 0.0),
+                                p.accounts_rolled_over) for w, p in pooled.items())
     averaged = max((p.accounts_averaged for p in pooled.values()), default=0)
     burn = {(r.harness, r.model): float(r.dollars_per_minute) for r in await quota.all_burn_rates(conn)}
     return PoolParts(windows, averaged, pool_size, readings, burn)
@@ -85,10 +85,16 @@ class PoolCache:
     def invalidate(self) -> None:
         self._parts = None
 
-    async def get(self) -> PoolParts:
+    async def get(self, conn: AsyncConnection | None = None) -> PoolParts:
+        """The cached parts, or a fresh read. With `conn` (an admission's own transaction) the
+        read is a savepoint on it: a failed read cannot poison the transaction, and the caller
+        never needs a second connection from the pool while it holds one."""
         if self._parts is None or time.monotonic() - self._read_at > self.ttl:
-            # Its own connection: a failed read must not poison the admission transaction.
-            async with self._engine().connect() as conn:
-                self._parts = await read_pool_parts(conn, self._now())
-            self._read_at = time.monotonic()
+            if conn is None:
+                async with self._engine().connect() as own:
+                    parts = await read_pool_parts(own, self._now())
+            else:
+                async with conn.begin_nested():
+                    parts = await read_pool_parts(conn, self._now())
+            self._parts, self._read_at = parts, time.monotonic()
         return self._parts

@@ -1,18 +1,23 @@
-"""Every turn is gated (seed 004, "What hold does", "Consecutive holds back off", "Every turn
-is gated, not just the first", "The concurrency limit").
+"""Every turn is gated: the edge around the turn state machine (`domain/turnflow.py`).
 
 Turns are decided in batches, inside the caller's transaction, under one transaction-scoped
 advisory lock: the decisions of a batch see each other's admissions (the slot count is exact
 across concurrent requests and across replicas), and a batch costs a handful of statements
-however many turns it carries. The decision, the hold record, the decision log, the status
-events and the start_turn commands commit together or not at all.
+however many turns it carries. The decision, the hold record, the queued turns, the decision
+log, the status events and the start_turn commands commit together or not at all.
+
+The pool's side of the gate's inputs is read before the lock and on the caller's connection (a
+savepoint), so the lock holder never needs a second connection: admission cannot starve the
+connection pool, and congestion is never a reason to admit. `unavailable` (fail open) is for
+inputs that could not be read; an outage of the database itself fails the batch instead, with
+nothing done.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -22,20 +27,17 @@ from zimmer_common.contracts.runtime import START_TURN, StartTurn
 from zimmer_common.contracts.spot import SESSION_STATUS_CHANGED, DecisionView, SessionEvent, TurnResult
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.idempotency import KeyRef
+from zimmer_common.outage import classify
 from zimmer_common.outbox import emit_many
 from zimmer_spot_gate.domain.classes import resolve_class
-from zimmer_spot_gate.domain.gate import (
-    Candidate, Decision, FleetState, Snapshot, WindowNumbers, decide, unavailable)
-from zimmer_spot_gate.domain.ladder import hold_delay
-from zimmer_spot_gate.domain.model import (
-    UNGATED_TURNS, Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind)
-from zimmer_spot_gate.snapshot import PoolCache
+from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, Snapshot, WindowNumbers, decide, unavailable
+from zimmer_spot_gate.domain.model import Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind
+from zimmer_spot_gate.domain.turnflow import Ask, Hold, Outcome, Session, Turn, Verdict, plan_batch
+from zimmer_spot_gate.snapshot import PoolCache, PoolParts
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 
 SCHEMA = "spot_gate"
-ENDED = {SessionStatus.ARCHIVED.value, SessionStatus.FAILED.value}
-RUNNING = SessionStatus.RUNNING.value
 ADMISSION_LOCK = "zimmer.spot_gate.admission"
 
 
@@ -71,6 +73,18 @@ def takes_slot(s: dict[str, Any]) -> bool:
     return s["runtime"] == Runtime.CLAUDE_CODE.value and not s["is_status_summary_fork"]
 
 
+def to_session(row: dict[str, Any], overrides: Any, burn_rates: dict[tuple[str, str], float]) -> Session:
+    hold = None
+    if row["spot_hold_reason"] is not None:
+        hold = Hold(Reason(row["spot_hold_reason"]), row["spot_hold_retry_at"],
+                    Turn(TurnKind(row["held_turn_kind"] or TurnKind.FIRST_START.value), row["held_prompt"],
+                         tuple(row["held_attachments"] or ())))
+    return Session(id=row["id"], status=SessionStatus(row["status"]), exempt=exemption(row, overrides),
+                   takes_slot=takes_slot(row), burn=burn_rates.get((row["harness"], row["model"]), 0.0),
+                   precedence=row["precedence"], created_at=row["created_at"], hold=hold,
+                   hold_count=row["spot_hold_count"], ever_started=row["ever_started"])
+
+
 @dataclass(frozen=True)
 class TurnRequest:
     session_id: int
@@ -81,21 +95,14 @@ class TurnRequest:
     force: bool = False  # re-check now whatever the retry time (its class changed)
     key: KeyRef | None = None  # the caller's idempotency key: a retry gets the first answer
 
+    def ask(self) -> Ask:
+        if self.recheck:
+            return Ask(self.session_id, None, self.force)
+        assert self.kind is not None
+        return Ask(self.session_id, Turn(self.kind, self.prompt, tuple(self.attachments)), self.force)
 
-Outcome = TurnResult | ZimmerError | None
 
-
-class _Batch:
-    """What a batch decided, to be written in a few statements at the end."""
-
-    def __init__(self, rows: dict[int, Any]):
-        self.before = {sid: dict(r._mapping) for sid, r in rows.items()}
-        self.live = {sid: dict(r._mapping) for sid, r in rows.items()}
-        self.changed: set[int] = set()
-        self.decisions: list[dict[str, Any]] = []
-        self.enqueued: list[dict[str, Any]] = []
-        self.commands: list[tuple[str, str, StartTurn]] = []
-        self.outcomes: list[tuple[str, int, str, str | None, DecisionView | None] | ZimmerError | None] = []
+Result = TurnResult | ZimmerError | None
 
 
 class TurnGate:
@@ -123,150 +130,97 @@ class TurnGate:
             raise out
         return out
 
-    async def process(self, conn: AsyncConnection, requests: list[TurnRequest]) -> list[Outcome]:
+    async def process(self, conn: AsyncConnection, requests: list[TurnRequest]) -> list[Result]:
+        parts, failure = await self._pool_parts(conn)  # before the lock, on this connection
         await self.lock_admissions(conn)
-        rows = {r.id: r for r in await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
-        batch = _Batch(rows)
+        rows = {r.id: dict(r._mapping) for r in
+                await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
         policy = await quota.policy(conn)
-        fleet: list[FleetState] = []  # read once, on the first decision, then kept current in memory
-        now = self.now()
-        for req in requests:
-            s = batch.live.get(req.session_id)
-            if s is None:
-                batch.outcomes.append(ZimmerError(ErrorCode.NOT_FOUND, f"session {req.session_id} does not exist",
-                                                  {"session_id": req.session_id}))
-            elif req.recheck:
-                await self._recheck(conn, batch, s, req, policy, fleet, now)
-            else:
-                await self._turn(conn, batch, s, req, policy, fleet, now)
-        return await self._write(conn, batch, policy.overrides)
+        burn_rates = parts.burn_rates if parts else {}
+        sessions = {sid: to_session(r, policy.overrides, burn_rates) for sid, r in rows.items()}
 
-    async def _turn(self, conn: AsyncConnection, batch: _Batch, s: dict[str, Any], req: TurnRequest, policy: Any,
-                    fleet: list[FleetState], now: datetime) -> None:
-        assert req.kind is not None
-        if s["status"] in ENDED:
-            batch.outcomes.append(ZimmerError(ErrorCode.REFUSED, f"session {s['id']} is {s['status']}; "
-                                              "it takes no more turns", {"status": s["status"]}))
-            return
-        if req.kind in UNGATED_TURNS:
-            self._command(batch, s, req.kind, req.prompt, req.attachments)
-            batch.outcomes.append(("passed", s["id"], "passed", req.kind.value, None))
-            return
-        exempt = exemption(s, policy.overrides)
-        if req.kind is TurnKind.RESTART:
-            # A person asked for this session: the ladder starts again at 10 minutes. A held one
-            # re-enters the gate like a re-check, carrying the held turn; it never bypasses the
-            # gate (making the session priority is the lever for that).
-            s["spot_hold_count"] = 0
-            if s["spot_hold_reason"] is not None:
-                if req.prompt is not None:  # nothing is lost: its own prompt waits behind the held turn
-                    batch.enqueued.append({"s": s["id"], "k": req.kind.value, "p": req.prompt,
-                                           "a": store.dumps(req.attachments)})
-                await self._recheck(conn, batch, s, TurnRequest(s["id"], recheck=True, force=True), policy, fleet, now)
-                return
-        elif s["spot_hold_reason"] is not None and exempt is None:
-            # A second refused turn is queued, not given a second re-check; the hold record is
-            # left alone: the re-check it names is the one that will fire.
-            batch.enqueued.append({"s": s["id"], "k": req.kind.value, "p": req.prompt,
-                                   "a": store.dumps(req.attachments)})
-            batch.outcomes.append(("queued", s["id"], "queued", None, None))
-            return
-        if exempt is not None:
-            self._admit(batch, s, req.kind, req.prompt, req.attachments, fleet)
-            batch.outcomes.append(("passed", s["id"], "passed", exempt, None))
-            return
-        await self._decide(conn, batch, s, req.kind, req.prompt, req.attachments, policy, fleet, now)
+        def gate(s: Session, fleet: FleetState) -> Decision:
+            if parts is None:
+                return unavailable(failure or RuntimeError("no pool reading"))
+            try:
+                return decide(Snapshot(policy.policy, parts.windows, fleet, Candidate(s.burn),
+                                       parts.accounts_averaged, parts.pool_size))
+            except Exception as exc:  # noqa: BLE001 - an error evaluating the gate fails open, and says why
+                return unavailable(exc)
 
-    async def _recheck(self, conn: AsyncConnection, batch: _Batch, s: dict[str, Any], req: TurnRequest, policy: Any,
-                       fleet: list[FleetState], now: datetime) -> None:
-        due = s["spot_hold_retry_at"] is None or s["spot_hold_retry_at"] <= now
-        if s["spot_hold_reason"] is None or s["status"] in ENDED or not (due or req.force):
-            batch.outcomes.append(None)  # nothing held, or another worker re-checked it first
-            return
-        kind = TurnKind(s["held_turn_kind"] or TurnKind.FIRST_START.value)
-        prompt, attachments = s["held_prompt"], s["held_attachments"] or []
-        exempt = exemption(s, policy.overrides)
-        if exempt is not None:  # promoted to priority while held: the lever that starts it now
-            self._admit(batch, s, kind, prompt, attachments, fleet)
-            batch.outcomes.append(("passed", s["id"], "passed", exempt, None))
-            return
-        await self._decide(conn, batch, s, kind, prompt, attachments, policy, fleet, now)
+        plan = plan_batch(sessions, [q.ask() for q in requests], await quota.fleet(conn), gate, self.now(),
+                          self.jitter)
+        for _sid, _turn, decision in plan.decisions:
+            self.on_decision(decision.reason.value)
+        return await self._write(conn, rows, plan, policy.overrides)
 
-    async def _decide(self, conn: AsyncConnection, batch: _Batch, s: dict[str, Any], kind: TurnKind,
-                      prompt: str | None, attachments: list[dict[str, Any]], policy: Any, fleet: list[FleetState],
-                      now: datetime) -> None:
+    async def _pool_parts(self, conn: AsyncConnection) -> tuple[PoolParts | None, BaseException | None]:
         try:
-            parts = await self.pool.get()
-            if not fleet:
-                fleet.append(await quota.fleet(conn))
-            burn = parts.burn_rates.get((s["harness"], s["model"]), 0.0)
-            snap = Snapshot(policy.policy, parts.windows, fleet[0],
-                            Candidate(burn, already_running=s["status"] == RUNNING),
-                            parts.accounts_averaged, parts.pool_size)
-            decision = decide(snap)
-        except Exception as exc:  # noqa: BLE001 - any error evaluating the gate fails open, and says why
-            decision = unavailable(exc)
-        view = decision_view(decision)
-        self.on_decision(decision.reason.value)
-        batch.decisions.append({"s": s["id"], "k": kind.value, "a": decision.allowed, "r": decision.reason.value,
-                                "c": view.ceiling, "sent": decision.sentence,
-                                "n": store.dumps(view.model_dump(mode="json")), "at": now})
-        if decision.allowed:
-            self._admit(batch, s, kind, prompt, attachments, fleet)
-            batch.outcomes.append(("admitted", s["id"], "admitted", None, view))
-        else:
-            self._hold(batch, s, kind, prompt, attachments, decision.reason, now)
-            batch.outcomes.append(("held", s["id"], "held", None, view))
+            return await self.pool.get(conn), None
+        except Exception as exc:
+            if classify(exc) is not None:
+                raise  # the database itself is down: nothing is decided, nothing committed
+            return None, exc  # the inputs could not be read: the gate fails open, saying why
 
-    def _admit(self, batch: _Batch, s: dict[str, Any], kind: TurnKind, prompt: str | None,
-               attachments: list[dict[str, Any]], fleet: list[FleetState]) -> None:
-        if fleet and s["status"] != RUNNING:
-            f = fleet[0]  # the next decision in this batch sees this admission
-            fleet[0] = replace(f, running_slots=f.running_slots + takes_slot(s), running_total=f.running_total + 1)
-        # Admission clears every spot_hold_* key: the next outage starts the ladder at 10 minutes.
-        s.update(status=RUNNING, ever_started=True, spot_hold_reason=None, spot_hold_retry_at=None,
-                 spot_hold_count=0, held_turn_kind=None, held_prompt=None, held_attachments=None)
-        batch.changed.add(s["id"])
-        self._command(batch, s, kind, prompt, attachments)
-
-    def _hold(self, batch: _Batch, s: dict[str, Any], kind: TurnKind, prompt: str | None,
-              attachments: list[dict[str, Any]], reason: Reason, now: datetime) -> None:
-        count = s["spot_hold_count"] + 1
-        # The gate takes custody of the prompt; the session goes dormant in waiting, and nothing
-        # announces it as needing a human.
-        s.update(status=SessionStatus.WAITING.value, spot_hold_reason=reason.value,
-                 spot_hold_retry_at=now + hold_delay(reason, count, self.jitter()), spot_hold_count=count,
-                 held_turn_kind=kind.value, held_prompt=prompt, held_attachments=attachments)
-        batch.changed.add(s["id"])
-
-    def _command(self, batch: _Batch, s: dict[str, Any], kind: TurnKind, prompt: str | None,
-                 attachments: list[dict[str, Any]]) -> None:
-        batch.commands.append((START_TURN, "start_turn", StartTurn(
-            session_id=s["id"], turn_kind=kind.value, prompt=prompt, attachments=list(attachments),
-            runtime=s["runtime"], harness=s["harness"], model=s["model"])))
-
-    async def _write(self, conn: AsyncConnection, batch: _Batch, overrides: Any) -> list[Outcome]:
-        await store.save_turn_state(conn, [batch.live[sid] for sid in sorted(batch.changed)])
-        await store.log_decisions(conn, batch.decisions)
-        await store.enqueue_messages(conn, batch.enqueued)
-        touched = {o[1] for o in batch.outcomes if isinstance(o, tuple)}
-        queued: dict[int, int] = {}
-        for row in batch.enqueued:
-            queued[row["s"]] = queued.get(row["s"], 0) + 1
+    async def _write(self, conn: AsyncConnection, rows: dict[int, dict[str, Any]], plan: Any,
+                     overrides: Any) -> list[Result]:
+        changed = sorted(plan.changed)
+        after = {sid: _row_of(rows[sid], plan.sessions[sid]) for sid in changed}
+        stamped = await store.save_turn_state(conn, [after[sid] for sid in changed])
         now = self.now()
-        # Views from what this batch read and wrote, rather than a second read of the same rows.
-        views = {sid: store.view_of({**batch.live[sid], "enqueued": batch.live[sid]["enqueued"] + queued.get(sid, 0),
-                                     "updated_at": now if sid in batch.changed else batch.live[sid]["updated_at"]},
-                                    overrides) for sid in touched}
+        await store.log_decisions(conn, [
+            {"s": sid, "k": turn.kind.value, "a": d.allowed, "r": d.reason.value, "c": d.ceiling.value if d.ceiling else None,
+             "sent": d.sentence, "n": store.dumps(decision_view(d).model_dump(mode="json")), "at": now}
+            for sid, turn, d in plan.decisions])
+        await store.enqueue_messages(conn, [{"s": sid, "k": t.kind.value, "p": t.prompt, "a": store.dumps(list(t.attachments))}
+                                            for sid, t in plan.queued])
+        queued: dict[int, int] = {}
+        for sid, _t in plan.queued:
+            queued[sid] = queued.get(sid, 0) + 1
+        touched = {o.session_id for o in plan.outcomes if o.verdict not in (Verdict.NOT_FOUND, Verdict.NOTHING)}
+        views = {}
+        for sid in touched:
+            row = {**(after.get(sid) or rows[sid]), "enqueued": rows[sid]["enqueued"] + queued.get(sid, 0)}
+            if sid in stamped:  # the database's own clock and the row's new version
+                row.update(updated_at=stamped[sid].updated_at, version=stamped[sid].version)
+            views[sid] = store.view_of(row, overrides)
         events: list[tuple[str, str, Any]] = []
-        for sid in sorted(batch.changed):
-            before, after = batch.before[sid], batch.live[sid]
-            if (before["status"], before["spot_hold_reason"]) != (after["status"], after["spot_hold_reason"]):
+        for sid in changed:
+            before, new = rows[sid], after[sid]
+            if (before["status"], before["spot_hold_reason"]) != (new["status"], new["spot_hold_reason"]):
                 events.append((SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
-                    session=views[sid], previous={"status": before["status"],
-                                                  "spot_hold_reason": before["spot_hold_reason"]},
+                    session=views.get(sid) or store.view_of({**new, **_stamp(stamped, sid)}, overrides),
+                    previous={"status": before["status"], "spot_hold_reason": before["spot_hold_reason"]},
                     spawned_by=(before["metadata"] or {}).get("spawned_by"))))
-        await emit_many(conn, SCHEMA, events + batch.commands)
-        return [o if not isinstance(o, tuple) else
-                TurnResult(outcome=o[2], exempt_because=o[3], decision=o[4], session=views[o[1]])  # type: ignore[arg-type]
-                for o in batch.outcomes]
+        commands = [(START_TURN, "start_turn", StartTurn(
+            session_id=sid, turn_kind=t.kind.value, prompt=t.prompt, attachments=list(t.attachments),
+            runtime=rows[sid]["runtime"], harness=rows[sid]["harness"], model=rows[sid]["model"]))
+            for sid, t in plan.starts]
+        await emit_many(conn, SCHEMA, events + commands)
+        return [_result(o, views) for o in plan.outcomes]
+
+
+def _stamp(stamped: dict[int, Any], sid: int) -> dict[str, Any]:
+    return {"updated_at": stamped[sid].updated_at, "version": stamped[sid].version} if sid in stamped else {}
+
+
+def _row_of(row: dict[str, Any], s: Session) -> dict[str, Any]:
+    """The session's row as the plan leaves it."""
+    hold = s.hold
+    return {**row, "status": s.status.value, "ever_started": s.ever_started, "spot_hold_count": s.hold_count,
+            "spot_hold_reason": hold.reason.value if hold else None, "spot_hold_retry_at": hold.retry_at if hold else None,
+            "held_turn_kind": hold.turn.kind.value if hold else None, "held_prompt": hold.turn.prompt if hold else None,
+            "held_attachments": list(hold.turn.attachments) if hold else None}
+
+
+def _result(o: Outcome, views: dict[int, Any]) -> Result:
+    if o.verdict is Verdict.NOT_FOUND:
+        return ZimmerError(ErrorCode.NOT_FOUND, f"session {o.session_id} does not exist", {"session_id": o.session_id})
+    if o.verdict is Verdict.NOTHING:
+        return None  # nothing held, or another worker re-checked it first
+    view = views[o.session_id]
+    if o.verdict is Verdict.REFUSED:
+        return ZimmerError(ErrorCode.REFUSED, f"session {o.session_id} is {view.status}; it takes no more turns",
+                           {"status": view.status})
+    return TurnResult(outcome=o.verdict.value, exempt_because=o.exempt_because,  # type: ignore[arg-type]
+                      decision=decision_view(o.decision) if o.decision else None, session=view)

@@ -55,6 +55,9 @@ class SessionView(Payload):
     enqueued_messages: int
     created_at: datetime
     updated_at: datetime
+    # Incremented by every change of the row, in the same UPDATE: the order of a session's
+    # events, which consumers keep the highest of (never timestamps from two clocks).
+    version: int = 0
 
 
 class SessionEvent(Payload):

@@ -38,13 +38,18 @@ class WindowState:
     capacity_dollars: float | None = None  # None: not calibrated, reason in fractions
     # Before calibration the fleet's burn is the observed utilization rate (fraction/min).
     observed_rate: float = 0.0
+    accounts_rolled_over: int = 0  # counted as 0: their window reset after their last reading
 
 
 @dataclass(frozen=True)
 class FleetState:
-    running_slots: int  # running Claude Code sessions of any class (not Codex, not status-summary forks)
-    running_total: int  # anything at all running, priority and Codex included
-    burn_dollars_per_minute: float  # sum of the running sessions' burn rates
+    """What is running against the Claude windows: Claude Code sessions of any class. Codex
+    sessions spend nothing against a Claude window and status-summary forks are Zimmer's own
+    seconds-long bookkeeping, so neither takes a slot, adds to the burn, or keeps the fleet
+    from being idle."""
+
+    running_slots: int
+    burn_dollars_per_minute: float  # sum of those sessions' burn rates
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ def window_numbers(w: WindowState, policy: Policy, fleet: FleetState, candidate:
         candidate_burn = 0.0  # already inside the fleet's burn
     projected = spent + (fleet_burn + candidate_burn) * PROJECTION_MINUTES
     cap_ok = projected <= budget + _EPS and left > _EPS
-    waived = fleet.running_total == 0
+    waived = fleet.running_slots == 0
     pace_ok = waived or fleet_burn + candidate_burn <= sustainable + _EPS
     return WindowNumbers(w.window, calibrated, u, capacity, reserve, budget, spent, left, minutes, sustainable,
                          fleet_burn, candidate_burn, projected, cap_ok, pace_ok, waived)
@@ -131,7 +136,10 @@ def decide(snap: Snapshot, *, reserve_margin: float = 0.0) -> Decision:
         return Decision(True, Reason.NO_SNAPSHOT, None,
                         "Allowed: there is no Claude Code quota reading to decide on, so the gate fails open.", **common)
     numbers = tuple(window_numbers(w, snap.policy, snap.fleet, snap.candidate, reserve_margin) for w in snap.windows)
-    pooled = f" (pool average of {snap.accounts_averaged} of {snap.accounts_in_pool} accounts)"
+    rolled = max((w.accounts_rolled_over for w in snap.windows), default=0)
+    pooled = (f" (pool average of {snap.accounts_averaged} of {snap.accounts_in_pool} accounts"
+              + (f"; {rolled} whose window reset since its last reading counted as 0 until read again" if rolled else "")
+              + ")")
     for n in numbers:
         if not n.cap_ok:
             return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET, _cap_sentence(n) + pooled,
@@ -145,10 +153,14 @@ def decide(snap: Snapshot, *, reserve_margin: float = 0.0) -> Decision:
         return Decision(False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP,
                         f"Held: all {cap} session slots are taken ({slots} running), by spot work, priority work or both.",
                         numbers, **common)
-    free = "it is already running" if snap.candidate.already_running else f"{cap - slots} of {cap} session slots free"
-    return Decision(True, Reason.WITHIN_LIMITS, None,
-                    f"Allowed: every window has room and is inside its pacing curve, with {free}{pooled}.",
-                    numbers, **common)
+    if all(n.pace_waived for n in numbers):
+        room = ("every window has room for the next 10 minutes, and the pace check is waived because nothing at "
+                "all is running (there is always room for one session)")
+    else:
+        room = "every window has room and is inside its pacing curve"
+    free = ("the session is already running, so it needs no free slot" if snap.candidate.already_running
+            else f"{cap - slots} of {cap} session slots are free")
+    return Decision(True, Reason.WITHIN_LIMITS, None, f"Allowed: {room}; {free}{pooled}.", numbers, **common)
 
 
 def decide_safely(build: Callable[[], Snapshot], *, reserve_margin: float = 0.0) -> Decision:
@@ -188,4 +200,5 @@ def _pace_sentence(n: WindowNumbers) -> str:
     name = WINDOW_NAMES[n.window]
     return (f"Held: the fleet would burn {_rate(n, n.fleet_burn + n.candidate_burn)} against the {name} window's "
             f"sustainable {_rate(n, n.sustainable_rate)} ({_amount(n, n.left)} left over "
-            f"{n.minutes_to_reset:.0f} minutes): ahead of the pacing curve")
+            f"{n.minutes_to_reset:.0f} minutes): ahead of the pacing curve"
+            f"{'' if n.calibrated else ' (not calibrated: fractions of the window, the fleet burn observed from readings)'}")

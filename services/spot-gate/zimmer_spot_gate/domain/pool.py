@@ -23,6 +23,8 @@ class PooledWindow:
     accounts_averaged: int  # accounts with a reading of this window (the denominator)
     accounts_in_pool: int  # every account in the pool, read or not
     mean_seconds_to_reset: float
+    accounts_rolled_over: int = 0  # averaged as 0: their window reset after their last reading
+    reset_known: bool = True  # some averaged account recorded a future reset (else the mean is the full length)
 
 
 def _clamp(u: float) -> float:
@@ -38,22 +40,32 @@ def _reading(r: AccountReading, window: Window) -> WindowReading | None:
     return None if w is None or math.isnan(w.utilization) else w
 
 
-def _week_spent(r: AccountReading) -> bool:
+def _rolled_over(w: WindowReading, now: datetime) -> bool:
+    """The window reset after this reading: what it measured is gone (seed 004: "a past
+    timestamp describes a window that has already rolled over")."""
+    return w.resets_at is not None and w.resets_at <= now
+
+
+def _week_spent(r: AccountReading, now: datetime) -> bool:
     week = _reading(r, Window.SEVEN_DAY)
-    return week is not None and week.spent
+    return week is not None and week.spent and not _rolled_over(week, now)
 
 
-def _pooled_value(r: AccountReading, window: Window) -> float | None:
+def _pooled_value(r: AccountReading, window: Window, now: datetime) -> float | None:
     """This account's contribution to `window`'s average, or None when it contributes nothing.
 
     Seed 004 "Read across the whole pool": an account whose 7-day window is spent counts as
     100% in the 5-hour figure, because its 5-hour headroom cannot be served — otherwise a dead
-    account's empty (or unread) 5-hour counter would read as room to spend.
+    account's empty (or unread) 5-hour counter would read as room to spend. A window whose reset
+    has passed since the reading counts as 0 until a new reading says otherwise: it rolled over,
+    and holding spot work on the stale figure would keep it held until the next sample.
     """
-    if window is Window.FIVE_HOUR and _week_spent(r):
+    if window is Window.FIVE_HOUR and _week_spent(r, now):
         return 1.0
     w = _reading(r, window)
-    return None if w is None else _clamp(w.utilization)
+    if w is None:
+        return None
+    return 0.0 if _rolled_over(w, now) else _clamp(w.utilization)
 
 
 def pooled_windows(
@@ -80,11 +92,15 @@ def pooled_windows(
     for window in Window:
         values: list[float] = []
         waits: list[float] = []
+        rolled = 0
         for r in readings:
-            value = _pooled_value(r, window)
+            value = _pooled_value(r, window, now)
             if value is None:
                 continue
             values.append(value)
+            read = _reading(r, window)
+            if read is not None and _rolled_over(read, now) and not (window is Window.FIVE_HOUR and _week_spent(r, now)):
+                rolled += 1
             # A week-spent account counted as 100% here still contributes its own 5-hour
             # reset time: the figure is about time left in *this* window.
             w = _reading(r, window)
@@ -99,6 +115,8 @@ def pooled_windows(
             accounts_averaged=len(values),
             accounts_in_pool=in_pool,
             mean_seconds_to_reset=mean_wait,
+            accounts_rolled_over=rolled,
+            reset_known=bool(waits),
         )
     return result
 

@@ -90,6 +90,30 @@ def price_for(model: str, prices: Prices = DEFAULT_PRICES) -> ModelPrices:
     return table[max(matches, key=len)]
 
 
+OPUS = "claude-opus-4"  # the capacity currency: quota windows are priced in Opus dollars
+CLAUDE_FAMILIES = ("claude", "opus", "sonnet", "haiku")
+
+
+def is_claude(model: str) -> bool:
+    """A model that spends against a Claude account's windows (Codex's do not)."""
+    name = _normalize(model)
+    return any(name == f or (name.startswith(f) and name[len(f)] in _BOUNDARY) for f in CLAUDE_FAMILIES)
+
+
+def opus_dollars(usage_by_model: Iterable[tuple[str, TokenUsage]], prices: Prices = DEFAULT_PRICES) -> float:
+    """Claude spend, Opus-denominated: every Claude model's tokens priced at Opus list prices
+    (seed 003 QuotaCapacityCalibrationJob; DESIGN §9 "Calibration"). Codex spend is outside the
+    gate and outside this sum."""
+    opus = price_for(OPUS, prices)
+    return sum(spend_dollars(usage, opus) for model, usage in usage_by_model if is_claude(model))
+
+
+def dearest(prices: Prices) -> ModelPrices:
+    """The most expensive entry of the table (by output price, then input): what spend of an
+    unpriced model is counted at, so it is never free."""
+    return max(prices.values(), key=lambda p: (p.output, p.input, p.cache_write, p.cache_read))
+
+
 @dataclass(frozen=True)
 class TokenUsage:
     input_tokens: int = 0

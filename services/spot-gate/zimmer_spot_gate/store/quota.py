@@ -85,14 +85,14 @@ async def readings_since(conn: AsyncConnection, since: datetime) -> list[Account
 
 
 async def fleet(conn: AsyncConnection) -> FleetState:
+    """Running Claude Code sessions of any class and their burn: not Codex (it spends nothing
+    against a Claude window), not status-summary forks (seconds-long bookkeeping)."""
     row = (await conn.execute(text("""
-        SELECT count(*) FILTER (WHERE s.runtime = 'claude_code' AND NOT s.is_status_summary_fork) AS slots,
-               count(*) AS total,
-               COALESCE(sum(b.dollars_per_minute) FILTER (WHERE s.runtime = 'claude_code'), 0) AS burn
+        SELECT count(*) AS slots, COALESCE(sum(b.dollars_per_minute), 0) AS burn
         FROM spot_gate.sessions s
         LEFT JOIN spot_gate.burn_rates b ON b.harness = s.harness AND b.model = s.model
-        WHERE s.status = 'running'"""))).one()
-    return FleetState(int(row.slots), int(row.total), float(row.burn))
+        WHERE s.status = 'running' AND s.runtime = 'claude_code' AND NOT s.is_status_summary_fork"""))).one()
+    return FleetState(int(row.slots), float(row.burn))
 
 
 async def capacities(conn: AsyncConnection) -> dict[Window, float]:
@@ -118,6 +118,17 @@ async def record_spend(conn: AsyncConnection, s: SpendReport, dollars: float, no
          "o": s.output_tokens, "cw": s.cache_write_tokens, "cr": s.cache_read_tokens, "d": dollars,
          "at": s.at or now})).first()
     return row is not None
+
+
+async def usage_by_model_since(conn: AsyncConnection, since: datetime) -> list[tuple[str, Any]]:
+    """Tokens spent since `since`, per model (for Opus-denominated calibration)."""
+    from zimmer_spot_gate.domain.pricing import TokenUsage
+
+    rows = (await conn.execute(text("""
+        SELECT model, sum(input_tokens) AS i, sum(output_tokens) AS o, sum(cache_write_tokens) AS cw,
+               sum(cache_read_tokens) AS cr
+        FROM spot_gate.spend_ledger WHERE at >= :s GROUP BY model"""), {"s": since})).all()
+    return [(r.model, TokenUsage(int(r.i), int(r.o), int(r.cw), int(r.cr))) for r in rows]
 
 
 async def spend_since(conn: AsyncConnection, since: datetime) -> float:

@@ -19,7 +19,7 @@ from zimmer_spot_gate.domain.model import Genesis, SchedulingClass
 COLUMNS = """s.id, s.parent_session_id, s.forked_from_session_id, s.genesis, s.scheduling_class, s.precedence,
     s.status, s.runtime, s.harness, s.model, s.title, s.goal, s.prompt, s.trigger_id, s.clone_path, s.metadata,
     s.is_status_summary_fork, s.ever_started, s.spot_hold_reason, s.spot_hold_retry_at, s.spot_hold_count,
-    s.held_turn_kind, s.held_prompt, s.held_attachments, s.created_at, s.updated_at,
+    s.held_turn_kind, s.held_prompt, s.held_attachments, s.created_at, s.updated_at, s.version,
     (SELECT count(*) FROM spot_gate.enqueued_messages m WHERE m.session_id = s.id AND m.delivered_at IS NULL)
         AS enqueued"""
 
@@ -37,7 +37,7 @@ def to_view(row: Row[Any], overrides: Mapping[Genesis, SchedulingClass]) -> Sess
 VIEW_COLUMNS = ("id", "parent_session_id", "forked_from_session_id", "genesis", "scheduling_class", "precedence",
                 "status", "runtime", "harness", "model", "title", "goal", "prompt", "trigger_id", "clone_path",
                 "is_status_summary_fork", "ever_started", "spot_hold_reason", "spot_hold_retry_at",
-                "spot_hold_count", "held_turn_kind", "created_at", "updated_at")
+                "spot_hold_count", "held_turn_kind", "created_at", "updated_at", "version")
 
 
 def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) -> SessionView:
@@ -119,8 +119,8 @@ async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -
     sets = ", ".join(f"{k} = :{k}" if k not in ("held_attachments", "metadata") else f"{k} = CAST(:{k} AS jsonb)"
                      for k in fields)
     values = {k: json.dumps(v) if k in ("held_attachments", "metadata") and v is not None else v for k, v in fields.items()}
-    await conn.execute(text(f"UPDATE spot_gate.sessions SET {sets}, updated_at = now() WHERE id = :id"),
-                       {**values, "id": session_id})
+    await conn.execute(text(f"UPDATE spot_gate.sessions SET {sets}, updated_at = now(), version = version + 1 "
+                            "WHERE id = :id"), {**values, "id": session_id})
 
 
 async def pop_enqueued(conn: AsyncConnection, session_id: int) -> Row[Any] | None:
@@ -139,11 +139,13 @@ async def decisions(conn: AsyncConnection, session_id: int, limit: int) -> list[
 
 
 async def due_holds(conn: AsyncConnection, now: datetime, limit: int) -> list[int]:
-    """Held sessions whose re-check is due, oldest first. Not locked here: each re-check locks its row and re-reads it."""
+    """Held sessions whose re-check is due, highest precedence first, oldest first within a tie
+    (seed 004: precedence decides who gets the headroom back). Not locked here: each re-check
+    locks its row and re-reads it."""
     rows = await conn.execute(text("""
         SELECT id FROM spot_gate.sessions
         WHERE spot_hold_reason IS NOT NULL AND spot_hold_retry_at <= :now
-        ORDER BY spot_hold_retry_at LIMIT :n"""), {"now": now, "n": limit})
+        ORDER BY precedence DESC, created_at, id LIMIT :n"""), {"now": now, "n": limit})
     return [r.id for r in rows]
 
 
@@ -171,19 +173,28 @@ async def fetch_many(conn: AsyncConnection, ids: list[int], *, lock: bool = Fals
                                          f"ORDER BY s.id{suffix}"), {"ids": ids})).all())
 
 
-async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]]) -> None:
-    """Write the status and hold record the gate decided, for many sessions in one round trip."""
+async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]]) -> dict[int, Row[Any]]:
+    """Write the status and hold record the gate decided, for many sessions in one statement;
+    returns each row's new `updated_at` and `version` (the database's, not this process's clock)."""
     if not sessions:
-        return
-    await conn.execute(text("""
-        UPDATE spot_gate.sessions SET status = :status, ever_started = :ever_started,
-            spot_hold_reason = :spot_hold_reason, spot_hold_retry_at = :spot_hold_retry_at,
-            spot_hold_count = :spot_hold_count, held_turn_kind = :held_turn_kind, held_prompt = :held_prompt,
-            held_attachments = CAST(:held_attachments AS jsonb), updated_at = now()
-        WHERE id = :id"""), [{**{k: s[k] for k in ("id", "status", "ever_started", "spot_hold_reason",
-                                                   "spot_hold_retry_at", "spot_hold_count", "held_turn_kind",
-                                                   "held_prompt")},
-                              "held_attachments": dumps(s["held_attachments"])} for s in sessions])
+        return {}
+    cols = ("id", "status", "ever_started", "spot_hold_reason", "spot_hold_retry_at", "spot_hold_count",
+            "held_turn_kind", "held_prompt")
+    arrays = {c: [s[c] for s in sessions] for c in cols}
+    arrays["held_attachments"] = [dumps(s["held_attachments"]) for s in sessions]
+    rows = (await conn.execute(text("""
+        UPDATE spot_gate.sessions t SET status = u.status, ever_started = u.ever_started,
+            spot_hold_reason = u.spot_hold_reason, spot_hold_retry_at = u.spot_hold_retry_at,
+            spot_hold_count = u.spot_hold_count, held_turn_kind = u.held_turn_kind, held_prompt = u.held_prompt,
+            held_attachments = CAST(u.held_attachments AS jsonb), updated_at = now(), version = t.version + 1
+        FROM unnest(CAST(:id AS bigint[]), CAST(:status AS text[]), CAST(:ever_started AS boolean[]),
+                    CAST(:spot_hold_reason AS text[]), CAST(:spot_hold_retry_at AS timestamptz[]),
+                    CAST(:spot_hold_count AS integer[]), CAST(:held_turn_kind AS text[]), CAST(:held_prompt AS text[]),
+                    CAST(:held_attachments AS text[]))
+             AS u(id, status, ever_started, spot_hold_reason, spot_hold_retry_at, spot_hold_count, held_turn_kind,
+                  held_prompt, held_attachments)
+        WHERE t.id = u.id RETURNING t.id, t.updated_at, t.version"""), arrays)).all()
+    return {r.id: r for r in rows}
 
 
 async def log_decisions(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:

@@ -1,0 +1,126 @@
+"""The one admission path: turns, re-checks and spawns that start at once are decided in
+batches, in one transaction each, under the one admission lock (seed 004 "Every turn is gated";
+DESIGN §9). A spawn that starts is inserted and gets its first turn in the same transaction as
+every other decision of its batch, so concurrent spawns are counted against the same slots as
+turns, and the batch holds one database connection however many requests it carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_common import idempotency
+from zimmer_common.batching import Batcher
+from zimmer_common.contracts.spot import SESSION_CREATED, SessionEvent, SessionView, SpawnResult, SpawnSession, TurnResult
+from zimmer_common.errors import ZimmerError
+from zimmer_common.outbox import emit
+from zimmer_spot_gate.domain.classes import originate
+from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, TurnKind
+from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.turns import SCHEMA, Result, TurnGate, TurnRequest
+
+
+@dataclass(frozen=True)
+class SpawnRequest:
+    """A spawn, with what a trigger stamps on it (seed 004 "Where the class comes from")."""
+
+    req: SpawnSession
+    default_genesis: Genesis = Genesis.API
+    trigger_id: int | None = None
+    trigger_class: SchedulingClass | None = None
+    trigger_precedence: int | None = None
+
+
+Item = TurnRequest | SpawnRequest
+Answer = Result | SpawnResult | ZimmerError
+
+
+class Admissions:
+    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, on_commit: Callable[[], None]):
+        self._engine = engine
+        self.gate = gate
+        self._on_commit = on_commit
+        self.batcher: Batcher[Item, Answer] = Batcher(self._run, name="spot-gate admissions")
+
+    async def turn(self, request: TurnRequest) -> TurnResult:
+        out = await self.batcher.submit(request)
+        if isinstance(out, ZimmerError):
+            raise out
+        assert isinstance(out, TurnResult)
+        return out
+
+    async def spawn(self, request: SpawnRequest) -> SpawnResult:
+        out = await self.batcher.submit(request)
+        if isinstance(out, ZimmerError):
+            raise out
+        assert isinstance(out, SpawnResult)
+        return out
+
+    async def _run(self, items: list[Item]) -> list[Answer]:
+        answers: list[Answer | None] = [None] * len(items)
+        async with self._engine().begin() as conn:
+            overrides = (await quota.policy(conn)).overrides
+            # Spawns first, each in a savepoint (a refused one, e.g. an unknown parent, must not
+            # undo the batch); then every turn, the new sessions' first turns among them.
+            turns: list[tuple[int, TurnRequest]] = []
+            spawned: dict[int, SessionView] = {}
+            for i, item in enumerate(items):
+                if isinstance(item, TurnRequest):
+                    turns.append((i, item))
+                    continue
+                try:
+                    async with conn.begin_nested():
+                        view, created = await insert_session(conn, item, overrides)
+                except ZimmerError as exc:
+                    answers[i] = exc
+                    continue
+                if created and item.req.start:
+                    spawned[i] = view
+                    turns.append((i, TurnRequest(view.id, TurnKind.FIRST_START, item.req.prompt)))
+                else:
+                    answers[i] = SpawnResult(session=view, created=created)
+
+            async def decide(indices: list[int]) -> list[Result]:
+                return await self.gate.process(conn, [turns[j][1] for j in indices])
+
+            outcomes = await idempotency.keyed_batch(conn, SCHEMA, [t.key for _, t in turns], decide, TurnResult)
+            for (i, _), out in zip(turns, outcomes, strict=True):
+                if i in spawned:
+                    answers[i] = (out if isinstance(out, ZimmerError) else
+                                  SpawnResult(session=out.session if out else spawned[i], created=True, turn=out))
+                else:
+                    answers[i] = out
+        self._on_commit()
+        return answers  # type: ignore[return-value]
+
+
+async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: Any) -> tuple[SessionView, bool]:
+    """Insert the session (announcing it), or find the one its idempotency key already made.
+    Returns its view and whether it is new."""
+    req = item.req
+    if req.idempotency_key:
+        existing = await store.by_idempotency_key(conn, req.idempotency_key)
+        if existing is not None:
+            return store.to_view(existing, overrides), False
+    parent = await store.lineage(conn, req.parent_session_id, "parent_session_id") \
+        if req.parent_session_id is not None else None
+    if parent is None and req.forked_from_session_id is not None:
+        parent = await store.lineage(conn, req.forked_from_session_id, "forked_from_session_id")
+    origin = originate(lineage=parent, declared_genesis=Genesis(req.genesis) if req.genesis else None,
+                       declared_class=SchedulingClass(req.scheduling_class) if req.scheduling_class else None,
+                       declared_precedence=req.precedence, default_genesis=item.default_genesis,
+                       trigger_class=item.trigger_class, trigger_precedence=item.trigger_precedence)
+    session_id = await store.insert(conn, req, origin, item.trigger_id)
+    if session_id is None:  # a concurrent spawn with the same key committed first
+        raced = await store.by_idempotency_key(conn, req.idempotency_key or "")
+        assert raced is not None
+        return store.to_view(raced, overrides), False
+    view = store.to_view(await store.fetch(conn, session_id), overrides)
+    await emit(conn, SCHEMA, SESSION_CREATED, "session_created",
+               SessionEvent(session=view, spawned_by=req.metadata.get("spawned_by")))
+    return view, True
