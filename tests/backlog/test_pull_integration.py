@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
@@ -249,3 +250,20 @@ async def test_a_pull_of_zero_says_which_zero_it_is(both) -> None:  # type: igno
     none = await bus.request(c.PULL, c.PullItems(keys=["zimmer#404"]))
     assert none.sentence == ("pulled 0 — none of the named keys is queued; 2 in flight, but 2 of those are held at "
                              "the spot gate on spot_budget, so the fleet is idle behind quota rather than busy")
+
+
+async def test_the_newest_word_on_a_session_is_its_highest_version(both) -> None:  # type: ignore[no-untyped-def]
+    """Issue 8 #9: events may arrive out of order, and timestamps written by two clocks cannot
+    order them; the session's version (bumped in the UPDATE that changes it) does."""
+    from zimmer_backlog import store
+
+    backlog, _spot, bus = both
+    item = await append(bus, 60)
+    same = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a frozen clock: every event stamped alike
+    async with backlog.engine.begin() as conn:
+        await store.record_session(conn, 9001, item.id, "running", False, same, version=3)
+        await store.record_session(conn, 9001, item.id, "waiting", True, same, version=2)  # older, arrived late
+        await store.record_session(conn, 9001, item.id, "needs_input", False, same - timedelta(hours=1), version=4)
+        row = (await conn.execute(text("SELECT status, version FROM backlog.produced_sessions "
+                                       "WHERE session_id = 9001"))).one()
+    assert (row.status, row.version) == ("needs_input", 4)

@@ -102,3 +102,35 @@ async def test_unreadable_and_newer_version_messages_are_terminated(env) -> None
         assert info.num_pending == 0 and info.num_ack_pending == 0  # nothing left to redeliver
     finally:
         await consumer.stop()
+
+
+async def test_after_commit_runs_once_the_effects_are_visible(env) -> None:  # type: ignore[no-untyped-def]
+    """A cache invalidated from `after_commit` is refilled from the committed rows: the hook runs
+    after the commit, when another connection already sees the effect, and once per new event."""
+    engine, bus = env
+    observed: list[list[tuple[str, int]]] = []
+    pending: list[asyncio.Task[None]] = []
+
+    async def look() -> None:
+        observed.append(await seen(engine))
+
+    async def handle(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await conn.execute(text("INSERT INTO backlog.seen VALUES (:i, :n)"), {"i": event.id, "n": event.data["n"]})
+
+    spec = ConsumerSpec("after_commit_probe", Stream.EVENTS, (SUBJECT,),
+                        after_commit=lambda: pending.append(asyncio.ensure_future(look())))
+    consumer = DurableConsumer(bus, engine, schema="backlog", spec=spec, handler=handle)
+    await consumer.start()
+    try:
+        await bus.publish(SUBJECT, envelope("a1"), msg_id="a1")
+        await bus.publish(SUBJECT, envelope("a1"), msg_id="a1-again")  # a redelivered copy: no second hook
+
+        async def one_hook() -> bool:
+            return len(pending) == 1
+        await wait_for(one_hook)
+        await asyncio.gather(*pending)
+        assert observed == [[("a1", 1)]]
+        await asyncio.sleep(0.5)
+        assert len(pending) == 1
+    finally:
+        await consumer.stop()
