@@ -23,7 +23,8 @@ from typing import Any
 
 import asyncpg
 
-from bench.harness import BenchContext, Entry, Series, ServiceProcess, Sizes, note_dead_services
+from bench.harness import (
+    BenchContext, Entry, Series, ServiceProcess, Sizes, advisory_lock_tx_rate, note_dead_services)
 from bench.spot_gate import _fresh_db
 
 APPENDERS = 8  # for the latency figures (issue 4)
@@ -33,23 +34,6 @@ WRK_SECONDS, WRK_THREADS = 2, 2  # wrk on /healthz each round, when a wrk binary
 APPEND_PATH = "/api/v1/work_backlog_items"
 QUEUED = 5000
 COSTS = ("small", "medium", "large")
-
-
-async def _baseline_lock_tx(db: str, n: int) -> float:
-    """Serialized `pg_advisory_xact_lock` + one INSERT transactions per second, one connection."""
-    from zimmer_common.db import asyncpg_dsn
-
-    conn = await asyncpg.connect(asyncpg_dsn(db))
-    try:
-        await conn.execute("CREATE TABLE IF NOT EXISTS bench_lock (id bigserial PRIMARY KEY, v text)")
-        started = time.perf_counter()
-        for i in range(n):
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(42)")
-                await conn.execute("INSERT INTO bench_lock (v) VALUES ($1)", str(i))
-        return n / (time.perf_counter() - started)
-    finally:
-        await conn.close()
 
 
 async def _clear_queue(db: str) -> None:
@@ -155,7 +139,7 @@ async def bench_appends(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             p50.add_latencies(samples)
             p99.add_latencies([percentile(samples, 99)])
             crowded_rate.add_rate(await run(crowded, THROUGHPUT_APPENDERS, "rpc"))
-            baseline.add_rate(await _baseline_lock_tx(db, ordinary))
+            baseline.add_rate(await advisory_lock_tx_rate(db, ordinary))
     except BaseException as exc:
         note_dead_services(exc, services)
         raise

@@ -528,7 +528,8 @@ class ServiceProcess:
         self.name = name
         environ = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=db, ZIMMER_NATS_URL=ctx.nats_url,
                        ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="WARNING", ZIMMER_INSTANCE_ID=f"bench-{name}",
-                       ZIMMER_RPC_TIMEOUT_SECONDS="30", **env)
+                       ZIMMER_RPC_TIMEOUT_SECONDS="30")
+        environ.update(env)  # a benchmark's own settings win (a shorter deadline, a key)
         # Its log (WARNING and up) goes to a temporary file, so a service that dies can say why.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", name], env=environ,
@@ -575,3 +576,23 @@ class ServiceProcess:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+async def advisory_lock_tx_rate(db: str, n: int) -> float:
+    """The physical baseline of anything serialized under one lock: `n` transactions of
+    `pg_advisory_xact_lock` + one INSERT, one after another on one connection, per second."""
+    import asyncpg
+
+    from zimmer_common.db import asyncpg_dsn
+
+    conn = await asyncpg.connect(asyncpg_dsn(db))
+    try:
+        await conn.execute("CREATE TABLE IF NOT EXISTS bench_lock (id bigserial PRIMARY KEY, v text)")
+        started = time.perf_counter()
+        for i in range(n):
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(42)")
+                await conn.execute("INSERT INTO bench_lock (v) VALUES ($1)", str(i))
+        return n / (time.perf_counter() - started)
+    finally:
+        await conn.close()

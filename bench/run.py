@@ -69,6 +69,8 @@ GROUPS: list[Group] = [
           "Spot gate end to end: request_turn → decision → start_turn on the runtime stream"),
     Group("spot_decision", "pg+nats", spot_gate.bench_decision, "Spot gate decision: pure vs with its reads"),
     Group("spot_recheck_scan", "pg+nats", spot_gate.bench_recheck_scan, "Due holds among 10,000 held sessions"),
+    Group("spot_spawn_burst", "pg+nats", spot_gate.bench_spawn_burst,
+          "500 concurrent spawns against 20 slots through the gateway: all 201, exactly 20 admitted"),
     Group("backlog_appends", "pg+nats", backlog.bench_appends,
           "Backlog appends/s via REST (aiohttp) and NATS RPC, 32 appenders, vs advisory-lock tx/s; "
           "the client's GET /healthz rate beside REST"),

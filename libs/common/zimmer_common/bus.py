@@ -8,8 +8,9 @@ dependency when PostgreSQL or the bus is down. A request that times out, finds n
 listening, or cannot be sent because the connection is down is `unavailable`: never a guess,
 and never sent later (the client keeps no buffer across a reconnect).
 
-Each service bounds the requests it answers at once (`ZIMMER_MAX_INFLIGHT_RPCS`); beyond the
-bound it answers `busy` at once, having done nothing, rather than growing without limit.
+Each service bounds the requests it answers at once, by count (`ZIMMER_MAX_INFLIGHT_RPCS`) and by
+the bytes they carry (`ZIMMER_MAX_INFLIGHT_BYTES`); beyond either it answers `busy` at once,
+having done nothing, rather than growing without limit.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ Resp = TypeVar("Resp", bound=Payload)
 Handler = Callable[[Any], Awaitable[BaseModel]]
 
 CONNECT_TIMEOUT_SECONDS = 5.0
-DEFAULT_MAX_INFLIGHT = 256
+DEFAULT_MAX_INFLIGHT = 1024
+DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 # Room left in a bus message for headers and the reply envelope around a payload.
 HEADER_ROOM = 4096
 
@@ -99,7 +101,7 @@ class Bus:
 
     def __init__(self, nc: NatsClient, *, service: str, rpc_timeout: float, metrics: ServiceMetrics | None = None,
                  closing: asyncio.Event | None = None, outages: Outages | None = None,
-                 max_inflight: int = DEFAULT_MAX_INFLIGHT):
+                 max_inflight: int = DEFAULT_MAX_INFLIGHT, max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES):
         self.nc = nc
         self._closing = closing or asyncio.Event()
         self.js: JetStreamContext = nc.jetstream(timeout=rpc_timeout)
@@ -108,18 +110,21 @@ class Bus:
         self.metrics = metrics
         self.outages = outages or Outages(metrics)
         self.max_inflight = max_inflight
+        self.max_inflight_bytes = max_inflight_bytes
         self._subs: list[Any] = []
         self._inflight: set[asyncio.Task[None]] = set()
+        self._inflight_bytes = 0
 
     @classmethod
     async def connect(cls, servers: list[str], *, service: str, instance_id: str, rpc_timeout: float,
                       metrics: ServiceMetrics | None = None, outages: Outages | None = None,
-                      max_inflight: int = DEFAULT_MAX_INFLIGHT) -> Bus:
+                      max_inflight: int = DEFAULT_MAX_INFLIGHT,
+                      max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES) -> Bus:
         closing = asyncio.Event()
         outages = outages or Outages(metrics)
         nc = await connect_nats(servers, f"{service}:{instance_id}", closing=closing, outages=outages)
         return cls(nc, service=service, rpc_timeout=rpc_timeout, metrics=metrics, closing=closing,
-                   outages=outages, max_inflight=max_inflight)
+                   outages=outages, max_inflight=max_inflight, max_inflight_bytes=max_inflight_bytes)
 
     @property
     def max_payload(self) -> int:
@@ -135,14 +140,21 @@ class Bus:
         """Answer `spec` in queue group `<ctx>`, so replicas share the load."""
 
         async def on_msg(msg: Msg) -> None:
-            if len(self._inflight) >= self.max_inflight:
+            size = len(msg.data or b"")
+            if len(self._inflight) >= self.max_inflight or self._inflight_bytes + size > self.max_inflight_bytes:
                 await self._refuse_busy(spec, msg)
                 return
             task = asyncio.create_task(self._answer(spec, handler, msg))
             self._inflight.add(task)
+            self._inflight_bytes += size
             if self.metrics:
                 self.metrics.rpc_inflight.labels(self.service).set(len(self._inflight))
-            task.add_done_callback(self._inflight.discard)
+
+            def done(t: asyncio.Task[None], size: int = size) -> None:
+                self._inflight.discard(t)
+                self._inflight_bytes -= size
+
+            task.add_done_callback(done)
 
         self._subs.append(await self.nc.subscribe(spec.subject, queue=spec.ctx, cb=on_msg))
         await self.nc.flush(timeout=self.rpc_timeout)  # when this returns, the server routes requests to us

@@ -123,7 +123,7 @@ class Service:
             self.engine = create_engine(s.database_url, app_name=f"zimmer-{self.name}", outages=self.outages)
         self.bus = await Bus.connect(s.nats_servers, service=self.name, instance_id=s.instance_id,
                                      rpc_timeout=s.rpc_timeout_seconds, metrics=self.metrics, outages=self.outages,
-                                     max_inflight=s.max_inflight_rpcs)
+                                     max_inflight=s.max_inflight_rpcs, max_inflight_bytes=s.max_inflight_bytes)
         await provision_streams(self.bus, replicas=s.stream_replicas)
         if self.engine is not None and self.schema:
             self.relay = OutboxRelay(self.engine, self.bus, schema=self.schema, source=self.name,

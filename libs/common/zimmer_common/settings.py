@@ -61,7 +61,8 @@ class Settings(BaseSettings):
     # JetStream replicas per stream: 1 embedded, 3 on the compose cluster.
     stream_replicas: int = 1
     # Bounds on work in flight: beyond them a request is refused `busy` (503, nothing done).
-    max_inflight_rpcs: int = Field(default=256, ge=1)
+    max_inflight_rpcs: int = Field(default=1024, ge=1)
+    max_inflight_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
     max_batch_pending: int = Field(default=1000, ge=1)
     # The gateway's request body limit (bytes): larger bodies are refused 413 while streaming.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)

@@ -64,7 +64,8 @@ class Admissions:
     async def _run(self, items: list[Item]) -> list[Answer]:
         answers: list[Answer | None] = [None] * len(items)
         async with self._engine().begin() as conn:
-            overrides = (await quota.policy(conn)).overrides
+            policy = await quota.policy(conn)
+            overrides = policy.overrides
             # Spawns first, each in a savepoint (a refused one, e.g. an unknown parent, must not
             # undo the batch); then every turn, the new sessions' first turns among them.
             turns: list[tuple[int, TurnRequest]] = []
@@ -86,7 +87,7 @@ class Admissions:
                     answers[i] = SpawnResult(session=view, created=created)
 
             async def decide(indices: list[int]) -> list[Result]:
-                return await self.gate.process(conn, [turns[j][1] for j in indices])
+                return await self.gate.process(conn, [turns[j][1] for j in indices], policy)
 
             outcomes = await idempotency.keyed_batch(conn, SCHEMA, [t.key for _, t in turns], decide, TurnResult)
             for (i, _), out in zip(turns, outcomes, strict=True):

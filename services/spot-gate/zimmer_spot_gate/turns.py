@@ -130,12 +130,13 @@ class TurnGate:
             raise out
         return out
 
-    async def process(self, conn: AsyncConnection, requests: list[TurnRequest]) -> list[Result]:
+    async def process(self, conn: AsyncConnection, requests: list[TurnRequest],
+                      policy: quota.PolicyRow | None = None) -> list[Result]:
         parts, failure = await self._pool_parts(conn)  # before the lock, on this connection
         await self.lock_admissions(conn)
         rows = {r.id: dict(r._mapping) for r in
                 await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
-        policy = await quota.policy(conn)
+        policy = policy or await quota.policy(conn)
         burn_rates = parts.burn_rates if parts else {}
         sessions = {sid: to_session(r, policy.overrides, burn_rates) for sid, r in rows.items()}
 
@@ -168,9 +169,10 @@ class TurnGate:
         after = {sid: _row_of(rows[sid], plan.sessions[sid]) for sid in changed}
         stamped = await store.save_turn_state(conn, [after[sid] for sid in changed])
         now = self.now()
+        seen = {id(d): decision_view(d) for _sid, _turn, d in plan.decisions}  # each view built once
         await store.log_decisions(conn, [
             {"s": sid, "k": turn.kind.value, "a": d.allowed, "r": d.reason.value, "c": d.ceiling.value if d.ceiling else None,
-             "sent": d.sentence, "n": store.dumps(decision_view(d).model_dump(mode="json")), "at": now}
+             "sent": d.sentence, "n": seen[id(d)].model_dump_json(), "at": now}
             for sid, turn, d in plan.decisions])
         await store.enqueue_messages(conn, [{"s": sid, "k": t.kind.value, "p": t.prompt, "a": store.dumps(list(t.attachments))}
                                             for sid, t in plan.queued])
@@ -197,7 +199,7 @@ class TurnGate:
             runtime=rows[sid]["runtime"], harness=rows[sid]["harness"], model=rows[sid]["model"]))
             for sid, t in plan.starts]
         await emit_many(conn, SCHEMA, events + commands)
-        return [_result(o, views) for o in plan.outcomes]
+        return [_result(o, views, seen) for o in plan.outcomes]
 
 
 def _stamp(stamped: dict[int, Any], sid: int) -> dict[str, Any]:
@@ -213,7 +215,7 @@ def _row_of(row: dict[str, Any], s: Session) -> dict[str, Any]:
             "held_attachments": list(hold.turn.attachments) if hold else None}
 
 
-def _result(o: Outcome, views: dict[int, Any]) -> Result:
+def _result(o: Outcome, views: dict[int, Any], decided: dict[int, DecisionView]) -> Result:
     if o.verdict is Verdict.NOT_FOUND:
         return ZimmerError(ErrorCode.NOT_FOUND, f"session {o.session_id} does not exist", {"session_id": o.session_id})
     if o.verdict is Verdict.NOTHING:
@@ -223,4 +225,5 @@ def _result(o: Outcome, views: dict[int, Any]) -> Result:
         return ZimmerError(ErrorCode.REFUSED, f"session {o.session_id} is {view.status}; it takes no more turns",
                            {"status": view.status})
     return TurnResult(outcome=o.verdict.value, exempt_because=o.exempt_because,  # type: ignore[arg-type]
-                      decision=decision_view(o.decision) if o.decision else None, session=view)
+                      decision=decided.get(id(o.decision)) or decision_view(o.decision) if o.decision else None,
+                      session=view)
