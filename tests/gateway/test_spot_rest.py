@@ -268,3 +268,25 @@ async def test_triggers_costs_credentials_and_openapi(stack, http: httpx.AsyncCl
         ok = next(s for s in ("200", "201", "202") if s in op["responses"])
         assert "$ref" in str(op["responses"][ok]["content"]["application/json"]["schema"]), (method, path)
         assert "401" in op["responses"]
+
+
+async def test_concurrent_spawns_over_rest_are_all_answered_and_hold_the_cap(stack) -> None:  # type: ignore[no-untyped-def]
+    """Issue 8 #1 through the gateway: 20 spawns at once against 7 slots, every one 201 inside its
+    deadline, exactly 7 admitted, none admitted because the gate was congested."""
+    import asyncio
+
+    _services, url = stack
+    async with httpx.AsyncClient(base_url=url, timeout=30) as operator, \
+            httpx.AsyncClient(base_url=url, headers=FLEET, timeout=30) as http:
+        now = datetime.now(UTC)
+        await http.post("/api/v1/quota/readings", json={
+            "account": "a", "status": "active",
+            "five_hour": {"utilization": 0.1, "resets_at": (now + timedelta(hours=3)).isoformat()},
+            "seven_day": {"utilization": 0.1, "resets_at": (now + timedelta(days=3)).isoformat()}})
+        assert (await operator.patch("/api/v1/spot_policy", json={"max_sessions": 7}, headers=OPERATOR)).status_code == 200
+        answers = await asyncio.gather(*(http.post("/api/v1/sessions", json={"genesis": "api", "title": f"c{i}"})
+                                         for i in range(20)))
+    assert [a.status_code for a in answers] == [201] * 20
+    turns = [a.json()["turn"] for a in answers]
+    assert sum(t["outcome"] == "admitted" for t in turns) == 7
+    assert {t["decision"]["reason"] for t in turns} == {"within_limits", "fleet_at_cap"}
