@@ -8,10 +8,10 @@ carries 1 MB) with room for the rest of the request.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
-from pydantic import BeforeValidator, Field, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
 PROMPT_MAX: Final = 100_000  # characters; at 4 bytes each still inside one bus message
 LONG_TEXT_MAX: Final = 2_000  # reasons, goals, URLs
@@ -29,7 +29,24 @@ def _iso_time_only(value: Any) -> Any:
     return value
 
 
-Time = Annotated[datetime, Field(strict=False), BeforeValidator(_iso_time_only)]
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def _storable_time(value: datetime) -> datetime:
+    # PostgreSQL and Python both break at the edges of year 1 and 9999 once an offset moves the
+    # instant across them ("0001-01-01T00:00+01:00" is in year 0): refuse what no reading means.
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    try:
+        instant = aware.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time is out of range (1970 to 9998)") from None
+    if not EARLIEST <= instant < LATEST:
+        raise ValueError("the time is out of range (1970 to 9998)")
+    return value
+
+
+Time = Annotated[datetime, Field(strict=False), BeforeValidator(_iso_time_only), AfterValidator(_storable_time)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX)]
 ShortText = Annotated[str, StringConstraints(max_length=NAME_MAX)]
 Title = Annotated[str, StringConstraints(max_length=TITLE_MAX)]

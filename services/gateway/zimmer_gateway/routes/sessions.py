@@ -91,9 +91,10 @@ async def get_session(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
 
 
 @router.patch("/{session_id}", summary="Change a session's scheduling class and/or precedence",
-              response_model=c.SessionView, responses=problem_responses(404))
+              response_model=c.SessionView, responses=problem_responses(404, 409))
 async def patch_session(session_id: SessionIdPath, body: SessionPatch, bus: BusDep) -> c.SessionView:
-    """All or nothing: a refused change leaves the session as it was."""
+    """All or nothing: a refused change leaves the session as it was. 409 `refused` for an
+    ended (archived or failed) session, naming its status."""
     return await bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=session_id, **body.model_dump()))
 
 
@@ -116,8 +117,13 @@ async def request_turn(session_id: SessionIdPath, body: TurnBody, bus: BusDep, r
 
 
 @router.post("/{session_id}/status", summary="Report a session's status (for scripts)",
-             response_model=c.SessionView, responses=problem_responses(404, 422))
+             response_model=c.SessionView, responses=problem_responses(404, 409))
 async def report_status(session_id: SessionIdPath, body: StatusBody, bus: BusDep) -> c.SessionView:
+    """Moves the session along its lifecycle (docs/spot-gate.md "The lifecycle"): 409 `refused`,
+    naming the current status, for a move the table does not allow (an ended session takes no
+    status; a session the spot gate holds is not started by a report). Reporting the status it
+    already has changes nothing. At a turn boundary (running → needs_input) the next queued turn
+    is delivered, gated."""
     return await bus.request(c.REPORT_STATUS, c.StatusChange(session_id=session_id, **body.model_dump()))
 
 
