@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import text
 
 from zimmer_backlog.service import build
@@ -65,10 +67,26 @@ async def test_a_started_row_stays_as_history_beside_a_fresh_one(backlog) -> Non
 
 
 async def test_issueless_items_only_from_an_operator_or_the_import(backlog) -> None:  # type: ignore[no-untyped-def]
+    """Seed 000 "What an item is": an issueless item may only come from a human or the import.
+    Issue 9 #1: `issue_url: ""` and `"not a url"` passed, and spawned from payload.prompt."""
     _service, bus = backlog
-    with pytest.raises(ZimmerError) as info:
-        await bus.request(c.APPEND, c.AppendItem(key="manual-tidy", estimated_cost="small", added_via="rest"))
-    assert info.value.code is ErrorCode.INVALID and info.value.details["field"] == "issue_url"
+
+    async def refused(body: dict) -> list[tuple]:  # type: ignore[type-arg]
+        # Raw JSON, as any client of the bus could send it: the service holds the same contract.
+        raw = await bus.nc.request(c.APPEND.subject, json.dumps(body).encode(), timeout=5)
+        error = json.loads(raw.data)["error"]
+        assert error["code"] == "invalid", error
+        return [tuple(e["loc"]) for e in error["details"]["errors"]]
+
+    ungated = {"key": "zimmer#40", "estimated_cost": "small", "payload": {"prompt": "UNGATED"}}
+    assert await refused({**ungated, "key": "manual-tidy", "added_via": "rest"}) == [("issue_url",)]
+    assert await refused({**ungated, "issue_url": ""}) == [("issue_url",)]
+    assert await refused({**ungated, "issue_url": "not a url"}) == [("issue_url",)]
+    assert await refused({**ungated, "issue_url": "http://github.com/acme/zimmer/issues/40"}) == [("issue_url",)]
+    assert await refused({**ungated, "issue_url": "https://github.com/acme/other/issues/40"}) == [("key",)]
+    assert await refused({**ungated, "issue_url": "https://github.com/acme/zimmer/issues/41"}) == [("key",)]
+    with pytest.raises(ValidationError):  # the same contract on this side of the bus
+        c.AppendItem(key="manual-tidy", estimated_cost="small", added_via="mcp")
     ok = await bus.request(c.APPEND, c.AppendItem(key="manual-tidy", estimated_cost="small", added_via="operator",
                                                   payload={"prompt": "Tidy the README"}))
     assert ok.item.issue_url is None and ok.item.payload["prompt"] == "Tidy the README"
@@ -170,7 +188,7 @@ async def test_concurrent_appends_through_re_spaces_keep_the_band_and_fifo(backl
     _service, bus = backlog
     results = []
     for wave in range(5):  # 5 waves of 16 concurrent appends: 80 large items
-        results += await asyncio.gather(*(bus.request(c.APPEND, item(f"big#{wave * 16 + n}", "large"))
+        results += await asyncio.gather(*(bus.request(c.APPEND, item(f"zimmer#{1000 + wave * 16 + n}", "large"))
                                           for n in range(16)))
     listed = (await bus.request(c.GET_ITEMS, c.ItemQuery(limit=1000))).items
     assert len(listed) == 80

@@ -267,3 +267,28 @@ async def test_the_newest_word_on_a_session_is_its_highest_version(both) -> None
         row = (await conn.execute(text("SELECT status, version FROM backlog.produced_sessions "
                                        "WHERE session_id = 9001"))).one()
     assert (row.status, row.version) == ("needs_input", 4)
+
+
+async def test_a_row_without_an_issue_from_the_fleet_is_never_spawned(both) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #1: a session's prompt comes from the issue unless the row is issueless *and* came
+    from an operator or the import. A row that reached the table any other way (written before
+    the contract held the rule) is refused at the pull, never spawned from its payload."""
+    backlog, spot, bus = both
+    async with backlog.engine.begin() as conn:
+        await conn.execute(text("INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, "
+                                "precedence, payload) VALUES ('zimmer#77', NULL, 'small', 'operator', 6000, "
+                                """'{"prompt": "by hand"}')"""))
+        await conn.execute(text("ALTER TABLE backlog.work_backlog_items DROP CONSTRAINT issueless_only_from_a_human_or_the_import"))
+        await conn.execute(text("INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, "
+                                "precedence, payload) VALUES ('zimmer#78', NULL, 'small', 'rest', 5990, "
+                                """'{"prompt": "UNGATED"}')"""))
+    result = await bus.request(c.PULL, c.PullItems(count=2))
+    assert [s.item.key for s in result.started] == ["zimmer#77"]
+    assert [(f.key, f.code) for f in result.failed] == [("zimmer#78", "refused")]
+    async with spot.engine.connect() as conn:
+        prompts = [r.prompt for r in await conn.execute(text("SELECT prompt FROM spot_gate.sessions"))]
+    assert prompts == ["by hand"]
+    async with backlog.engine.connect() as conn:
+        status = (await conn.execute(text("SELECT status FROM backlog.work_backlog_items WHERE key = 'zimmer#78'"))
+                  ).scalar_one()
+    assert status == "queued"  # a definite no: back on the queue, reported on every pull that meets it

@@ -154,9 +154,6 @@ class _AppendBatch:
         self._next = -1
 
     async def place(self, conn: AsyncConnection, req: AppendItem) -> int | ZimmerError:
-        if req.issue_url is None and req.added_via not in ("operator", "import"):
-            return ZimmerError(ErrorCode.INVALID, "an item without an issue_url may only come from an operator or "
-                               "the import: it would be ungated work reaching the fleet", {"field": "issue_url"})
         if req.key in self.taken:
             existing = self.taken[req.key]
             return ZimmerError(ErrorCode.CONFLICT, f"{req.key} is already on the queue" +

@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
-from zimmer_common.contracts.backlog import Cost
+from zimmer_common.contracts.backlog import Cost, issue_rule_violation
 from zimmer_common.settings import Environment, Settings
 
 log = logging.getLogger("zimmer.backlog.import")
@@ -164,6 +164,13 @@ class ImportItem(BaseModel):
     removed_by: str | None = None
     removal_reason: str | None = None
     payload: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _issue_rules(self) -> ImportItem:
+        bad = issue_rule_violation(self.key, self.issue_url, "import")
+        if bad is not None:
+            raise ValueError(f"{bad[0]}: {bad[1]}")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zimmer_backlog import store
 from zimmer_common import deadline
 from zimmer_common.bus import Bus
-from zimmer_common.contracts.backlog import ITEM_STARTED, ItemEvent, ItemView, StartedItem
+from zimmer_common.contracts.backlog import ISSUELESS_SOURCES, ITEM_STARTED, ItemEvent, ItemView, StartedItem
 from zimmer_common.contracts.spot import SESSION_BY_KEY, SPAWN, SessionByKey, SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit
@@ -37,9 +37,15 @@ def spawn_key(item_id: int) -> str:
 
 
 def prompt_for(item: ItemView) -> str:
+    """A session's prompt comes from its issue. Only an issueless row from an operator or the
+    import carries its own prompt (seed 000 "What an item is"); any other row without an issue
+    is refused rather than spawned from whatever its payload says: that would be ungated work."""
     if item.issue_url:
         return f"{item.issue_url}\n\nPlease implement this"
-    return str(item.payload.get("prompt") or "")  # an issueless item's verbatim prompt
+    if item.added_via in ISSUELESS_SOURCES:
+        return str(item.payload.get("prompt") or "")  # an issueless item's verbatim prompt
+    raise ZimmerError(ErrorCode.REFUSED, f"item {item.id} has no issue and did not come from an operator or the "
+                      "import; it is not started", {"item_id": item.id, "added_via": item.added_via})
 
 
 def spawn_request(item: ItemView, *, scheduling_class: str, parent_session_id: int | None,
@@ -61,9 +67,9 @@ class Starter:
     async def start(self, item: ItemView, *, scheduling_class: str, parent_session_id: int | None,
                     precedence: int | None) -> StartedItem:
         """Spawn for a row already marked `starting` (or resume one left there)."""
-        request = spawn_request(item, scheduling_class=scheduling_class, parent_session_id=parent_session_id,
-                                precedence=precedence)
         try:
+            request = spawn_request(item, scheduling_class=scheduling_class, parent_session_id=parent_session_id,
+                                    precedence=precedence)
             result = await self._bus().request(SPAWN, request)
         except ZimmerError as exc:
             if exc.code is not ErrorCode.UNAVAILABLE:

@@ -53,9 +53,10 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ValidationError)
     async def _contract(request: Request, exc: ValidationError) -> JSONResponse:
-        # A route built a contract from its parameters and the contract refused them: the same
-        # rules as the services', so the same answer (422 naming the field), never a 500.
-        errors = [{"loc": ["query", *e.get("loc", ())], "msg": e.get("msg"), "type": e.get("type")}
+        # A route built a contract from its parameters or body and the contract refused them: the
+        # same rules as the services', so the same answer (422 naming the field), never a 500.
+        where = "query" if request.method in ("GET", "HEAD", "DELETE") else "body"
+        errors = [{"loc": [where, *e.get("loc", ())], "msg": e.get("msg"), "type": e.get("type")}
                   for e in exc.errors(include_url=False, include_input=False)]
         return problem(422, "the request does not match the API contract", type_="urn:zimmer:error:invalid",
                        instance=request.url.path, code="invalid", errors=errors)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+import re
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
@@ -83,9 +86,41 @@ class ItemList(Payload):
     counts: Counts
 
 
+GITHUB_ISSUE_URL = re.compile(
+    r"^https://github\.com/(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/(?P<repo>[A-Za-z0-9._-]{1,100})"
+    r"/issues/(?P<number>[1-9][0-9]{0,9})$")
+ISSUELESS_SOURCES = ("operator", "import")  # seed 000: "An issueless item may only come from a human or the import"
+
+
+def issue_rule_violation(key: str, issue_url: str | None, added_via: str) -> tuple[str, str] | None:
+    """(field, why) when an item breaks seed 000's issue rules, else None. The one place the rule
+    lives (REST, MCP, RPC and the import all validate AppendItem; the database keeps a CHECK).
+
+    - An item without an issue may only come from a human or the import: an issueless row is
+      exactly the shape ungated work would take to reach the fleet.
+    - An issue URL is a real GitHub issue URL (https, /{owner}/{repo}/issues/{n}), and the key
+      names the same issue: `{repo}#{n}` (or `{owner}/{repo}#{n}`).
+    """
+    if issue_url is None:
+        if added_via not in ISSUELESS_SOURCES:
+            return ("issue_url", "an item without an issue may only come from an operator or the import: it would be "
+                    "ungated work reaching the fleet")
+        return None
+    match = GITHUB_ISSUE_URL.match(issue_url)
+    if match is None:
+        return ("issue_url", "must be a GitHub issue URL: https://github.com/{owner}/{repo}/issues/{number}")
+    name, sep, number = key.rpartition("#")
+    names = {match["repo"].lower(), f"{match['owner']}/{match['repo']}".lower()}
+    if not sep or name.lower() not in names or number != match["number"]:
+        return ("key", f"the key must name the issue it points to: {match['repo']}#{match['number']}")
+    return None
+
+
 class AppendItem(Request):
     key: Name
-    issue_url: LongText | None = None
+    issue_url: LongText | None = Field(default=None, description=(
+        "https://github.com/{owner}/{repo}/issues/{n}; the key must be {repo}#{n}. Omitted only by an operator "
+        "or the import (an issueless item, key manual-<slug>)"))
     repo: ShortText | None = None
     surface: ShortText | None = None
     title: Title = ""
@@ -99,6 +134,14 @@ class AppendItem(Request):
     acting_session_id: RowId | None = None  # provenance, never authorization
     payload: JsonObject = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
+
+    @model_validator(mode="after")
+    def _issue_rules(self) -> AppendItem:
+        bad = issue_rule_violation(self.key, self.issue_url, self.added_via)
+        if bad is not None:
+            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                type=PydanticCustomError("issue_rule", "{why}", {"why": bad[1]}), loc=(bad[0],), input=None)])
+        return self
 
 
 class AppendResult(Payload):

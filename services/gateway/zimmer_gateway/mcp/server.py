@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, get_type_hints
 
 import anyio
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, ValidationError, model_validator
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -142,6 +142,10 @@ def bind(tool: ToolDef, service: Service) -> Any:
             # A ToolError is the SDK's "anticipated failure": an is_error result carrying this
             # text. Anything else would reach the model only as "Error executing tool".
             raise ToolError(describe_error(exc)) from exc
+        except ValidationError as exc:  # the contract the tool built refused its arguments
+            fields = [".".join(str(p) for p in e["loc"]) or "arguments" for e in exc.errors()]
+            raise ToolError(f"invalid: {'; '.join(e['msg'] for e in exc.errors())} "
+                            f"(field: {', '.join(dict.fromkeys(fields))})") from exc
 
     call.__name__ = call.__qualname__ = tool.name
     call.__doc__ = tool.description

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.fields import LongText
@@ -35,6 +35,12 @@ class AppendBody(c.AppendItem):
     added_via: Literal["rest", "operator"] | None = Field(  # type: ignore[assignment]
         None, description='Forced to "rest" for the fleet key; "operator" (the default) or "rest" for the operator')
     acting_session_id: RowId | None = Field(None, description="The appending session: provenance, never authorization")
+
+    @model_validator(mode="after")
+    def _issue_rules(self) -> AppendBody:
+        # Overrides the contract's check: who may omit `issue_url` depends on the credential, so
+        # the whole rule runs when the route builds the contract with `added_via` decided.
+        return self
 
 
 class RemovalBody(c.Removal):
