@@ -196,3 +196,29 @@ async def test_concurrent_appends_through_re_spaces_keep_the_band_and_fifo(backl
     assert len(set(precedences)) == 80 and all(500 <= p <= 1999 for p in precedences)
     by_age = sorted(listed, key=lambda i: (i.added_at, i.id))
     assert [i.precedence for i in by_age] == sorted(precedences, reverse=True)  # FIFO survived every re-space
+
+
+async def test_an_unpin_into_a_full_band_is_refused_and_other_bands_still_re_rank(backlog) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #2: with the large band full, unpinning a large item pinned at 100 answers 409
+    band_full and moves nothing (it stays pinned at 100); unpinning a medium item pinned at 50
+    still puts it back into the medium band, above all large work."""
+    service, bus = backlog
+    async with service.engine.begin() as conn:
+        await conn.execute(text("""
+            INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, precedence)
+            SELECT 'zimmer#' || g, 'https://github.com/acme/zimmer/issues/' || g, 'large', 'rest', 1001 - g
+            FROM generate_series(1, 500) g"""))
+        rows = await conn.execute(text("""
+            INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, precedence, pinned)
+            VALUES ('zimmer#901', 'https://github.com/acme/zimmer/issues/901', 'large', 'operator', 100, true),
+                   ('zimmer#902', 'https://github.com/acme/zimmer/issues/902', 'medium', 'operator', 50, true)
+            RETURNING id, key"""))
+        ids = {r.key: r.id for r in rows}
+    with pytest.raises(ZimmerError) as info:
+        await bus.request(c.UNPIN, c.ItemRef(item_id=ids["zimmer#901"]))
+    assert info.value.code is ErrorCode.BAND_FULL
+    large = (await bus.request(c.GET_ITEMS, c.ItemQuery(status="all", limit=1000))).items
+    stuck = next(i for i in large if i.key == "zimmer#901")
+    assert (stuck.pinned, stuck.precedence) == (True, 100)
+    medium = await bus.request(c.UNPIN, c.ItemRef(item_id=ids["zimmer#902"]))
+    assert not medium.pinned and 2000 <= medium.precedence <= 3999

@@ -265,7 +265,7 @@ def test_a_pinned_item_low_in_the_band_does_not_drag_appends_down():
 def test_a_pinned_item_below_the_floor_is_left_there():
     items = appended("small", 2) + [item(9, "small", 12, pinned=True)]
     assert plan_append(items, "small") == Placement(5980, {})
-    assert plan_rerank(items) == {}
+    assert plan_rerank(items).moves == {}
 
 
 def test_respace_never_moves_pinned_items():
@@ -310,7 +310,7 @@ def test_rerank_of_a_tidy_queue_moves_nothing():
     for cost in ("small", "large", "small", "large", "small"):
         items = append(items, cost)
     items.append(item(50, "medium", 9, pinned=True))
-    assert plan_rerank(items) == {}
+    assert plan_rerank(items).moves == {}
 
 
 def test_rerank_moves_drifted_items_back_oldest_first():
@@ -319,42 +319,50 @@ def test_rerank_moves_drifted_items_back_oldest_first():
         item(11, "small", 100, age=-30),  # oldest, drifted below every band
     ]
     # The oldest goes first to 10 below the lowest peer; the next one sees it as a peer.
-    assert plan_rerank(items) == {11: 5980, 10: 5970}
+    assert plan_rerank(items).moves == {11: 5980, 10: 5970}
 
 
 def test_rerank_each_correction_sees_the_previous_ones():
     items = [item(1, "medium", 9000, age=1), item(2, "medium", 10, age=2)]
-    assert plan_rerank(items) == {1: 3000, 2: 2990}
+    assert plan_rerank(items).moves == {1: 3000, 2: 2990}
 
 
 def test_rerank_moves_an_item_sitting_in_another_cost_band():
     items = appended("medium", 2) + [item(9, "medium", 5500)]
-    assert plan_rerank(items) == {9: 2980}
+    assert plan_rerank(items).moves == {9: 2980}
 
 
 def test_rerank_respaces_when_the_slot_is_at_the_floor():
     items = [item(1, "large", 1000), item(2, "large", 505), item(3, "large", 3000)]
     # n = 2 peers over a span of 500: 1000, 1000 − round(166.7) = 833; the drifted one 667.
-    assert plan_rerank(items) == {2: 833, 3: 667}
+    assert plan_rerank(items).moves == {2: 833, 3: 667}
 
 
-def test_rerank_into_a_full_band_raises():
+def test_rerank_into_a_full_band_reports_it_and_leaves_it():
     items = list(full_band("large")) + [item(9999, "large", 5)]
     snapshot = list(items)
-    with pytest.raises(BandFull) as raised:
-        plan_rerank(items)
-    assert raised.value.cost == "large" and items == snapshot
+    plan = plan_rerank(items)
+    assert plan.full["large"].cost == "large" and plan.moves == {} and items == snapshot
+
+
+def test_a_full_band_does_not_stop_the_other_bands_re_ranking():
+    """Issue 9 #2: with the large band full, a medium item unpinned at 50 still goes back into
+    the medium band; only the large band's drift is left (and reported)."""
+    items = list(full_band("large")) + [item(9999, "large", 100), item(8888, "medium", 50, age=5)]
+    plan = plan_rerank(items)
+    assert set(plan.full) == {"large"}
+    assert plan.moves == {8888: 3000}
 
 
 def test_rerank_leaves_pinned_items_anywhere():
     items = [item(1, "small", 9999, pinned=True), item(2, "large", 5500, pinned=True)]
-    assert plan_rerank(items) == {}
+    assert plan_rerank(items).moves == {}
 
 
 def test_rerank_separates_an_item_unpinned_onto_a_peer():
     # Where the seed is silent: a tie inside a band is re-spaced, order kept, older item first.
     items = appended("small", 3) + [item(9, "small", 5990, age=-1)]
-    moves = plan_rerank(items)
+    moves = plan_rerank(items).moves
     after = apply(items, moves)
     assert [i.id for i in pull_order(after)] == [1, 9, 2, 3]
     assert precedences(pull_order(after)) == [6000, 5800, 5600, 5400]
@@ -374,12 +382,14 @@ class Queue:
         self.ever_pinned: set[int] = set()
         self.full_raised = 0
 
-    def write(self, change, target: int | None = None) -> None:
+    def write(self, change, target: int | None = None, needs: str | None = None) -> None:
         before = list(self.items)
         try:
             changed = change(list(self.items))
-            moves = plan_rerank(changed)
-            after = apply(changed, moves)
+            plan = plan_rerank(changed)
+            if needs in plan.full:  # the write needed that band: refused, band_full
+                raise plan.full[needs]
+            after = apply(changed, plan.moves)
         except BandFull:
             self.full_raised += 1
             assert self.items == before  # nothing moved
@@ -417,7 +427,7 @@ class Queue:
         self.write(lambda items: [
             RankedItem(i.id, i.cost, i.precedence, False, i.added_at) if i.id == target.id else i
             for i in items
-        ], target=target.id)
+        ], target=target.id, needs=target.cost)
 
     def remove(self, target: RankedItem) -> None:
         self.write(lambda items: [i for i in items if i.id != target.id])

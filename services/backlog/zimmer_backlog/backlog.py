@@ -106,7 +106,9 @@ class Backlog:
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item_id} is {item.status}; only a queued item can be "
                                   f"{'pinned' if pinned else 'unpinned'}", {"item_id": item_id, "status": item.status})
             await store.set_pin(conn, item_id, pinned, precedence)
-            await self._rerank(conn)  # an unpinned item out of its band moves back into it
+            # An unpinned item out of its band moves back into it; a band with no room refuses
+            # the unpin (band_full) rather than leave the item where the pin had put it.
+            await store.rerank(conn, needs=None if pinned else item.estimated_cost)
             item = await store.fetch(conn, item_id)
             await emit(conn, SCHEMA, subject, etype, ItemEvent(item=item))
         self._kick()
@@ -120,15 +122,12 @@ class Backlog:
             if not await store.remove(conn, req.item_id, req.reason, req.by or "operator"):
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {req.item_id} is {item.status}, not queued",
                                   {"item_id": req.item_id, "status": item.status})
-            await self._rerank(conn)
+            await store.rerank(conn)
             item = await store.fetch(conn, req.item_id)
             await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
         self.on_removed("operator")
         self._kick()
         return item
-
-    async def _rerank(self, conn: AsyncConnection) -> None:
-        await store.rerank(conn)
 
     async def on_session_event(self, conn: AsyncConnection, event: EventEnvelope) -> None:
         """Counts come from spot-gate's session events, for the sessions this backlog produced."""

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_backlog.domain.ranking import BandFull, RankedItem, plan_rerank
+from zimmer_backlog.domain.ranking import RankedItem, plan_rerank
 from zimmer_common.contracts.backlog import AppendItem, Counts, ItemView
 from zimmer_common.errors import ErrorCode, ZimmerError
 
@@ -212,14 +212,19 @@ async def status_counts(conn: AsyncConnection) -> dict[str, int]:
     return {r.status: int(r.n) for r in rows}
 
 
-async def rerank(conn: AsyncConnection) -> None:
-    """Every writer re-ranks after it writes: drifted unpinned items move back into their band.
-    A band too full to take a drifted item back leaves it where it is (and says so) rather than
-    failing the write that triggered the re-rank."""
-    try:
-        await move(conn, plan_rerank(await queued_ranked(conn)))
-    except BandFull as exc:
-        log.warning("re-rank skipped: %s", exc)
+async def rerank(conn: AsyncConnection, *, needs: str | None = None) -> None:
+    """Every writer re-ranks after it writes: drifted unpinned items move back into their band,
+    band by band. A band that cannot make room is never silent: when the write needed it (`needs`:
+    an unpin puts its item back into that band) the write is refused, `band_full`, and its
+    transaction rolls back with nothing moved; otherwise the band's drift is left, with a
+    WARNING, and every other band is corrected."""
+    plan = plan_rerank(await queued_ranked(conn))
+    if needs is not None and needs in plan.full:
+        raise ZimmerError(ErrorCode.BAND_FULL, str(plan.full[needs]),
+                          {"field": "estimated_cost", "estimated_cost": needs})
+    await move(conn, plan.moves)
+    for cost, exc in plan.full.items():
+        log.warning("re-rank left the %s band's drifted items where they are: %s", cost, exc)
 
 
 async def open_rows(conn: AsyncConnection, keys: list[str]) -> dict[str, Row[Any]]:

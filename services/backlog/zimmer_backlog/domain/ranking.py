@@ -174,12 +174,21 @@ def apply(items: Iterable[RankedItem], moves: Mapping[int, int]) -> list[RankedI
     return [replace(i, precedence=moves[i.id]) if i.id in moves else i for i in items]
 
 
-def plan_rerank(items: Sequence[RankedItem]) -> dict[int, int]:
-    """The corrections every writer applies after it writes (id → new precedence).
+@dataclass(frozen=True)
+class Rerank:
+    moves: dict[int, int]  # id → new precedence, for every band that could make room
+    full: dict[str, BandFull]  # cost → why that band's drifted items stay where they are
+
+
+def plan_rerank(items: Sequence[RankedItem]) -> Rerank:
+    """The corrections every writer applies after it writes (id → new precedence), band by band.
 
     Seed: "moving any unpinned item that has drifted out of its band back to 10 below its band's
     lowest peer, oldest first". Drift comes from unpinning a hand-placed item (or from an import);
     each correction sees the previous ones, and re-spaces or raises BandFull as an append would.
+    Bands are independent (an item only ever moves within its own cost's band), so a band that
+    cannot make room is reported in `full` and leaves its own items alone, while every other band
+    is corrected (issue 9: one full band used to turn off re-ranking for all of them).
 
     Where the seed is silent: an item unpinned exactly on an unpinned peer's precedence has not
     drifted, but it breaks "values are distinct within a band" that FIFO and the re-space order
@@ -187,16 +196,26 @@ def plan_rerank(items: Sequence[RankedItem]) -> dict[int, int]:
     moving either item to the bottom, which would reorder items that were never hand-placed.
     """
     current = list(items)
+    full: dict[str, BandFull] = {}
     for band in BANDS.values():
-        peers = _peers(current, band)
-        if len({p.precedence for p in peers}) < len(peers):
-            current = apply(current, _respace(peers, band).moves)
+        try:
+            current = _rerank_band(current, band)
+        except BandFull as exc:
+            full[band.cost] = exc
+    before = {i.id: i.precedence for i in items}
+    return Rerank({i.id: i.precedence for i in current if before[i.id] != i.precedence}, full)
+
+
+def _rerank_band(items: list[RankedItem], band: Band) -> list[RankedItem]:
+    current = items
+    peers = _peers(current, band)
+    if len({p.precedence for p in peers}) < len(peers):
+        current = apply(current, _respace(peers, band).moves)
     drifted = sorted(
-        (i for i in current if not i.pinned and not band_of(i.cost).contains(i.precedence)),
+        (i for i in current if not i.pinned and i.cost == band.cost and not band.contains(i.precedence)),
         key=lambda i: (i.added_at, i.id),
     )
     for item in drifted:
-        placement = _next_slot(current, band_of(item.cost))
+        placement = _next_slot(current, band)
         current = apply(current, {**placement.moves, item.id: placement.precedence})
-    before = {i.id: i.precedence for i in items}
-    return {i.id: i.precedence for i in current if before[i.id] != i.precedence}
+    return current
