@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import text
 
 from zimmer_backlog.service import build as build_backlog
-from zimmer_backlog.start import spawn_key
+from zimmer_backlog.start import CALLER, spawn_key
+from zimmer_common import deadline
 from zimmer_common.bus import Bus
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts import spot as s
@@ -126,7 +127,8 @@ async def test_recovery_marks_started_a_row_whose_spawn_happened(both) -> None: 
     """The spawn committed but its answer never came back (the bus died): the key names the session."""
     backlog, _spot, bus = both
     item = await append(bus, 30)
-    made = await bus.request(s.SPAWN, s.SpawnSession(idempotency_key=spawn_key(item.id), start=False))
+    with deadline.as_caller(CALLER):  # as the backlog itself asked, before its answer was lost
+        made = await bus.request(s.SPAWN, s.SpawnSession(idempotency_key=spawn_key(item.id), start=False))
     await _leave_starting(backlog, item.id, time.time() - 5)
     await _recover(backlog)
     rows = (await bus.request(c.GET_ITEMS, c.ItemQuery(status="started"))).items
@@ -158,7 +160,8 @@ async def test_recovery_leaves_a_start_whose_deadline_has_not_passed(both) -> No
 async def test_recovery_runs_as_a_scheduled_job(both) -> None:  # type: ignore[no-untyped-def]
     backlog, _spot, bus = both
     item = await append(bus, 33)
-    made = await bus.request(s.SPAWN, s.SpawnSession(idempotency_key=spawn_key(item.id), start=False))
+    with deadline.as_caller(CALLER):  # as the backlog itself asked, before its answer was lost
+        made = await bus.request(s.SPAWN, s.SpawnSession(idempotency_key=spawn_key(item.id), start=False))
     await _leave_starting(backlog, item.id, time.time() - 5)
     await backlog.runner.enqueue("recover_starting")
     rows: list = []
@@ -292,3 +295,18 @@ async def test_a_row_without_an_issue_from_the_fleet_is_never_spawned(both) -> N
         status = (await conn.execute(text("SELECT status FROM backlog.work_backlog_items WHERE key = 'zimmer#78'"))
                   ).scalar_one()
     assert status == "queued"  # a definite no: back on the queue, reported on every pull that meets it
+
+
+async def test_no_other_caller_can_claim_the_backlogs_spawn_key(both) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #3: pre-creating a session with the key the backlog will use for item N (the fleet
+    over REST can send any key) must not bind that session to the item on the next pull."""
+    backlog, spot, bus = both
+    item = await append(bus, 90)
+    with deadline.as_caller("fleet"):
+        squatter = await bus.request(s.SPAWN, s.SpawnSession(idempotency_key=spawn_key(item.id), start=False,
+                                                             title="not the backlog's"))
+    pulled = await bus.request(c.PULL, c.PullItems(keys=["zimmer#90"]))
+    [started] = pulled.started
+    assert started.session_id != squatter.session.id
+    session = await bus.request(s.GET_SESSION, s.SessionRef(session_id=started.session_id))
+    assert session.metadata["spawned_by"] == "work-backlog" and session.metadata["work_backlog_item_id"] == item.id

@@ -29,6 +29,7 @@ from zimmer_common.outbox import emit
 
 SCHEMA = "backlog"
 SPAWNED_BY = "work-backlog"
+CALLER = "service:backlog"  # the scope of the backlog's spawn keys at spot-gate
 GOAL = "open-reviewed-green-pr"
 
 
@@ -70,7 +71,8 @@ class Starter:
         try:
             request = spawn_request(item, scheduling_class=scheduling_class, parent_session_id=parent_session_id,
                                     precedence=precedence)
-            result = await self._bus().request(SPAWN, request)
+            with deadline.as_caller(CALLER):  # the backlog's own keys, which no other caller can claim
+                result = await self._bus().request(SPAWN, request)
         except ZimmerError as exc:
             if exc.code is not ErrorCode.UNAVAILABLE:
                 async with self._engine().begin() as conn:  # a definite no: the item stays on the queue
@@ -102,8 +104,9 @@ class Starter:
         outcomes: list[Any] = []
         for row in rows:
             try:
-                session = await self._bus().request(SESSION_BY_KEY, SessionByKey(
-                    idempotency_key=row.spawn_key or spawn_key(row.id)))
+                with deadline.as_caller(CALLER):
+                    session = await self._bus().request(SESSION_BY_KEY, SessionByKey(
+                        idempotency_key=row.spawn_key or spawn_key(row.id)))
             except ZimmerError as exc:
                 if exc.code is not ErrorCode.NOT_FOUND:
                     outcomes.append(exc)  # spot-gate did not answer: ask again next run

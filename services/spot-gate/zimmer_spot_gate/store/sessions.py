@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from zimmer_common import deadline
 from zimmer_common.contracts.spot import SessionQuery, SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Origin, resolve_class
@@ -59,9 +60,17 @@ async def fetch(conn: AsyncConnection, session_id: int, *, lock: bool = False) -
     return row
 
 
+def key_scope() -> str:
+    """Whose idempotency keys these are: the caller the request came from (the gateway's realm,
+    and the session a connection speaks for; a service names itself), so no caller can claim
+    another's key."""
+    return deadline.current_caller() or "service"
+
+
 async def by_idempotency_key(conn: AsyncConnection, key: str) -> Row[Any] | None:
-    return (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE s.idempotency_key = :k"),
-                               {"k": key})).first()
+    return (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s "
+                                    "WHERE s.idempotency_scope = :scope AND s.idempotency_key = :k"),
+                               {"scope": key_scope(), "k": key})).first()
 
 
 async def lineage(conn: AsyncConnection, session_id: int, field: str) -> Lineage:
@@ -76,13 +85,14 @@ async def lineage(conn: AsyncConnection, session_id: int, field: str) -> Lineage
 async def insert(conn: AsyncConnection, req: SpawnSession, origin: Origin, trigger_id: int | None) -> int | None:
     """Insert; None when a concurrent spawn with the same idempotency key won."""
     row = (await conn.execute(text("""
-        INSERT INTO spot_gate.sessions (idempotency_key, parent_session_id, forked_from_session_id, genesis,
-            scheduling_class, precedence, runtime, harness, model, title, goal, prompt, trigger_id, metadata,
+        INSERT INTO spot_gate.sessions (idempotency_scope, idempotency_key, parent_session_id, forked_from_session_id,
+            genesis, scheduling_class, precedence, runtime, harness, model, title, goal, prompt, trigger_id, metadata,
             is_status_summary_fork)
-        VALUES (:key, :parent, :fork, :genesis, :cls, :precedence, :runtime, :harness, :model, :title, :goal,
+        VALUES (:scope, :key, :parent, :fork, :genesis, :cls, :precedence, :runtime, :harness, :model, :title, :goal,
             :prompt, :trigger, CAST(:metadata AS jsonb), :fork_summary)
-        ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"""), {
-        "key": req.idempotency_key, "parent": req.parent_session_id, "fork": req.forked_from_session_id,
+        ON CONFLICT (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id"""), {
+        "scope": key_scope(), "key": req.idempotency_key, "parent": req.parent_session_id,
+        "fork": req.forked_from_session_id,
         "genesis": origin.genesis.value, "cls": origin.scheduling_class.value if origin.scheduling_class else None,
         "precedence": origin.precedence, "runtime": req.runtime, "harness": req.harness, "model": req.model,
         "title": req.title, "goal": req.goal, "prompt": req.prompt, "trigger": trigger_id,
