@@ -310,3 +310,44 @@ async def test_no_other_caller_can_claim_the_backlogs_spawn_key(both) -> None:  
     assert started.session_id != squatter.session.id
     session = await bus.request(s.GET_SESSION, s.SessionRef(session_id=started.session_id))
     assert session.metadata["spawned_by"] == "work-backlog" and session.metadata["work_backlog_item_id"] == item.id
+
+
+async def test_an_agents_pull_does_not_remove_a_pinned_item_and_reports_what_it_did_not_remove(both) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #8: pinned items are the operator's; a removal of a key that is not queued is
+    reported, not ignored; removed_by always names who."""
+    _backlog, _spot, bus = both
+    pinned, plain = await append(bus, 33), await append(bus, 34)
+    await bus.request(c.PIN, c.PinItem(item_id=pinned.id, precedence=7000))
+    with deadline.as_caller("fleet"):
+        result = await bus.request(c.PULL, c.PullItems(count=0, removals=[
+            c.Removal(key="zimmer#33", reason="trust_failed"), c.Removal(key="zimmer#34", reason="issue_closed"),
+            c.Removal(key="zimmer#404", reason="issue_closed")]))
+    assert [r.key for r in result.removed] == ["zimmer#34"] and result.removed[0].removed_by == "fleet"
+    assert {n.key: n.why.split(":")[0].split(" (")[0] for n in result.not_removed} == {
+        "zimmer#33": "pinned", "zimmer#404": "not queued"}
+    still = (await bus.request(c.GET_ITEMS, c.ItemQuery())).items
+    assert [(i.key, i.pinned) for i in still] == [("zimmer#33", True)]
+    assert "removed 1 (1 issue_closed), refused to remove 2" in result.sentence
+
+
+async def test_a_retried_pull_by_keys_reports_the_real_precedence_and_pulls_nothing_new(both) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #9: a keys-retry reported a recomputed precedence (101) and said "pulled 1"."""
+    _backlog, _spot, bus = both
+    groomer = (await bus.request(s.SPAWN, s.SpawnSession(genesis="schedule", precedence=100, start=False))).session
+    await append(bus, 35)
+    first = await bus.request(c.PULL, c.PullItems(keys=["zimmer#35"]))
+    [started] = first.started
+    await bus.request(s.UPDATE_SESSION, s.UpdateSession(session_id=started.session_id, precedence=1))
+    again = await bus.request(c.PULL, c.PullItems(keys=["zimmer#35"], acting_session_id=groomer.id))
+    [same] = again.started
+    assert (same.session_id, same.precedence, same.earlier) == (started.session_id, 1, True)
+    assert again.sentence.startswith("pulled 0 — 1 named was started by an earlier pull")
+
+
+async def test_a_pull_of_zero_against_a_full_ceiling_is_a_pull(both) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #4: count 0 is the groomer's pull when the ceiling is full; it is answered, not refused."""
+    _backlog, _spot, bus = both
+    await append(bus, 36)
+    await bus.request(c.PULL, c.PullItems(count=1))
+    zero = await bus.request(c.PULL, c.PullItems(count=0, wip_ceiling=1))
+    assert zero.started == [] and zero.sentence.startswith("pulled 0 — 1 in flight against a ceiling of 1")

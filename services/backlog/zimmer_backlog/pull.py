@@ -13,8 +13,10 @@ from zimmer_backlog import store
 from zimmer_backlog.start import Starter, spawn_key
 from zimmer_common import deadline, idempotency
 from zimmer_common.bus import Bus
+from zimmer_backlog.domain.pullreport import UNKNOWN_CEILING, PullFacts, sentence
 from zimmer_common.contracts.backlog import (
-    ITEM_REMOVED, Counts, FailedStart, ItemEvent, ItemRef, ItemView, PullItems, PullResult, StartedItem, StartNowResult)
+    ITEM_REMOVED, Counts, FailedStart, ItemEvent, ItemRef, ItemView, NotRemoved, PullItems, PullResult, StartedItem,
+    StartNowResult)
 from zimmer_common.contracts.spot import GET_SESSION, SessionRef
 from zimmer_common.contracts.spot_policy import GET_POLICY, PolicyQuery
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -39,7 +41,7 @@ class Puller:
         without one): every spawn it asks for is budgeted inside it, and the rows it marks
         `starting` carry it, so nothing it started can commit after its caller gave up."""
         if (req.count is None) == (req.keys is None):
-            raise ZimmerError(ErrorCode.INVALID, "give either count (1-10) or keys, not both and not neither",
+            raise ZimmerError(ErrorCode.INVALID, "give either count (0-10) or keys, not both and not neither",
                               {"field": "count"})
         with deadline.use(deadline.current() or time.time() + PULL_BUDGET):
             return await self._pull(req, idempotency.ref_for("pull_items", req))
@@ -49,6 +51,7 @@ class Puller:
         assert due is not None
         puller_precedence = await self._puller_precedence(req.acting_session_id)
         removed: list[ItemView] = []
+        not_removed: list[NotRemoved] = []
         async with self._engine().begin() as conn:
             await store.lock_ranking(conn)
             resumed: dict[str, Any] | None = None
@@ -59,17 +62,12 @@ class Puller:
                 if not claimed.fresh:
                     resumed = self._resumable(claimed.progress, key)
             if resumed is None:
-                for removal in req.removals:
-                    row = await store.open_row(conn, removal.key)
-                    if row is not None and row.status == "queued" and await store.remove(
-                            conn, row.id, removal.reason, _by(req.acting_session_id)):
-                        item = await store.fetch(conn, row.id)
-                        removed.append(item)
-                        await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
-                rows = (await store.top_queued(conn, req.count) if req.count is not None
-                        else await store.by_keys(conn, list(dict.fromkeys(req.keys or []))))
+                removed, not_removed = await self._remove(conn, req)
+                rows = (await store.top_queued(conn, req.count) if req.count
+                        else [] if req.count == 0 else await store.by_keys(conn, list(dict.fromkeys(req.keys or []))))
             else:  # the first attempt chose these; finish it (a pull by keys is safe to retry)
                 removed = [await store.fetch(conn, item_id) for item_id in resumed["removed"]]
+                not_removed = [NotRemoved.model_validate(n) for n in resumed.get("not_removed", [])]
                 rows = await store.by_keys(conn, resumed["keys"])
             picked = [store.view(r) for r in rows]
             n = len(picked)
@@ -82,7 +80,8 @@ class Puller:
                                               ranks[item.id], due)
             if key is not None:
                 await idempotency.note_progress(conn, SCHEMA, key, {
-                    "keys": [item.key for item in picked], "removed": [item.id for item in removed], "deadline": due})
+                    "keys": [item.key for item in picked], "removed": [item.id for item in removed],
+                    "not_removed": [n.model_dump() for n in not_removed], "deadline": due})
             await store.rerank(conn)
         if resumed is None:
             for reason in (r.removal_reason for r in removed):
@@ -91,8 +90,10 @@ class Puller:
         started, failed = [], []
         for item in picked:
             if item.status == "started" and item.started_session_id is not None:
-                started.append(StartedItem(item=item, session_id=item.started_session_id, precedence=ranks[item.id]))
-                continue  # a retried pull by keys: the same session, not a second one
+                # A retried pull by keys: the same session, not a second one, with its own precedence.
+                started.append(StartedItem(item=item, session_id=item.started_session_id, earlier=True,
+                                           precedence=await self._session_precedence(item)))
+                continue
             try:
                 started.append(await self.starter.start(item, scheduling_class="spot",
                                                         parent_session_id=req.acting_session_id,
@@ -102,8 +103,14 @@ class Puller:
                                           retry_safe=exc.code is ErrorCode.UNAVAILABLE))
         async with self._engine().connect() as conn:
             counts = await store.counts(conn)
-        sentence = await self._sentence(len(started), counts, bool(picked), req)
-        result = PullResult(started=started, removed=removed, failed=failed, counts=counts, sentence=sentence)
+        facts = PullFacts(counts=counts, asked_count=req.count, new=sum(not s.earlier for s in started),
+                          earlier=sum(s.earlier for s in started), failed=len(failed),
+                          failed_codes=tuple(f.code for f in failed),
+                          removed_reasons=tuple(r.removal_reason or "" for r in removed),
+                          not_removed=len(not_removed), candidates=len(picked), wip_ceiling=req.wip_ceiling)
+        said = sentence(facts, await self._held_ceiling(counts) if not facts.new else None)
+        result = PullResult(started=started, removed=removed, failed=failed, not_removed=not_removed, counts=counts,
+                            sentence=said)
         if key is not None:
             async with self._engine().begin() as conn:
                 await idempotency.record(conn, SCHEMA, key, result)
@@ -147,21 +154,44 @@ class Puller:
                                   {"field": "acting_session_id"}) from None
             raise
 
-    async def _sentence(self, started: int, counts: Counts, had_candidates: bool, req: PullItems) -> str:
-        if started:
-            return f"pulled {started} — {counts.in_flight} in flight, {counts.queued} still queued"
-        why = "the queue is empty" if not had_candidates and req.count else "none of the named keys is queued"
-        head = f"pulled 0 — {why}; {counts.in_flight} in flight"
+    async def _held_ceiling(self, counts: Counts) -> str | None:
+        """Which ceiling holds the spot gate, asked only when some in-flight sessions are held."""
         if not counts.spot_held:
-            return head
+            return None
         try:
-            ceiling = (await self._bus().request(GET_POLICY, PolicyQuery(), timeout=2)).decision.ceiling
+            return (await self._bus().request(GET_POLICY, PolicyQuery(), timeout=2)).decision.ceiling or "none now"
         except ZimmerError:
-            return f"{head}, {counts.spot_held} of those held at the spot gate (spot-gate did not say which ceiling holds)"
-        if ceiling == "fleet_cap":
-            return f"{head}, {counts.spot_held} of those held at the spot gate on fleet_cap, so the fleet is busy"
-        return (f"{head}, but {counts.spot_held} of those are held at the spot gate on {ceiling or 'no ceiling now'}, "
-                "so the fleet is idle behind quota rather than busy")
+            return UNKNOWN_CEILING
+
+    async def _session_precedence(self, item: ItemView) -> int:
+        assert item.started_session_id is not None
+        try:
+            return (await self._bus().request(GET_SESSION, SessionRef(session_id=item.started_session_id))).precedence
+        except ZimmerError:  # spot-gate did not say: the precedence the session was started with
+            async with self._engine().connect() as conn:
+                return await store.start_precedence(conn, item.id)
+
+    async def _remove(self, conn: Any, req: PullItems) -> tuple[list[ItemView], list[NotRemoved]]:
+        """A pull's mechanical removals, from the fixed vocabulary. A pinned item is a human's
+        placement: an agent's pull does not remove it. A key that is not queued is reported, not
+        ignored. `removed_by` names who: the pulling session, else the caller."""
+        removed: list[ItemView] = []
+        refused: list[NotRemoved] = []
+        by = _by(req.acting_session_id) or deadline.current_caller() or "backlog"
+        for removal in req.removals:
+            row = await store.open_row(conn, removal.key)
+            if row is None or row.status != "queued":
+                refused.append(NotRemoved(key=removal.key, why=f"not queued ({row.status if row else 'no such key'})"))
+                continue
+            item = await store.fetch(conn, row.id)
+            if item.pinned:
+                refused.append(NotRemoved(key=removal.key, why="pinned: a human placed it; only an operator removes it"))
+                continue
+            if await store.remove(conn, row.id, removal.reason, by):
+                item = await store.fetch(conn, row.id)
+                removed.append(item)
+                await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
+        return removed, refused
 
 
 def _by(session_id: int | None) -> str | None:

@@ -174,6 +174,11 @@ async def mark_started(conn: AsyncConnection, item_id: int, session_id: int) -> 
     return row is not None
 
 
+async def start_precedence(conn: AsyncConnection, item_id: int) -> int:
+    return int((await conn.execute(text("SELECT COALESCE(start_precedence, 0) FROM backlog.work_backlog_items "
+                                        "WHERE id = :id"), {"id": item_id})).scalar_one())
+
+
 async def back_to_queued(conn: AsyncConnection, item_id: int, *, if_deadline: float | None = None) -> bool:
     """Starting → queued; with `if_deadline`, only if no later request has taken the row over."""
     row = (await conn.execute(text(

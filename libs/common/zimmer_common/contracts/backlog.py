@@ -164,17 +164,27 @@ class PullItems(Request):
     A pull by keys is safe to retry (the same sessions come back, none doubled); a pull by count
     is not: a retry pulls the next items."""
 
-    count: int | None = Field(default=None, ge=1, le=10)
+    # 0 is a pull: the groomer's is max(0, min(cap, ceiling − in_flight)), and its answer says
+    # which zero it is.
+    count: int | None = Field(default=None, ge=0, le=10)
     keys: list[Name] | None = Field(default=None, min_length=1, max_length=10)
     removals: list[Removal] = Field(default_factory=list, max_length=50)
     acting_session_id: RowId | None = None  # the pulling session: parent of what it starts; provenance only
     idempotency_key: IdempotencyKey | None = None  # a pull by count repeated with it starts nothing twice
+    wip_ceiling: int | None = Field(default=None, ge=0, le=10_000, description=(
+        "The puller's WIP ceiling, so a pull of zero can say \"N in flight against a ceiling of M\""))
 
 
 class StartedItem(Payload):
     item: ItemView
     session_id: int
-    precedence: int
+    precedence: int  # the session's, as spot-gate has it
+    earlier: bool = False  # started by an earlier pull (a retried pull by keys): not pulled now
+
+
+class NotRemoved(Payload):
+    key: str
+    why: str  # pinned (a human placed it), or not queued (started, removed, unknown)
 
 
 class FailedStart(Payload):
@@ -188,6 +198,7 @@ class PullResult(Payload):
     started: list[StartedItem]
     removed: list[ItemView]
     failed: list[FailedStart] = Field(default_factory=list)
+    not_removed: list[NotRemoved] = Field(default_factory=list)
     counts: Counts
     sentence: str  # which zero a pull of zero is, when it is one
 

@@ -106,7 +106,8 @@ async def append_work_backlog_item(
 @tool(group=GROUP, read_only=False, destructive=True, idempotent=False)
 async def pull_work_backlog_items(
     service: Service,
-    count: Annotated[int | None, Field(ge=1, le=10, description="Pull the top this many queued items (at most 10)")
+    count: Annotated[int | None, Field(ge=0, le=10, description="Pull the top this many queued items (at most 10; "
+                                                                "0 when the WIP ceiling is full)")
                      ] = None,
     keys: Annotated[list[Name] | None, Field(min_length=1, max_length=10,
                                              description="Pull exactly these keys instead of a count")] = None,
@@ -119,8 +120,10 @@ async def pull_work_backlog_items(
     idempotency_key: Annotated[IdempotencyKey | None, Field(
         description="Makes a pull by count safe to retry: the same key returns the first answer (or finishes a "
                     "first attempt that did not answer) and starts nothing twice")] = None,
+    wip_ceiling: Annotated[int | None, Field(ge=0, le=10_000, description=(
+        "Your WIP ceiling, so a pull of zero says \"N in flight against a ceiling of M\""))] = None,
 ) -> c.PullResult:
-    """Pull queued items into spot sessions, children of the pulling session: give count (1-10)
+    """Pull queued items into spot sessions, children of the pulling session: give count (0-10)
     or keys, not both. The n-th item gets the puller's precedence + (count − n + 1). A pull by keys
     is safe to retry after an error: the same sessions come back and none is doubled. A pull by
     count is safe to retry only with an idempotency_key (without one a retry pulls the next items;
@@ -129,4 +132,4 @@ async def pull_work_backlog_items(
     is (busy fleet, or idle behind quota at the spot gate)."""
     return await _bus(service).request(c.PULL, c.PullItems(
         count=count, keys=keys, removals=removals or [], acting_session_id=acting_session_id,
-        idempotency_key=idempotency_key))
+        idempotency_key=idempotency_key, wip_ceiling=wip_ceiling))

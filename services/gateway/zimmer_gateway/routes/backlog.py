@@ -48,7 +48,7 @@ class RemovalBody(c.Removal):
 
 
 class PullBody(c.PullItems):
-    """Give `count` (1-10) or `keys`. A pull by keys is safe to retry (the same sessions come back,
+    """Give `count` (0-10) or `keys`. A pull by keys is safe to retry (the same sessions come back,
     none doubled); a pull by count is not (a retry pulls the next items)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -109,13 +109,16 @@ async def append_item(body: AppendBody, bus: BusDep, realm: Annotated[Realm, Dep
              responses=problem_responses(409))
 async def pull_items(body: PullBody, bus: BusDep, _realm: Annotated[Realm, Depends(authenticated)],
                      idempotency_key: IdempotencyHeader = None) -> c.PullResult:
-    """Give exactly one of `count` (1-10) or `keys` (422 otherwise). Each item starts as a spot
+    """Give exactly one of `count` (0-10) or `keys` (422 otherwise). Each item starts as a spot
     session, a child of `acting_session_id`, with precedence the puller's + (count − n + 1) for
     the n-th. A pull by keys is safe to retry; a pull by count is safe to retry only with an
     idempotency key (without one a retry pulls the next items; with one it returns the first
     answer, or finishes a first attempt that did not answer; 409 while that attempt may still be
     running). `failed` lists starts that did not happen (`retry_safe`: pull those keys again).
-    `sentence` says which zero a pull of zero is."""
+    `removals` never take a pinned item (a human placed it) and `not_removed` says which were not
+    taken and why; a row an earlier pull started comes back with `earlier: true` and its session's
+    own precedence. `sentence` says which zero a pull of zero is (give `wip_ceiling` for "N in
+    flight against a ceiling of M")."""
     fields = body.model_dump()
     fields["idempotency_key"] = keyed(body.idempotency_key, idempotency_key)
     return await bus.request(c.PULL, c.PullItems.model_validate(fields))
