@@ -14,11 +14,14 @@ FLEET = {"Authorization": "Bearer test-fleet-key"}
 
 
 @asynccontextmanager
-async def mcp_session(url: str, groups: str | None = None) -> AsyncIterator[ClientSession]:
-    """A session on the gateway at `url`, with the fleet key, asking for `groups`."""
+async def mcp_session(url: str, groups: str | None = None, session_id: int | None = None
+                      ) -> AsyncIterator[ClientSession]:
+    """A session on the gateway at `url`, with the fleet key, asking for `groups`, speaking for
+    `session_id` when given (the X-Zimmer-Session-Id header)."""
     target = f"{url}/mcp" + (f"?groups={groups}" if groups else "")
+    headers = {**FLEET, **({"X-Zimmer-Session-Id": str(session_id)} if session_id else {})}
     async with (
-        httpx2.AsyncClient(headers=FLEET, timeout=15) as http,
+        httpx2.AsyncClient(headers=headers, timeout=15) as http,
         streamable_http_client(target, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):

@@ -44,7 +44,9 @@ async def test_backlog_tools_are_opt_in_and_no_discretionary_tool_exists(stack) 
     assert tools["append_work_backlog_item"].annotations.read_only_hint is False
     schema = tools["append_work_backlog_item"].input_schema
     assert "issue_url" in schema["required"] and "prompt" not in schema["properties"]
-    assert {"acting_session_id", "payload", "estimated_cost"} <= set(schema["properties"])
+    assert {"payload", "estimated_cost"} <= set(schema["properties"])
+    # Issue 9 #7: the writing session is stamped from the connection, never self-declared.
+    assert "acting_session_id" not in schema["properties"] and "acting_session" not in schema["properties"]
     assert not {"added_via", "added_by", "precedence", "pinned"} & set(schema["properties"])
     pull_text = " ".join(tools["pull_work_backlog_items"].description.lower().split())
     assert "a pull by keys is safe to retry" in pull_text and "a pull by count is safe to retry only with an idempotency_key" in pull_text
@@ -92,9 +94,12 @@ async def test_append_get_and_pull_end_to_end(stack) -> None:  # type: ignore[no
         assert made.status_code == 201, made.text
         groomer = made.json()["session"]["id"]
 
-        async with mcp_session(url, "work_backlog") as session:
+        async with mcp_session(url, "work_backlog") as anonymous:
+            refused = await tool_error(anonymous, "append_work_backlog_item", issue(9, acting_session_id=777))
+            assert "acting_session_id" in refused  # not an argument at all
+        async with mcp_session(url, "work_backlog", session_id=groomer) as session:
             first = await call(session, "append_work_backlog_item",
-                               issue(1, acting_session_id=groomer, payload={"ratings": {"value": 5}},
+                               issue(1, payload={"ratings": {"value": 5}},
                                      decided_at="2026-09-01T04:00:00Z", gate_verdict="cleared"))
             assert (first["item"]["precedence"], first["item"]["added_via"], first["item"]["writing_session_id"]) == (
                 6000, "mcp", groomer)
@@ -113,7 +118,7 @@ async def test_append_get_and_pull_end_to_end(stack) -> None:  # type: ignore[no
             assert "reason" in await tool_error(session, "pull_work_backlog_items", {
                 "count": 1, "removals": [{"key": "zimmer#3", "reason": "not worth it"}]})
 
-            args = {"keys": ["zimmer#1", "zimmer#2"], "acting_session_id": groomer,
+            args = {"keys": ["zimmer#1", "zimmer#2"],
                     "removals": [{"key": "zimmer#3", "reason": "issue_has_open_pr"}]}
             pulled = await call(session, "pull_work_backlog_items", args)
             assert [s["item"]["key"] for s in pulled["started"]] == ["zimmer#1", "zimmer#2"] and not pulled["failed"]

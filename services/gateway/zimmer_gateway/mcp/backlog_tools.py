@@ -9,7 +9,9 @@ The discretionary operations (pin, unpin, hand-place, removal by judgement, star
 promote) have no MCP tool at all; they are operator-only REST routes. An agent's item must have
 an issue: `issue_url` is required here and `prompt` is refused outright (there is no `prompt`
 parameter and a `payload` carrying a "prompt" key is a tool error), because an item spawned from
-a bare prompt is ungated work. `acting_session_id` is provenance, never authorization.
+a bare prompt is ungated work. The writing / pulling session is the one the connection declared
+with the `X-Zimmer-Session-Id` header (seed 000: "stamped from the MCP connection"), never an
+argument; it is provenance, never authorization.
 """
 
 from __future__ import annotations
@@ -27,8 +29,6 @@ from zimmer_gateway.mcp.registry import tool
 from zimmer_gateway.routes.common import ID_MAX
 
 GROUP = "work_backlog"
-ActingSession = Annotated[int | None, Field(
-    ge=1, le=ID_MAX, description="This connection's session: recorded as provenance, never used as authorization")]
 Text = ShortText | None
 
 
@@ -83,9 +83,9 @@ async def append_work_backlog_item(
     decided_at: Annotated[Time | None, Field(description="When the gate decided (ISO 8601)")] = None,
     payload: Annotated[JsonObject | None, Field(
         description='Ratings, notes, gate_session and the like; a "prompt" key is refused')] = None,
-    acting_session_id: ActingSession = None,
     idempotency_key: Annotated[IdempotencyKey | None, Field(
         description="Repeat the call with the same key and get the first answer back, nothing appended twice")] = None,
+    acting_session: int | None = None,
 ) -> c.AppendResult:
     """Append one issue the gate cleared. It lands 10 below the lowest unpinned peer of its
     estimated_cost (first in, first out within a cost band). Every item needs its issue_url; a
@@ -99,7 +99,7 @@ async def append_work_backlog_item(
     return await _bus(service).request(c.APPEND, c.AppendItem(
         key=key, issue_url=issue_url, repo=repo, surface=surface, title=title, kind=kind,
         scope_direction=scope_direction, estimated_cost=estimated_cost, gate_verdict=gate_verdict,
-        decided_at=decided_at, added_via="mcp", acting_session_id=acting_session_id, payload=payload,
+        decided_at=decided_at, added_via="mcp", acting_session_id=acting_session, payload=payload,
         idempotency_key=idempotency_key))
 
 
@@ -114,14 +114,12 @@ async def pull_work_backlog_items(
     removals: Annotated[list[c.Removal] | None, Field(
         max_length=50, description="Take these queued keys off first, each with a reason from the fixed vocabulary "
                                    "issue_closed, issue_has_open_pr, session_already_working, trust_failed")] = None,
-    acting_session_id: Annotated[int | None, Field(
-        ge=1, le=ID_MAX, description="The pulling session: the parent of the sessions started, whose precedence "
-                                     "they build on; provenance, never authorization")] = None,
     idempotency_key: Annotated[IdempotencyKey | None, Field(
         description="Makes a pull by count safe to retry: the same key returns the first answer (or finishes a "
                     "first attempt that did not answer) and starts nothing twice")] = None,
     wip_ceiling: Annotated[int | None, Field(ge=0, le=10_000, description=(
         "Your WIP ceiling, so a pull of zero says \"N in flight against a ceiling of M\""))] = None,
+    acting_session: int | None = None,
 ) -> c.PullResult:
     """Pull queued items into spot sessions, children of the pulling session: give count (0-10)
     or keys, not both. The n-th item gets the puller's precedence + (count − n + 1). A pull by keys
@@ -131,5 +129,5 @@ async def pull_work_backlog_items(
     again); `counts` and `sentence` say how much is in flight and, for a pull of zero, which zero it
     is (busy fleet, or idle behind quota at the spot gate)."""
     return await _bus(service).request(c.PULL, c.PullItems(
-        count=count, keys=keys, removals=removals or [], acting_session_id=acting_session_id,
+        count=count, keys=keys, removals=removals or [], acting_session_id=acting_session,
         idempotency_key=idempotency_key, wip_ceiling=wip_ceiling))

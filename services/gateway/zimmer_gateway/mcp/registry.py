@@ -11,8 +11,10 @@ or, without the decorator, `REGISTRY.add(ToolDef(name=..., group=..., ...))`.
 
 The function's keyword arguments become the tool's input schema (the SDK validates them with
 pydantic from the signature). Two parameter names are injected by the gateway instead of being
-supplied by the caller: `service` (the gateway `Service`, for `service.bus`) and `realm` (the
-`Realm` of the caller's credential). A `ZimmerError` raised by the function reaches the client
+supplied by the caller: `service` (the gateway `Service`, for `service.bus`), `realm` (the
+`Realm` of the caller's credential) and `acting_session` (the session the connection declared
+with the `X-Zimmer-Session-Id` header, or None: provenance is stamped from the connection, never
+taken from an argument). A `ZimmerError` raised by the function reaches the client
 as a tool error result; see `server.py`.
 
 A connection only sees the tools of `core` plus the groups it asks for, so which group a tool
@@ -34,7 +36,7 @@ OPT_IN_GROUPS: Final[tuple[str, ...]] = ("work_backlog", "gate_decisions", "heal
 KNOWN_GROUPS: Final[tuple[str, ...]] = (CORE, *OPT_IN_GROUPS)
 
 # Parameters the gateway fills in; they never appear in a tool's input schema.
-INJECTED: Final = frozenset({"service", "realm"})
+INJECTED: Final = frozenset({"service", "realm", "acting_session"})
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 

@@ -61,6 +61,7 @@ TOOL_MODULES: Final[tuple[str, ...]] = ("zimmer_gateway.mcp.system", "zimmer_gat
                                         "zimmer_gateway.mcp.backlog_tools")
 
 GROUPS_HEADER: Final = "x-zimmer-tool-groups"
+SESSION_HEADER: Final = "x-zimmer-session-id"
 LOCAL_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
 _CONTEXT_PARAM: Final = "mcp_context"
@@ -136,6 +137,8 @@ def bind(tool: ToolDef, service: Service) -> Any:
             kwargs["service"] = service
         if "realm" in wants:
             kwargs["realm"] = _realm_of_call(context)
+        if "acting_session" in wants:
+            kwargs["acting_session"] = _declared_session(context)
         try:
             return await tool.fn(**kwargs)
         except ZimmerError as exc:
@@ -170,6 +173,18 @@ def _refuse_unknown_arguments(server: MCPServer, name: str) -> None:
         "_refuse_unstorable_strings": model_validator(mode="wrap")(classmethod(refuse_unstorable)),
     })
     registered.fn_metadata.arg_model = strict
+
+
+def _declared_session(context: Context) -> int | None:
+    """The session this connection speaks for (`X-Zimmer-Session-Id`, declared once, at connect)."""
+    request = context.request_context.request
+    value = (getattr(request, "headers", None) or {}).get(SESSION_HEADER)
+    if value is None or not value.strip():
+        return None
+    if not value.strip().isdigit() or not 1 <= int(value.strip()) <= 2**63 - 1:
+        raise ToolError(f"{ErrorCode.INVALID.value}: the {SESSION_HEADER} header must be a session id (field: "
+                        f"{SESSION_HEADER})")
+    return int(value.strip())
 
 
 def _realm_of_call(context: Context) -> Realm:
