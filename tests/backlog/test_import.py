@@ -259,3 +259,32 @@ async def test_cli_imports_end_to_end(database_url: str, tmp_path: Path) -> None
             (5, 1, True), (0, 6, True), (0, 0, False), (0, 0, False)]
     finally:
         await engine.dispose()
+
+
+async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #11: the import held the ranking lock across every item, so an append waited for
+    all of it. It now releases the lock between batches: an append made while a large import
+    runs is decided before the import ends (ordering, not timing: the import is still going)."""
+    from zimmer_backlog.backlog import Backlog
+    from zimmer_backlog.importer import IMPORT_BATCH
+    from zimmer_common.contracts.backlog import AppendItem
+
+    total = IMPORT_BATCH * 15
+    source = write(tmp_path / "big.json", [{"id": f"i{n}", "key": f"zimmer#{n}", "estimated_cost": "large",
+                                            "issue_url": f"https://github.com/acme/zimmer/issues/{n}",
+                                            "precedence": 1000 - n % 400, "status": "removed"}
+                                           for n in range(1, total + 1)])
+    running = asyncio.create_task(import_backlog(engine, source=source, env=Environment.TEST))
+
+    async def imported() -> int:
+        async with engine.connect() as conn:
+            return int((await conn.execute(text("SELECT count(*) FROM backlog.work_backlog_items"))).scalar_one())
+
+    while await imported() < IMPORT_BATCH:  # the first batch has committed
+        await asyncio.sleep(0.01)
+    appended = await Backlog(lambda: engine).append(AppendItem(
+        key="zimmer#99999", issue_url="https://github.com/acme/zimmer/issues/99999", estimated_cost="small"))
+    assert appended.item.key == "zimmer#99999"
+    assert not running.done() and await imported() < total + 1
+    report = await running
+    assert report.inserted == total

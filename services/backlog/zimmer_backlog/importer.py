@@ -256,7 +256,7 @@ async def import_backlog(engine: AsyncEngine, *, source: ImportSource, env: Envi
     report.total = len(entries)
     try:
         report.inserted, report.skipped = await _insert_all(engine, entries, progress)
-    except Exception as exc:  # the transaction rolled back: nothing of this run was written
+    except Exception as exc:  # the batch in hand rolled back; earlier batches stay (insert-only, keyed)
         report.error = f"import failed: {type(exc).__name__}: {exc}"
         try:
             await _finish_run(engine, report)
@@ -271,20 +271,42 @@ async def import_backlog(engine: AsyncEngine, *, source: ImportSource, env: Envi
     return report
 
 
+IMPORT_BATCH = 200  # items per transaction: the ranking lock is released between batches
+
+
 async def _insert_all(engine: AsyncEngine, entries: list[Any],
                       progress: Progress | None) -> tuple[int, list[SkippedItem]]:
+    """Insert in batches of `IMPORT_BATCH`, each a transaction of its own under the ranking lock,
+    so appends wait for one batch, never for the whole import (issue 9 #11). The import is
+    insert-only and keyed on import_id, so a run that stops between batches is finished by the
+    next run without doubling anything."""
     total, inserted, skipped = len(entries), 0, []
     if progress:
         progress(0, total)
+    seen: set[str] = set()
+    for start in range(0, total, IMPORT_BATCH):
+        batch = entries[start:start + IMPORT_BATCH]
+        n_inserted, n_skipped = await _insert_batch(engine, batch, start, seen)
+        inserted += n_inserted
+        skipped += n_skipped
+        if progress:
+            progress(start + len(batch), total)
+    return inserted, skipped
+
+
+async def _insert_batch(engine: AsyncEngine, entries: list[Any], offset: int,
+                        seen: set[str]) -> tuple[int, list[SkippedItem]]:
+    inserted, skipped = 0, []
     async with engine.begin() as conn:
         await store.lock_ranking(conn)  # serialise with appenders: the one-open-row-per-key check holds
         ids = [str(e["id"]) for e in entries if isinstance(e, dict) and e.get("id") is not None]
+        keys = [str(e["key"]) for e in entries if isinstance(e, dict) and e.get("key") is not None]
         imported = set((await conn.execute(text("SELECT import_id FROM backlog.work_backlog_items "
                                                 "WHERE import_id = ANY(:ids)"), {"ids": ids})).scalars())
         open_keys = set((await conn.execute(text("SELECT key FROM backlog.work_backlog_items "
-                                                 "WHERE status IN ('queued', 'starting')"))).scalars())
-        seen: set[str] = set()
-        for n, entry in enumerate(entries, 1):
+                                                 "WHERE status IN ('queued', 'starting') AND key = ANY(:keys)"),
+                                            {"keys": keys})).scalars())
+        for n, entry in enumerate(entries, offset + 1):
             label = str(entry.get("id")) if isinstance(entry, dict) and entry.get("id") is not None else f"#{n}"
             skip = None
             try:
@@ -315,8 +337,6 @@ async def _insert_all(engine: AsyncEngine, entries: list[Any],
                             open_keys.add(item.key)
             if skip is not None:
                 skipped.append(skip)
-            if progress:
-                progress(n, total)
     return inserted, skipped
 
 
