@@ -351,3 +351,29 @@ async def test_a_pull_of_zero_against_a_full_ceiling_is_a_pull(both) -> None:  #
     await bus.request(c.PULL, c.PullItems(count=1))
     zero = await bus.request(c.PULL, c.PullItems(count=0, wip_ceiling=1))
     assert zero.started == [] and zero.sentence.startswith("pulled 0 — 1 in flight against a ceiling of 1")
+
+
+async def test_a_slow_spot_gate_leaves_a_pull_honest(both) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 #5: spot-gate stalls past the pull's deadline. The pull still answers, inside its
+    deadline, saying what it did not start (`retry_safe`), and the stalled spawn never takes
+    effect later: no session appears, and the recovery job puts the row back on the queue."""
+    backlog, spot, bus = both
+    await append(bus, 70)
+    original = spot.app.admissions.spawn
+
+    async def stalled(*args, **kwargs):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(4)  # past the pull's budget for it, then decide and try to commit
+        return await original(*args, **kwargs)
+
+    spot.app.admissions.spawn = stalled
+    try:
+        pulled = await bus.request(c.PULL, c.PullItems(count=1), timeout=3)
+    finally:
+        spot.app.admissions.spawn = original
+    assert pulled.started == [] and [(f.key, f.code, f.retry_safe) for f in pulled.failed] == [
+        ("zimmer#70", "unavailable", True)]
+    await asyncio.sleep(3)  # the stalled spawn wakes up, past its deadline: it must not commit
+    async with spot.engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 0
+    assert await backlog.app.starter.recover() == ["requeued"]
+    assert [i.key for i in (await bus.request(c.GET_ITEMS, c.ItemQuery())).items] == ["zimmer#70"]

@@ -221,3 +221,13 @@ async def test_mcp_keys_are_scoped_to_the_declared_session(stack) -> None:  # ty
             answers.append(r.json()["result"])
     assert not any(a.get("isError") for a in answers), answers
     assert [a["structuredContent"]["item"]["key"] for a in answers] == ["zimmer#41", "zimmer#42"]
+
+
+async def test_backlog_strings_have_the_same_maxima_on_rest_as_on_mcp(http: httpx.AsyncClient) -> None:
+    """Issue 9 #6: REST took 10,000-character repo, surface, kind, scope_direction, gate_verdict and
+    added_by (and pull keys) while MCP capped them: one contract, one set of limits."""
+    long = "x" * 10_000
+    for field in ("repo", "surface", "kind", "scope_direction", "gate_verdict", "added_by"):
+        r = await http.post("/api/v1/work_backlog_items", json=item(50, **{field: long}))
+        assert invalid_fields(r) == [field], field
+    assert invalid_fields(await http.post("/api/v1/work_backlog_items/pull", json={"keys": [long]})) == ["keys"]

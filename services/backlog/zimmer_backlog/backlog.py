@@ -21,7 +21,7 @@ from zimmer_common.batching import Batcher
 from zimmer_common.idempotency import KeyRef
 from zimmer_common.outbox import OutboxRelay, emit, emit_many
 
-SCHEMA = "backlog"
+SCHEMA = store.SCHEMA
 SPAWNED_BY = "work-backlog"
 BAND_RANGES = {cost: (band.floor, band.top) for cost, band in BANDS.items()}
 
@@ -134,9 +134,8 @@ class Backlog:
         session = SessionEvent.model_validate(event.data).session
         if session.metadata.get("spawned_by") != SPAWNED_BY or "work_backlog_item_id" not in session.metadata:
             return
-        spot_held = session.status == "waiting" and session.spot_hold_reason is not None and not session.ever_started
         await store.record_session(conn, session.id, int(session.metadata["work_backlog_item_id"]), session.status,
-                                   spot_held, session.updated_at, session.version)
+                                   store.spot_held(session), session.updated_at, session.version)
 
 
 

@@ -22,7 +22,7 @@ from zimmer_common.contracts.spot_policy import GET_POLICY, PolicyQuery
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit
 
-SCHEMA = "backlog"
+SCHEMA = store.SCHEMA
 MAX_PULL = 10
 PULL_BUDGET = 30.0  # seconds, for a pull asked without a deadline (a direct call, a test)
 

@@ -27,7 +27,7 @@ from zimmer_common.contracts.spot import SESSION_BY_KEY, SPAWN, SessionByKey, Se
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit
 
-SCHEMA = "backlog"
+SCHEMA = store.SCHEMA
 SPAWNED_BY = "work-backlog"
 CALLER = "service:backlog"  # the scope of the backlog's spawn keys at spot-gate
 GOAL = "open-reviewed-green-pr"
@@ -85,9 +85,8 @@ class Starter:
     async def _mark_started(self, item_id: int, session: SessionView) -> StartedItem:
         async with self._engine().begin() as conn:
             if await store.mark_started(conn, item_id, session.id):
-                await store.record_session(conn, session.id, item_id, session.status,
-                                           session.status == "waiting" and session.spot_hold_reason is not None
-                                           and not session.ever_started, session.updated_at, session.version)
+                await store.record_session(conn, session.id, item_id, session.status, store.spot_held(session),
+                                           session.updated_at, session.version)
                 started = await store.fetch(conn, item_id)
                 await emit(conn, SCHEMA, ITEM_STARTED, "item_started", ItemEvent(item=started))
             else:  # another request (a retried pull, the recovery job) marked it already

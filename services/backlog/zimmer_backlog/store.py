@@ -14,8 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_backlog.domain.ranking import RankedItem, plan_rerank
 from zimmer_common.contracts.backlog import AppendItem, Counts, ItemView
+from zimmer_common.contracts.spot import SessionView
 from zimmer_common.errors import ErrorCode, ZimmerError
 
+SCHEMA = "backlog"
 RANKING_LOCK = "zimmer.backlog.ranking"
 log = logging.getLogger("zimmer.backlog.store")
 ITEM_COLUMNS = """i.id, i.key, i.issue_url, i.repo, i.surface, i.title, i.kind, i.scope_direction, i.estimated_cost,
@@ -124,6 +126,11 @@ async def counts(conn: AsyncConnection) -> Counts:
         FROM backlog.produced_sessions p"""))).one()
     return Counts(queued=row.queued, in_flight=row.in_flight, spot_held=row.spot_held, parked=row.parked,
                   claimed=row.in_flight + row.parked)
+
+
+def spot_held(session: SessionView) -> bool:
+    """Seed 000 "spot_held": waiting at the spot gate before its first turn (a subset of in_flight)."""
+    return session.status == "waiting" and session.spot_hold_reason is not None and not session.ever_started
 
 
 async def record_session(conn: AsyncConnection, session_id: int, item_id: int, status: str, spot_held: bool,
