@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
-from zimmer_backlog.domain.ranking import BANDS, BandFull, RankedItem, apply, plan_append
+from zimmer_backlog.domain.ranking import BANDS, AppendPlan, NeedsBand, RankedItem, plan_batch
 from zimmer_common.contracts.backlog import (
     ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendResult, ItemEvent, ItemList, ItemQuery,
     ItemRef, ItemView, PinItem, RemoveItem)
@@ -73,22 +73,26 @@ class Backlog:
         """Each append lands 10 below the lowest unpinned in-band peer of its cost (re-spacing
         the band first when it must, `band_full` when it cannot), in arrival order, each seeing
         the ones before it; then drifted items are re-ranked. One failure refuses one append.
-        The batch is ranked in memory and written in a few statements, whatever its size.
-        Runs in the caller's transaction, under the ranking lock."""
-        batch = _AppendBatch(await store.open_rows(conn, [q.key for q in requests]),
-                             await store.lowest_peers(conn, BAND_RANGES))
-        outcomes = [await batch.place(conn, req) for req in requests]
-        await store.move(conn, batch.moves)
-        placed = [(req, batch.precedence[o]) for req, o in zip(requests, outcomes, strict=True) if isinstance(o, int)]
+        The batch is planned in memory (`ranking.plan_batch`, pure) and written in a few
+        statements, whatever its size. Runs in the caller's transaction, under the ranking lock."""
+        open_rows = await store.open_rows(conn, [q.key for q in requests])
+        bands: dict[str, tuple[list[RankedItem], bool]] = {
+            cost: ([peer], False) for cost, peer in (await store.lowest_peers(conn, BAND_RANGES)).items()}
+        asks = [(q.key, q.estimated_cost) for q in requests]
+        now = datetime.now(UTC)
+        while isinstance(plan := plan_batch(asks, {k: r.id for k, r in open_rows.items()}, bands, now), NeedsBand):
+            bands[plan.cost] = (await store.queued_of_cost(conn, plan.cost), True)  # a re-space needs the band
+        await store.move(conn, plan.moves)
+        placed = [(requests[i], p) for i, p in sorted(plan.precedence.items())]
         ids = await store.insert_many(conn, placed) if placed else []
-        item_of = dict(zip([o for o in outcomes if isinstance(o, int)], ids, strict=True))
+        item_of = dict(zip(sorted(plan.precedence), ids, strict=True))
         if await store.any_drifted(conn, BAND_RANGES):
             await store.rerank(conn)
         views = await store.fetch_many(conn, ids) if ids else {}
         await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=views[i])) for i in ids])
         counts = await store.counts(conn)
-        return [o if isinstance(o, ZimmerError) else AppendResult(item=views[item_of[o]], counts=counts)
-                for o in outcomes]
+        return [AppendResult(item=views[item_of[i]], counts=counts) if i in item_of else _refusal(req, i, plan)
+                for i, req in enumerate(requests)]
 
     async def pin(self, req: PinItem) -> ItemView:
         """A human hand-places an item and has it stay placed: pinned items are never moved by
@@ -138,46 +142,11 @@ class Backlog:
                                    store.spot_held(session), session.updated_at, session.version)
 
 
-
-class _AppendBatch:
-    """A batch of appends ranked in memory: new items carry negative placeholder ids until the
-    one insert at the end; moves to stored rows are collected and written once."""
-
-    def __init__(self, open_rows: dict[str, Any], lowest: dict[str, RankedItem]):
-        self.taken = {k: r.id for k, r in open_rows.items()}
-        self.peers: dict[str, list[RankedItem]] = {c: [p] for c, p in lowest.items()}
-        self.complete: set[str] = set()  # costs whose whole queue is in `peers`, not just the lowest
-        self.moves: dict[int, int] = {}
-        self.precedence: dict[int, int] = {}  # placeholder id → precedence
-        self._next = -1
-
-    async def place(self, conn: AsyncConnection, req: AppendItem) -> int | ZimmerError:
-        if req.key in self.taken:
-            existing = self.taken[req.key]
-            return ZimmerError(ErrorCode.CONFLICT, f"{req.key} is already on the queue" +
-                               (f" as item {existing}" if existing > 0 else " (appended just before, in this batch)"),
-                               {"field": "key", "item_id": existing if existing > 0 else None})
-        cost = req.estimated_cost
-        try:
-            placement = plan_append(self.peers.get(cost, []), cost)
-            if placement.moves and cost not in self.complete:  # a re-space needs the whole band
-                stored = await store.queued_of_cost(conn, cost)
-                self.peers[cost] = [apply([i], {i.id: self.moves[i.id]})[0] if i.id in self.moves else i
-                                    for i in stored] + [i for i in self.peers.get(cost, []) if i.id < 0]
-                self.complete.add(cost)
-                placement = plan_append(self.peers[cost], cost)
-        except BandFull as exc:
-            return ZimmerError(ErrorCode.BAND_FULL, str(exc), {"field": "estimated_cost", "estimated_cost": cost})
-        if placement.moves:
-            self.peers[cost] = apply(self.peers[cost], placement.moves)
-            for item_id, precedence in placement.moves.items():
-                if item_id < 0:
-                    self.precedence[item_id] = precedence
-                else:
-                    self.moves[item_id] = precedence
-        placeholder, self._next = self._next, self._next - 1
-        self.precedence[placeholder] = placement.precedence
-        self.peers.setdefault(cost, []).append(RankedItem(placeholder, cost, placement.precedence, False,
-                                                          datetime.now(UTC)))
-        self.taken[req.key] = placeholder
-        return placeholder
+def _refusal(req: AppendItem, i: int, plan: AppendPlan) -> ZimmerError:
+    if i in plan.conflict:
+        existing = plan.conflict[i]
+        return ZimmerError(ErrorCode.CONFLICT, f"{req.key} is already on the queue" +
+                           (f" as item {existing}" if existing else " (appended just before, in this batch)"),
+                           {"field": "key", "item_id": existing})
+    return ZimmerError(ErrorCode.BAND_FULL, str(plan.full[i]),
+                       {"field": "estimated_cost", "estimated_cost": req.estimated_cost})

@@ -219,3 +219,62 @@ def _rerank_band(items: list[RankedItem], band: Band) -> list[RankedItem]:
         placement = _next_slot(current, band)
         current = apply(current, {**placement.moves, item.id: placement.precedence})
     return current
+
+
+# ---- a batch of appends ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NeedsBand:
+    """The plan needs every queued item of `cost`, not only its lowest peer: a re-space moves the
+    whole band. The caller reads them and plans again."""
+
+    cost: str
+
+
+@dataclass
+class AppendPlan:
+    """Per ask, in order: `precedence[i]` where it lands, or `conflict[i]` (the open row's id, or
+    None for a key appended earlier in this batch), or `full[i]` (its band has no room). `moves`
+    re-space stored rows (id → precedence); new rows never appear in it."""
+
+    precedence: dict[int, int] = field(default_factory=dict)
+    conflict: dict[int, int | None] = field(default_factory=dict)
+    full: dict[int, BandFull] = field(default_factory=dict)
+    moves: dict[int, int] = field(default_factory=dict)
+
+
+def plan_batch(asks: Sequence[tuple[str, str]], taken: Mapping[str, int],
+               bands: Mapping[str, tuple[Sequence[RankedItem], bool]], now: datetime) -> AppendPlan | NeedsBand:
+    """Rank a batch of appends `asks` ((key, cost), in arrival order) as if appended one by one,
+    each seeing the ones before it: one open row per key (`taken`: key → open row id), FIFO within
+    a band, a re-space when the next slot reaches the floor, `band_full` before any move of that
+    ask. `bands[cost]` is (queued items, complete?): the lowest peer alone serves an ordinary
+    append; a re-space needs the whole band, so an incomplete one answers `NeedsBand`."""
+    plan = AppendPlan()
+    peers: dict[str, list[RankedItem]] = {cost: list(items) for cost, (items, _) in bands.items()}
+    complete = {cost for cost, (_, whole) in bands.items() if whole}
+    open_keys: dict[str, int | None] = dict(taken)
+    for i, (key, cost) in enumerate(asks):
+        if key in open_keys:
+            plan.conflict[i] = open_keys[key]
+            continue
+        try:
+            placement = plan_append(peers.get(cost, []), cost)
+        except BandFull as exc:
+            if cost not in complete:
+                return NeedsBand(cost)
+            plan.full[i] = exc
+            continue
+        if placement.moves and cost not in complete:
+            return NeedsBand(cost)
+        current = apply(peers.get(cost, []), placement.moves)
+        for item_id, precedence in placement.moves.items():
+            if item_id >= 0:
+                plan.moves[item_id] = precedence
+            else:
+                plan.precedence[-item_id - 1] = precedence  # an earlier ask of this batch, re-spaced
+        plan.precedence[i] = placement.precedence
+        peers[cost] = current + [RankedItem(-i - 1, cost, placement.precedence, False, now)]
+        open_keys[key] = None
+    return plan
