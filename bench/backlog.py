@@ -85,8 +85,9 @@ async def bench_appends(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
 
         async def one(worker: int) -> None:
             for i in range(worker, n, appenders):
-                body = {"key": f"{tag}#{i}", "estimated_cost": COSTS[i % 3],
-                        "issue_url": f"https://github.com/acme/z/issues/{i}"}
+                # The key names its issue ({repo}#{n}); the repo carries the round's tag.
+                body = {"key": f"r{tag}#{i + 1}", "estimated_cost": COSTS[i % 3],
+                        "issue_url": f"https://github.com/acme/r{tag}/issues/{i + 1}"}
                 t0 = time.perf_counter()
                 if via == "rpc":
                     await bus.request(APPEND, AppendItem(**body))
