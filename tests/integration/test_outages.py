@@ -84,7 +84,7 @@ class Load:
     async def _worker(self, http: httpx.AsyncClient, db: Any) -> None:
         while not self._stop.is_set():
             key = self.key()
-            body = {"key": key, "issue_url": f"https://github.com/acme/zimmer/issues/{self._n}",
+            body = {"key": key, "issue_url": f"https://github.com/acme/load/issues/{self._n}",
                     "estimated_cost": "small", "title": key}
             try:
                 r = await http.post("/api/v1/work_backlog_items", json=body, headers={"Idempotency-Key": key})
@@ -167,7 +167,7 @@ async def retry_refused_with_their_keys(load: Load, url: str, database_url: str)
         for key in refused:
             n = int(key.split("#")[1])
             r = await http.post("/api/v1/work_backlog_items", headers={"Idempotency-Key": key}, json={
-                "key": key, "issue_url": f"https://github.com/acme/zimmer/issues/{n}", "estimated_cost": "small",
+                "key": key, "issue_url": f"https://github.com/acme/load/issues/{n}", "estimated_cost": "small",
                 "title": key})
             assert r.status_code == 201, r.text
     conn = await asyncpg.connect(database_url)
