@@ -84,14 +84,13 @@ class Backlog:
             bands[plan.cost] = (await store.queued_of_cost(conn, plan.cost), True)  # a re-space needs the band
         await store.move(conn, plan.moves)
         placed = [(requests[i], p) for i, p in sorted(plan.precedence.items())]
-        ids = await store.insert_many(conn, placed) if placed else []
-        item_of = dict(zip(sorted(plan.precedence), ids, strict=True))
-        if await store.any_drifted(conn, BAND_RANGES):
-            await store.rerank(conn)
-        views = await store.fetch_many(conn, ids) if ids else {}
-        await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=views[i])) for i in ids])
+        written = await store.insert_many(conn, placed) if placed else []
+        moves = await store.rerank(conn) if await store.any_drifted(conn, BAND_RANGES) else {}
+        item_of = {i: store.moved(item, moves) for i, item in zip(sorted(plan.precedence), written, strict=True)}
+        await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
+                                       for item in item_of.values()])
         counts = await store.counts(conn)
-        return [AppendResult(item=views[item_of[i]], counts=counts) if i in item_of else _refusal(req, i, plan)
+        return [AppendResult(item=item_of[i], counts=counts) if i in item_of else _refusal(req, i, plan)
                 for i, req in enumerate(requests)]
 
     async def pin(self, req: PinItem) -> ItemView:
@@ -109,11 +108,10 @@ class Backlog:
             if item.status != "queued":
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item_id} is {item.status}; only a queued item can be "
                                   f"{'pinned' if pinned else 'unpinned'}", {"item_id": item_id, "status": item.status})
-            await store.set_pin(conn, item_id, pinned, precedence)
+            item = await store.set_pin(conn, item_id, pinned, precedence)
             # An unpinned item out of its band moves back into it; a band with no room refuses
             # the unpin (band_full) rather than leave the item where the pin had put it.
-            await store.rerank(conn, needs=None if pinned else item.estimated_cost)
-            item = await store.fetch(conn, item_id)
+            item = store.moved(item, await store.rerank(conn, needs=None if pinned else item.estimated_cost))
             await emit(conn, SCHEMA, subject, etype, ItemEvent(item=item))
         self._kick()
         return item
@@ -123,11 +121,12 @@ class Backlog:
         async with self._engine().begin() as conn:
             await store.lock_ranking(conn)
             item = await store.fetch(conn, req.item_id)
-            if not await store.remove(conn, req.item_id, req.reason, req.by or "operator"):
+            removed = await store.remove(conn, req.item_id, req.reason, req.by or "operator")
+            if removed is None:
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {req.item_id} is {item.status}, not queued",
                                   {"item_id": req.item_id, "status": item.status})
             await store.rerank(conn)
-            item = await store.fetch(conn, req.item_id)
+            item = removed
             await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
         self.on_removed("operator")
         self._kick()

@@ -21,11 +21,13 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from sqlalchemy import text
+from sqlalchemy import exists, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
+from zimmer_backlog.tables import import_runs, items
 from zimmer_common.contracts.backlog import Cost, issue_rule_violation
 from zimmer_common.settings import Environment, Settings
 
@@ -182,8 +184,9 @@ class ImportItem(BaseModel):
         columns = self.model_dump(exclude={"id", "payload"} | set(self.model_extra or {}))
         if self.status == "removed" and not self.removal_reason:
             columns["removal_reason"] = REMOVED_WITHOUT_REASON  # the table requires one
-        payload = {**self.payload, **(self.model_extra or {})}
-        return {**columns, "import_id": self.id, "payload": json.dumps(payload)}
+        if columns["added_at"] is None:
+            del columns["added_at"]  # the table's default: now
+        return {**columns, "import_id": self.id, "payload": {**self.payload, **(self.model_extra or {})}}
 
 
 def parse_items(raw: bytes) -> list[Any]:
@@ -219,24 +222,18 @@ class ImportReport:
         return [s for s in self.skipped if s.reason == reason]
 
 
-INSERT = text("""
-    INSERT INTO backlog.work_backlog_items (import_id, key, issue_url, repo, surface, title, kind, scope_direction,
-        estimated_cost, gate_verdict, decided_at, added_at, added_by, added_via, precedence, pinned, status,
-        started_at, removed_at, removed_by, removal_reason, payload)
-    VALUES (:import_id, :key, :issue_url, :repo, :surface, :title, :kind, :scope_direction, :estimated_cost,
-        :gate_verdict, :decided_at, COALESCE(CAST(:added_at AS timestamptz), now()), :added_by, 'import',
-        :precedence, :pinned, :status, :started_at, :removed_at, :removed_by, :removal_reason,
-        CAST(:payload AS jsonb))
-    ON CONFLICT (import_id) DO NOTHING
-    RETURNING id""")
+def _insert(row: dict[str, Any]) -> Any:
+    """One imported row, verbatim (precedence included); a second run of the same source inserts nothing."""
+    return (insert(items).values(**row, added_via="import").on_conflict_do_nothing(index_elements=[items.c.import_id])
+            .returning(items.c.id))
 
 
 async def import_backlog(engine: AsyncEngine, *, source: ImportSource, env: Environment,
                          progress: Progress | None = None) -> ImportReport:
     described = source.describe()
     async with engine.begin() as conn:
-        run_id = (await conn.execute(text("INSERT INTO backlog.import_runs (source) VALUES (:s) RETURNING id"),
-                                     {"s": described})).scalar_one()
+        run_id = (await conn.execute(insert(import_runs).values(source=described).returning(import_runs.c.id))
+                  ).scalar_one()
     report = ImportReport(source=described, run_id=int(run_id))
     try:
         raw = await source.read()
@@ -301,11 +298,8 @@ async def _insert_batch(engine: AsyncEngine, entries: list[Any], offset: int,
         await store.lock_ranking(conn)  # serialise with appenders: the one-open-row-per-key check holds
         ids = [str(e["id"]) for e in entries if isinstance(e, dict) and e.get("id") is not None]
         keys = [str(e["key"]) for e in entries if isinstance(e, dict) and e.get("key") is not None]
-        imported = set((await conn.execute(text("SELECT import_id FROM backlog.work_backlog_items "
-                                                "WHERE import_id = ANY(:ids)"), {"ids": ids})).scalars())
-        open_keys = set((await conn.execute(text("SELECT key FROM backlog.work_backlog_items "
-                                                 "WHERE status IN ('queued', 'starting') AND key = ANY(:keys)"),
-                                            {"keys": keys})).scalars())
+        imported = set((await conn.execute(select(items.c.import_id).where(items.c.import_id.in_(ids)))).scalars())
+        open_keys = set((await conn.execute(select(items.c.key).where(items.c.key.in_(keys), store.OPEN))).scalars())
         for n, entry in enumerate(entries, offset + 1):
             label = str(entry.get("id")) if isinstance(entry, dict) and entry.get("id") is not None else f"#{n}"
             skip = None
@@ -325,7 +319,7 @@ async def _insert_batch(engine: AsyncEngine, entries: list[Any], offset: int,
             if skip is None:
                 try:
                     async with conn.begin_nested():
-                        row = (await conn.execute(INSERT, item.row())).first()
+                        row = (await conn.execute(_insert(item.row()))).first()
                 except DBAPIError as exc:
                     skip = SkippedItem(item.id, "rejected", str(exc.orig).splitlines()[-1])
                 else:
@@ -342,9 +336,8 @@ async def _insert_batch(engine: AsyncEngine, entries: list[Any], offset: int,
 
 async def _finish_run(engine: AsyncEngine, report: ImportReport) -> None:
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE backlog.import_runs SET finished_at = now(), inserted = :i, skipped = :s, "
-                                "error = :e WHERE id = :id"),
-                           {"i": report.inserted, "s": len(report.skipped), "e": report.error, "id": report.run_id})
+        await conn.execute(update(import_runs).where(import_runs.c.id == report.run_id).values(
+            finished_at=func.now(), inserted=report.inserted, skipped=len(report.skipped), error=report.error))
 
 
 async def import_once_at_start(engine: AsyncEngine, settings: Settings) -> ImportReport | None:
@@ -356,8 +349,8 @@ async def import_once_at_start(engine: AsyncEngine, settings: Settings) -> Impor
         await conn.execute(text("SELECT pg_advisory_lock(hashtext(:k))"), {"k": IMPORT_LOCK})
         await conn.commit()
         try:
-            done = (await conn.execute(text("SELECT EXISTS (SELECT 1 FROM backlog.import_runs "
-                                            "WHERE finished_at IS NOT NULL AND error IS NULL)"))).scalar_one()
+            done = (await conn.execute(select(exists().where(
+                import_runs.c.finished_at.is_not(None), import_runs.c.error.is_(None))))).scalar_one()
             await conn.commit()
             if done:
                 return None

@@ -187,10 +187,10 @@ class Puller:
             if item.pinned:
                 refused.append(NotRemoved(key=removal.key, why="pinned: a human placed it; only an operator removes it"))
                 continue
-            if await store.remove(conn, row.id, removal.reason, by):
-                item = await store.fetch(conn, row.id)
-                removed.append(item)
-                await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
+            gone = await store.remove(conn, row.id, removal.reason, by)
+            if gone is not None:
+                removed.append(gone)
+                await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=gone))
         return removed, refused
 
 
