@@ -1,12 +1,15 @@
-"""Profile spot-gate under the admissions benchmark's load with py-spy (not part of the suite).
+"""Profile a service under a benchmark's load with py-spy (not part of the suite).
 
-    .venv/bin/pip install py-spy
-    .venv/bin/python -m bench.profile_admissions [SESSIONS]
+    .venv/bin/python -m bench.profile admissions [SESSIONS]   # spot-gate, 64 request_turns in flight
+    .venv/bin/python -m bench.profile appends [APPENDS]       # gateway + backlog, 32 REST appends in flight
 
-Starts embedded PostgreSQL and NATS, one `zimmer serve spot-gate` process, seeds SESSIONS
-sessions (default 6,000), and drives 64 concurrent `request_turn`s through them while
-`py-spy record` samples the service; prints the top of the profile (own time and total time per
-function) and writes the raw stacks to bench/profiles/.
+Starts embedded PostgreSQL and NATS and the services as their own processes (`zimmer serve`),
+drives the load while `py-spy record` samples each service, prints the top of each profile (own
+time and total time per function) and writes the raw stacks to bench/profiles/.
+
+- admissions: seeds SESSIONS sessions (default 6,000) and drives 64 concurrent `request_turn`s.
+- appends: APPENDS (default 6,000) `POST /api/v1/work_backlog_items` from 32 aiohttp callers,
+  as `backlog_appends` does.
 """
 
 from __future__ import annotations
@@ -16,29 +19,43 @@ import collections
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from zimmer_common.bus import Bus
 
 from bench.harness import BenchContext, Servers, ServiceProcess
 from bench.spot_gate import ACCOUNTS, IN_FLIGHT, _fresh_db, _seed_sql
 
 OUT = Path(__file__).resolve().parent / "profiles"
+CHUNK = 270  # appends between clearings of the queue: 90 per band, none re-spaces (as backlog_appends' ordinary run)
 
 
-async def drive(ctx: BenchContext, sessions: int) -> tuple[float, Path]:
-    from zimmer_common.bus import Bus
+def spy(pid: int, raw: Path) -> subprocess.Popen[bytes]:
+    OUT.mkdir(exist_ok=True)
+    return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", "250",
+                             "--format", "raw", "--output", str(raw), "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(spies: list[subprocess.Popen[bytes]]) -> None:
+    for s in spies:
+        s.send_signal(2)
+    for s in spies:
+        s.wait(30)
+
+
+async def drive_admissions(ctx: BenchContext, sessions: int) -> tuple[str, list[Path]]:
     from zimmer_common.contracts.spot import REQUEST_TURN, RequestTurn
 
     db = await _fresh_db(ctx.pg_url)
     ids = await _seed_sql(db, sessions, ACCOUNTS)
     service = ServiceProcess("spot-gate", ctx, db)
     client = await Bus.connect([ctx.nats_url], service="bench", instance_id="p", rpc_timeout=60)
-    OUT.mkdir(exist_ok=True)
     raw = OUT / "spot_admissions.raw"
     try:
         await service.ready(client)
-        spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(service.proc.pid),
-                                "--rate", "250", "--format", "raw", "--output", str(raw), "--nonblocking"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spies = [spy(service.proc.pid, raw)]
         await asyncio.sleep(1)
         queue = list(ids)
 
@@ -49,12 +66,55 @@ async def drive(ctx: BenchContext, sessions: int) -> tuple[float, Path]:
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
         rate = sessions / (time.perf_counter() - started)
-        spy.send_signal(2)
-        spy.wait(30)
+        stop(spies)
     finally:
         await client.close()
         service.stop()
-    return rate, raw
+    return f"{rate:.0f} admissions/s over {sessions} sessions, {IN_FLIGHT} in flight", [raw]
+
+
+async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path]]:
+    from bench.backlog import APPEND_PATH, COSTS, THROUGHPUT_APPENDERS, _clear_queue
+    from bench.harness import http_session
+    from zimmer_cli.embedded import free_port
+
+    db = await _fresh_db(ctx.pg_url)
+    port = free_port()
+    services = [ServiceProcess("backlog", ctx, db),
+                ServiceProcess("gateway", ctx, db, ZIMMER_HTTP_PORT=str(port), ZIMMER_HTTP_HOST="127.0.0.1",
+                               ZIMMER_API_KEY="bench-key", ZIMMER_OPERATOR_TOKEN="bench-operator")]
+    client = await Bus.connect([ctx.nats_url], service="bench", instance_id="p", rpc_timeout=60)
+    http = http_session(THROUGHPUT_APPENDERS, f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer bench-key"})
+    raws = [OUT / f"appends_{s.name}.raw" for s in services]
+    try:
+        for service in services:
+            await service.ready(client)
+        spies = [spy(s.proc.pid, raw) for s, raw in zip(services, raws, strict=True)]
+        await asyncio.sleep(1)
+
+        async def worker(numbers: Iterator[int]) -> None:
+            for n in numbers:
+                body = {"key": f"p#{n}", "issue_url": f"https://github.com/acme/p/issues/{n}",
+                        "estimated_cost": COSTS[n % 3]}
+                async with http.post(APPEND_PATH, json=body) as resp:
+                    if resp.status != 201:
+                        raise RuntimeError(f"append answered {resp.status}: {(await resp.read())[:300]!r}")
+
+        elapsed = 0.0
+        for first in range(1, appends + 1, CHUNK):  # the queue is cleared between chunks: bands never fill
+            await _clear_queue(db)
+            numbers = iter(range(first, min(first + CHUNK, appends + 1)))
+            started = time.perf_counter()
+            await asyncio.gather(*(worker(numbers) for _ in range(THROUGHPUT_APPENDERS)))
+            elapsed += time.perf_counter() - started
+        rate = appends / elapsed
+        stop(spies)
+    finally:
+        await http.close()
+        await client.close()
+        for service in services:
+            service.stop()
+    return f"{rate:.0f} REST appends/s over {appends} appends, {THROUGHPUT_APPENDERS} in flight", raws
 
 
 def top(raw: Path, n: int = 25) -> str:
@@ -75,18 +135,24 @@ def top(raw: Path, n: int = 25) -> str:
     return "\n".join(lines)
 
 
+SUBJECTS = {"admissions": drive_admissions, "appends": drive_appends}
+
+
 def main() -> None:
-    sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 6000
+    if len(sys.argv) < 2 or sys.argv[1] not in SUBJECTS:
+        sys.exit(f"usage: python -m bench.profile {{{'|'.join(SUBJECTS)}}} [N]")
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 6000
     servers = Servers()
     ctx = BenchContext()
     try:
         ctx.pg_url = servers.start_pg()
         ctx.nats_url = servers.start_nats()
-        rate, raw = asyncio.run(drive(ctx, sessions))
+        summary, raws = asyncio.run(SUBJECTS[sys.argv[1]](ctx, n))
     finally:
         servers.stop()
-    print(f"{rate:.0f} admissions/s over {sessions} sessions, {IN_FLIGHT} in flight")
-    print(top(raw))
+    print(summary)
+    for raw in raws:
+        print(f"\n== {raw.name}\n{top(raw)}")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,15 @@ announcing it commit together."""
 
 from __future__ import annotations
 
+import json
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger, ColumnElement, Integer, Interval, Text, and_, bindparam, case, column, exists, func, literal,
+    BigInteger, ColumnElement, Integer, Text, and_, bindparam, case, cast, column, exists, func, literal,
     literal_column, null, or_, select, text, true, update)
-from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, distinct_on, insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -90,18 +91,28 @@ async def open_row(conn: AsyncConnection, key: str) -> Row[Any] | None:
     return (await conn.execute(select(items.c.id, items.c.status).where(items.c.key == key, OPEN))).first()
 
 
-APPENDED = ("key", "issue_url", "repo", "surface", "title", "kind", "scope_direction", "estimated_cost",
-            "gate_verdict", "decided_at", "added_by", "added_via", "payload")
+APPENDED = [name for name in AppendItem.model_fields if name in items.c]  # what an append writes as given
+_WRITTEN = [*APPENDED, "precedence", "writing_session_id"]
+# The rows arrive as one array per column (one cached statement whatever the batch's size; a
+# multi-row VALUES is compiled afresh each time). jsonb travels as text: arrays of jsonb do not bind.
+_ARRAY_TYPE = {name: Text if name == "payload" else items.c[name].type for name in _WRITTEN}
+_ROWS = func.unnest(*(bindparam(name, type_=ARRAY(t)) for name, t in _ARRAY_TYPE.items())).table_valued(
+    *(column(name, t) for name, t in _ARRAY_TYPE.items()), with_ordinality="ord").render_derived(name="r")
+INSERT_APPENDED = insert(items).from_select(
+    [*_WRITTEN, "added_at"],
+    select(*(cast(_ROWS.c[n], JSONB) if n == "payload" else _ROWS.c[n] for n in _WRITTEN),
+           func.clock_timestamp() + _ROWS.c.ord * literal_column("interval '1 microsecond'")).order_by(_ROWS.c.ord),
+).returning(*RETURNING_ITEM)
 
 
 async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]]) -> list[ItemView]:
     """Insert appended items in one statement, in order, and return them as written; their
     added_at increases with that order (the moment they joined the queue under the ranking lock)."""
-    values = [{**{c: getattr(req, c) for c in APPENDED}, "precedence": precedence,
-               "writing_session_id": req.acting_session_id,
-               "added_at": func.clock_timestamp() + literal(timedelta(microseconds=n), Interval)}
-              for n, (req, precedence) in enumerate(rows)]
-    written = {r.key: view(r) for r in await conn.execute(insert(items).values(values).returning(*RETURNING_ITEM))}
+    arrays: dict[str, list[Any]] = {name: [getattr(req, name) for req, _ in rows] for name in APPENDED}
+    arrays["payload"] = [json.dumps(req.payload) for req, _ in rows]
+    arrays["precedence"] = [precedence for _, precedence in rows]
+    arrays["writing_session_id"] = [req.acting_session_id for req, _ in rows]
+    written = {r.key: view(r) for r in await conn.execute(INSERT_APPENDED, arrays)}
     return [written[req.key] for req, _ in rows]
 
 
@@ -157,7 +168,7 @@ async def by_keys(conn: AsyncConnection, keys: list[str]) -> list[Row[Any]]:
     """For each key, its open row if it has one, else its newest started row (a retried pull)."""
     return list((await conn.execute(
         SELECT_ITEMS.where(items.c.key.in_(keys), is_(items.c.status, "queued", "starting", "started"))
-        .distinct(items.c.key).order_by(items.c.key, OPEN.desc(), items.c.id.desc()))).all())
+        .ext(distinct_on(items.c.key)).order_by(items.c.key, OPEN.desc(), items.c.id.desc()))).all())
 
 
 async def top_queued(conn: AsyncConnection, n: int) -> list[Row[Any]]:
@@ -265,7 +276,7 @@ def _in_band(bands: dict[str, tuple[int, int]]) -> ColumnElement[bool]:
 async def lowest_peers(conn: AsyncConnection, bands: dict[str, tuple[int, int]]) -> dict[str, RankedItem]:
     """Per cost, the lowest unpinned queued item inside its band: all an ordinary append needs."""
     rows = await conn.execute(RANKED.where(QUEUED, ~items.c.pinned, _in_band(bands))
-                              .distinct(items.c.estimated_cost)
+                              .ext(distinct_on(items.c.estimated_cost))
                               .order_by(items.c.estimated_cost, items.c.precedence, items.c.added_at.desc(),
                                         items.c.id.desc()))
     return {r.cost: r for r in _ranked(rows)}
