@@ -33,7 +33,9 @@ HEALTHZ_REQUESTS, HEALTHZ_REQUESTS_QUICK = 2000, 600  # GET /healthz per round: 
 WRK_SECONDS, WRK_THREADS = 2, 2  # wrk on /healthz each round, when a wrk binary is on PATH
 APPEND_PATH = "/api/v1/work_backlog_items"
 QUEUED = 5000
-COSTS = ("small", "medium", "large")
+# Two small, two medium, one large: 240 ordinary appends put 96 in the small and medium bands and
+# 48 in the large one, each under what its band takes at 10 apart before a re-space (100, 100, 50).
+COSTS = ("small", "medium", "large", "small", "medium")
 
 
 async def _clear_queue(db: str) -> None:
@@ -55,7 +57,7 @@ async def bench_appends(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     from zimmer_common.contracts.backlog import APPEND, AppendItem
 
     quick = sizes.rounds <= 3
-    ordinary = 90 if quick else 270  # 90 per band: ordinary appends, no re-space
+    ordinary = 80 if quick else 240  # ordinary appends: no band re-spaces (see COSTS)
     crowded = 300 if quick else 900  # bands past 100 items: every append re-spaces its band
     healthz_n = HEALTHZ_REQUESTS_QUICK if quick else HEALTHZ_REQUESTS
     wrk_seconds = 1 if quick else WRK_SECONDS
@@ -86,7 +88,7 @@ async def bench_appends(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
         async def one(worker: int) -> None:
             for i in range(worker, n, appenders):
                 # The key names its issue ({repo}#{n}); the repo carries the round's tag.
-                body = {"key": f"r{tag}#{i + 1}", "estimated_cost": COSTS[i % 3],
+                body = {"key": f"r{tag}#{i + 1}", "estimated_cost": COSTS[i % len(COSTS)],
                         "issue_url": f"https://github.com/acme/r{tag}/issues/{i + 1}"}
                 t0 = time.perf_counter()
                 if via == "rpc":

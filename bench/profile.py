@@ -28,7 +28,7 @@ from bench.harness import BenchContext, Servers, ServiceProcess
 from bench.spot_gate import ACCOUNTS, IN_FLIGHT, _fresh_db, _seed_sql
 
 OUT = Path(__file__).resolve().parent / "profiles"
-CHUNK = 270  # appends between clearings of the queue: 90 per band, none re-spaces (as backlog_appends' ordinary run)
+CHUNK = 240  # appends between clearings of the queue: none re-spaces its band (see bench.backlog.COSTS)
 
 
 def spy(pid: int, raw: Path) -> subprocess.Popen[bytes]:
@@ -95,7 +95,7 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
         async def worker(numbers: Iterator[int]) -> None:
             for n in numbers:
                 body = {"key": f"p#{n}", "issue_url": f"https://github.com/acme/p/issues/{n}",
-                        "estimated_cost": COSTS[n % 3]}
+                        "estimated_cost": COSTS[n % len(COSTS)]}
                 async with http.post(APPEND_PATH, json=body) as resp:
                     if resp.status != 201:
                         raise RuntimeError(f"append answered {resp.status}: {(await resp.read())[:300]!r}")
