@@ -116,12 +116,12 @@ async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: A
                        declared_class=SchedulingClass(req.scheduling_class) if req.scheduling_class else None,
                        declared_precedence=req.precedence, default_genesis=item.default_genesis,
                        trigger_class=item.trigger_class, trigger_precedence=item.trigger_precedence)
-    session_id = await store.insert(conn, req, origin, item.trigger_id)
-    if session_id is None:  # a concurrent spawn with the same key committed first
+    row = await store.insert(conn, req, origin, item.trigger_id)
+    if row is None:  # a concurrent spawn with the same key committed first
         raced = await store.by_idempotency_key(conn, req.idempotency_key or "")
         assert raced is not None
         return store.to_view(raced, overrides), False
-    view = store.to_view(await store.fetch(conn, session_id), overrides)
+    view = store.to_view(row, overrides)
     await emit(conn, SCHEMA, SESSION_CREATED, "session_created",
                SessionEvent(session=view, spawned_by=req.metadata.get("spawned_by")))
     return view, True

@@ -121,12 +121,12 @@ class SpotGate:
                                   {"status": before.status}) from None
             overrides = (await quota.policy(conn)).overrides
             old_view = store.to_view(before, overrides)
+            changes: dict[str, Any] = {}
             if req.scheduling_class is not None:
-                stored = None if req.scheduling_class == "derive" else req.scheduling_class
-                await store.update_fields(conn, req.session_id, scheduling_class=stored)
+                changes["scheduling_class"] = None if req.scheduling_class == "derive" else req.scheduling_class
             if req.precedence is not None:
-                await store.update_fields(conn, req.session_id, precedence=req.precedence)
-            view = await self._view(conn, req.session_id)
+                changes["precedence"] = req.precedence
+            view = store.to_view(await store.update_fields(conn, req.session_id, **changes), overrides)
             if view.priority_class != old_view.priority_class or view.scheduling_class != old_view.scheduling_class:
                 await emit(conn, SCHEMA, SESSION_CLASS_CHANGED, "session_class_changed", SessionEvent(
                     session=view, previous={"scheduling_class": old_view.scheduling_class,
@@ -169,8 +169,8 @@ class SpotGate:
             fields: dict[str, Any] = {"status": req.status}
             if req.status in (SessionStatus.ARCHIVED.value, SessionStatus.FAILED.value):
                 fields.update(spot_hold_reason=None, spot_hold_retry_at=None)  # an ended session waits for nothing
-            await store.update_fields(conn, req.session_id, **fields)
-            view = await self._view(conn, req.session_id)
+            row = await store.update_fields(conn, req.session_id, **fields)
+            view = store.to_view(row, (await quota.policy(conn)).overrides)
             await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
                 session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
         if before.status == RUNNING and req.status == SessionStatus.NEEDS_INPUT.value:

@@ -24,7 +24,7 @@ from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.snapshot import read_pool
 from zimmer_spot_gate.store import quota, triggers
 from zimmer_spot_gate.store.quota import WINDOW_SPAN
-from zimmer_spot_gate.store.sessions import class_sql
+from zimmer_spot_gate.store.sessions import class_expr
 from zimmer_spot_gate.turns import SCHEMA, decision_view
 
 
@@ -58,7 +58,7 @@ class PolicyOps:
                 spot_budget_left_dollars=n.left if n.calibrated else None,
                 spot_budget_left_fraction=n.left / n.capacity, minutes_to_reset=n.minutes_to_reset,
                 sustainable_rate=n.sustainable_rate, fleet_burn=n.fleet_burn))
-        running, held = await triggers.counts(conn, class_sql(policy.overrides))
+        running, held = await triggers.counts(conn, class_expr(policy.overrides))
         unblock = unblock_state(pool.readings, now)
         weekly = next_weekly_reset(pool.readings, now)
         return PolicyView(

@@ -6,13 +6,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, false, func, insert, literal_column, select, true, update
+from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SpendReport
 from zimmer_spot_gate.domain.gate import FleetState, Policy
 from zimmer_spot_gate.domain.model import (
     AccountReading, AccountStatus, Genesis, SchedulingClass, Window, WindowReading)
+from zimmer_spot_gate.store.tables import (
+    accounts, burn_rates, quota_readings, sessions, spend_ledger, spot_policy, window_calibration)
 
 
 @dataclass(frozen=True)
@@ -22,39 +26,48 @@ class PolicyRow:
     updated_at: datetime
 
 
+POLICY = select(spot_policy)
+
+
 async def policy(conn: AsyncConnection) -> PolicyRow:
-    row = (await conn.execute(text("SELECT * FROM spot_gate.spot_policy"))).one()
+    row = (await conn.execute(POLICY)).one()
     return PolicyRow(
         Policy(row.gating_enabled, {Window.FIVE_HOUR: row.reserve_five_hour, Window.SEVEN_DAY: row.reserve_seven_day},
                row.max_sessions),
         {Genesis(g): SchedulingClass(c) for g, c in (row.genesis_overrides or {}).items()}, row.updated_at)
 
 
-async def save_policy(conn: AsyncConnection, p: Policy, overrides: dict[Genesis, SchedulingClass]) -> None:
-    import json
+SAVE_POLICY = update(spot_policy).values(updated_at=func.now())  # the other columns SET from the parameters
 
-    await conn.execute(text("""
-        UPDATE spot_gate.spot_policy SET gating_enabled = :g, reserve_five_hour = :r5, reserve_seven_day = :r7,
-            max_sessions = :m, genesis_overrides = CAST(:o AS jsonb), updated_at = now()"""),
-        {"g": p.gating_enabled, "r5": p.reserve[Window.FIVE_HOUR], "r7": p.reserve[Window.SEVEN_DAY],
-         "m": p.max_sessions, "o": json.dumps({g.value: c.value for g, c in overrides.items()})})
+
+async def save_policy(conn: AsyncConnection, p: Policy, overrides: dict[Genesis, SchedulingClass]) -> None:
+    await conn.execute(SAVE_POLICY, {
+        "gating_enabled": p.gating_enabled, "reserve_five_hour": p.reserve[Window.FIVE_HOUR],
+        "reserve_seven_day": p.reserve[Window.SEVEN_DAY], "max_sessions": p.max_sessions,
+        "genesis_overrides": {g.value: c.value for g, c in overrides.items()}})
+
+
+_serving = bindparam("is_serving", type_=accounts.c.serving.type)
+_account = pg_insert(accounts).values(account=bindparam("a"), status=bindparam("s"),
+                                      serving=func.coalesce(_serving, false()))
+UPSERT_ACCOUNT = _account.on_conflict_do_update(index_elements=[accounts.c.account], set_={
+    "status": _account.excluded.status, "serving": func.coalesce(_serving, accounts.c.serving),
+    "updated_at": func.now()})
+STOP_SERVING = update(accounts).where(accounts.c.account != bindparam("a")).values(serving=false())
+INSERT_READING = insert(quota_readings)
 
 
 async def record_reading(conn: AsyncConnection, r: QuotaReadingIn, now: datetime) -> None:
-    await conn.execute(text("""
-        INSERT INTO spot_gate.accounts (account, status, serving) VALUES (:a, :s, COALESCE(:serving, false))
-        ON CONFLICT (account) DO UPDATE SET status = EXCLUDED.status,
-            serving = COALESCE(:serving, spot_gate.accounts.serving), updated_at = now()"""),
-        {"a": r.account, "s": r.status, "serving": r.serving})
+    await conn.execute(UPSERT_ACCOUNT, {"a": r.account, "s": r.status, "is_serving": r.serving})
     if r.serving:
-        await conn.execute(text("UPDATE spot_gate.accounts SET serving = false WHERE account <> :a"), {"a": r.account})
+        await conn.execute(STOP_SERVING, {"a": r.account})
     five, seven = r.five_hour, r.seven_day
-    await conn.execute(text("""
-        INSERT INTO spot_gate.quota_readings (account, status, five_hour_utilization, five_hour_resets_at,
-            seven_day_utilization, seven_day_resets_at, read_at)
-        VALUES (:a, :s, :u5, :r5, :u7, :r7, :at)"""),
-        {"a": r.account, "s": r.status, "u5": five.utilization if five else None, "r5": five.resets_at if five else None,
-         "u7": seven.utilization if seven else None, "r7": seven.resets_at if seven else None, "at": r.read_at or now})
+    await conn.execute(INSERT_READING, {
+        "account": r.account, "status": r.status,
+        "five_hour_utilization": five.utilization if five else None,
+        "five_hour_resets_at": five.resets_at if five else None,
+        "seven_day_utilization": seven.utilization if seven else None,
+        "seven_day_resets_at": seven.resets_at if seven else None, "read_at": r.read_at or now})
 
 
 def _reading(row: Any) -> AccountReading:
@@ -66,105 +79,135 @@ def _reading(row: Any) -> AccountReading:
     return AccountReading(row.account, AccountStatus(row.status), row.read_at, windows)
 
 
+qr = quota_readings.c
+READING = select(qr.account, qr.status, qr.five_hour_utilization, qr.five_hour_resets_at, qr.seven_day_utilization,
+                 qr.seven_day_resets_at, qr.read_at)
+NEWEST_READINGS = READING.ext(distinct_on(qr.account)).order_by(qr.account, qr.read_at.desc(), qr.id.desc())
+POOL_SIZE = select(func.count()).select_from(accounts)
+READINGS_SINCE = READING.where(qr.read_at >= bindparam("since")).order_by(qr.account, qr.read_at)
+
+
 async def newest_readings(conn: AsyncConnection) -> tuple[list[AccountReading], int]:
     """Each account's newest reading, and how many accounts the pool has (read or not)."""
-    rows = (await conn.execute(text("""
-        SELECT DISTINCT ON (account) account, status, five_hour_utilization, five_hour_resets_at,
-            seven_day_utilization, seven_day_resets_at, read_at
-        FROM spot_gate.quota_readings ORDER BY account, read_at DESC, id DESC"""))).all()
-    pool = (await conn.execute(text("SELECT count(*) FROM spot_gate.accounts"))).scalar_one()
+    rows = (await conn.execute(NEWEST_READINGS)).all()
+    pool = (await conn.execute(POOL_SIZE)).scalar_one()
     return [_reading(r) for r in rows], int(pool)
 
 
 async def readings_since(conn: AsyncConnection, since: datetime) -> list[AccountReading]:
-    rows = (await conn.execute(text("""
-        SELECT account, status, five_hour_utilization, five_hour_resets_at, seven_day_utilization,
-            seven_day_resets_at, read_at
-        FROM spot_gate.quota_readings WHERE read_at >= :since ORDER BY account, read_at"""), {"since": since})).all()
+    rows = (await conn.execute(READINGS_SINCE, {"since": since})).all()
     return [_reading(r) for r in rows]
+
+
+sess, burn = sessions.c, burn_rates.c
+FLEET = (select(func.count().label("slots"), func.coalesce(func.sum(burn.dollars_per_minute), 0).label("burn"))
+         .select_from(sessions.outerjoin(burn_rates, (burn.harness == sess.harness) & (burn.model == sess.model)))
+         # Literals, as before: `status = 'running'` is a partial index's predicate, a parameter is not.
+         .where(sess.status == literal_column("'running'"), sess.runtime == literal_column("'claude_code'"),
+                ~sess.is_status_summary_fork))
 
 
 async def fleet(conn: AsyncConnection) -> FleetState:
     """Running Claude Code sessions of any class and their burn: not Codex (it spends nothing
     against a Claude window), not status-summary forks (seconds-long bookkeeping)."""
-    row = (await conn.execute(text("""
-        SELECT count(*) AS slots, COALESCE(sum(b.dollars_per_minute), 0) AS burn
-        FROM spot_gate.sessions s
-        LEFT JOIN spot_gate.burn_rates b ON b.harness = s.harness AND b.model = s.model
-        WHERE s.status = 'running' AND s.runtime = 'claude_code' AND NOT s.is_status_summary_fork"""))).one()
+    row = (await conn.execute(FLEET)).one()
     return FleetState(int(row.slots), float(row.burn))
 
 
+CAPACITIES = select(window_calibration.c.window_name, window_calibration.c.capacity_dollars)
+
+
 async def capacities(conn: AsyncConnection) -> dict[Window, float]:
-    rows = (await conn.execute(text("SELECT window_name, capacity_dollars FROM spot_gate.window_calibration"))).all()
+    rows = (await conn.execute(CAPACITIES)).all()
     return {Window(r.window_name): float(r.capacity_dollars) for r in rows}
 
 
+_calibration = pg_insert(window_calibration)
+SAVE_CAPACITY = _calibration.on_conflict_do_update(index_elements=[window_calibration.c.window_name], set_={
+    "capacity_dollars": _calibration.excluded.capacity_dollars,
+    "observations": window_calibration.c.observations + 1, "calibrated_at": func.now()})
+
+
 async def save_capacity(conn: AsyncConnection, window: Window, capacity: float) -> None:
-    await conn.execute(text("""
-        INSERT INTO spot_gate.window_calibration (window_name, capacity_dollars) VALUES (:w, :c)
-        ON CONFLICT (window_name) DO UPDATE SET capacity_dollars = EXCLUDED.capacity_dollars,
-            observations = spot_gate.window_calibration.observations + 1, calibrated_at = now()"""),
-        {"w": window.value, "c": capacity})
+    await conn.execute(SAVE_CAPACITY, {"window_name": window.value, "capacity_dollars": capacity})
+
+
+RECORD_SPEND = (pg_insert(spend_ledger).on_conflict_do_nothing(index_elements=[spend_ledger.c.request_id])
+                .returning(true()))
 
 
 async def record_spend(conn: AsyncConnection, s: SpendReport, dollars: float, now: datetime) -> bool:
     """False when this request_id was already recorded (ingest is idempotent on it)."""
-    row = (await conn.execute(text("""
-        INSERT INTO spot_gate.spend_ledger (request_id, session_id, harness, model, input_tokens, output_tokens,
-            cache_write_tokens, cache_read_tokens, dollars, at)
-        VALUES (:rid, :sid, :h, :m, :i, :o, :cw, :cr, :d, :at) ON CONFLICT (request_id) DO NOTHING RETURNING 1"""),
-        {"rid": s.request_id, "sid": s.session_id, "h": s.harness, "m": s.model, "i": s.input_tokens,
-         "o": s.output_tokens, "cw": s.cache_write_tokens, "cr": s.cache_read_tokens, "d": dollars,
-         "at": s.at or now})).first()
+    row = (await conn.execute(RECORD_SPEND, {
+        "request_id": s.request_id, "session_id": s.session_id, "harness": s.harness, "model": s.model,
+        "input_tokens": s.input_tokens, "output_tokens": s.output_tokens, "cache_write_tokens": s.cache_write_tokens,
+        "cache_read_tokens": s.cache_read_tokens, "dollars": dollars, "at": s.at or now})).first()
     return row is not None
+
+
+ledger = spend_ledger.c
+USAGE_BY_MODEL = (select(ledger.model, func.sum(ledger.input_tokens).label("i"),
+                         func.sum(ledger.output_tokens).label("o"), func.sum(ledger.cache_write_tokens).label("cw"),
+                         func.sum(ledger.cache_read_tokens).label("cr"))
+                  .where(ledger.at >= bindparam("s")).group_by(ledger.model))
 
 
 async def usage_by_model_since(conn: AsyncConnection, since: datetime) -> list[tuple[str, Any]]:
     """Tokens spent since `since`, per model (for Opus-denominated calibration)."""
     from zimmer_spot_gate.domain.pricing import TokenUsage
 
-    rows = (await conn.execute(text("""
-        SELECT model, sum(input_tokens) AS i, sum(output_tokens) AS o, sum(cache_write_tokens) AS cw,
-               sum(cache_read_tokens) AS cr
-        FROM spot_gate.spend_ledger WHERE at >= :s GROUP BY model"""), {"s": since})).all()
+    rows = (await conn.execute(USAGE_BY_MODEL, {"s": since})).all()
     return [(r.model, TokenUsage(int(r.i), int(r.o), int(r.cw), int(r.cr))) for r in rows]
 
 
+SPEND_SINCE = select(func.coalesce(func.sum(ledger.dollars), 0)).where(ledger.at >= bindparam("s"))
+
+
 async def spend_since(conn: AsyncConnection, since: datetime) -> float:
-    return float((await conn.execute(text("SELECT COALESCE(sum(dollars), 0) FROM spot_gate.spend_ledger WHERE at >= :s"),
-                                     {"s": since})).scalar_one())
+    return float((await conn.execute(SPEND_SINCE, {"s": since})).scalar_one())
+
+
+_per_session = (select(ledger.session_id, ledger.harness, ledger.model, func.sum(ledger.dollars).label("dollars"),
+                       func.min(ledger.at).label("first_at"), func.max(ledger.at).label("last_at"),
+                       func.row_number().over(partition_by=(ledger.harness, ledger.model),
+                                              order_by=func.max(ledger.at).desc()).label("n"))
+                .where(ledger.session_id.is_not(None)).group_by(ledger.session_id, ledger.harness, ledger.model)
+                .subquery("x"))
+SESSION_SPENDS = select(*(c for c in _per_session.c if c.name != "n")).where(_per_session.c.n <= bindparam("k"))
 
 
 async def session_spends(conn: AsyncConnection, per_combination: int) -> list[Any]:
     """Per session: dollars and first/last spend, the newest `per_combination` of each harness+model."""
-    return list((await conn.execute(text("""
-        SELECT session_id, harness, model, dollars, first_at, last_at FROM (
-            SELECT session_id, harness, model, sum(dollars) AS dollars, min(at) AS first_at, max(at) AS last_at,
-                   row_number() OVER (PARTITION BY harness, model ORDER BY max(at) DESC) AS n
-            FROM spot_gate.spend_ledger WHERE session_id IS NOT NULL GROUP BY session_id, harness, model) x
-        WHERE n <= :k"""), {"k": per_combination})).all())
+    return list((await conn.execute(SESSION_SPENDS, {"k": per_combination})).all())
+
+
+_burn = pg_insert(burn_rates)
+SAVE_BURN_RATE = _burn.on_conflict_do_update(index_elements=[burn.harness, burn.model], set_={
+    "dollars_per_minute": _burn.excluded.dollars_per_minute, "sessions_counted": _burn.excluded.sessions_counted,
+    "computed_at": func.now()})
 
 
 async def save_burn_rates(conn: AsyncConnection, rates: dict[tuple[str, str], float], counts: dict[tuple[str, str], int]) -> None:
-    for (harness, model), rate in rates.items():
-        await conn.execute(text("""
-            INSERT INTO spot_gate.burn_rates (harness, model, dollars_per_minute, sessions_counted) VALUES (:h, :m, :r, :n)
-            ON CONFLICT (harness, model) DO UPDATE SET dollars_per_minute = EXCLUDED.dollars_per_minute,
-                sessions_counted = EXCLUDED.sessions_counted, computed_at = now()"""),
-            {"h": harness, "m": model, "r": rate, "n": counts.get((harness, model), 0)})
+    if rates:
+        await conn.execute(SAVE_BURN_RATE, [
+            {"harness": harness, "model": model, "dollars_per_minute": rate,
+             "sessions_counted": counts.get((harness, model), 0)} for (harness, model), rate in rates.items()])
+
+
+ALL_BURN_RATES = select(burn_rates).order_by(burn.harness, burn.model)
 
 
 async def all_burn_rates(conn: AsyncConnection) -> list[Any]:
-    return list((await conn.execute(text(
-        "SELECT harness, model, dollars_per_minute, sessions_counted, computed_at FROM spot_gate.burn_rates "
-        "ORDER BY harness, model"))).all())
+    return list((await conn.execute(ALL_BURN_RATES)).all())
+
+
+NEWEST_READING_TIMES = (select(accounts.c.account, accounts.c.serving, func.max(qr.read_at).label("newest"))
+                        .select_from(accounts.outerjoin(quota_readings, qr.account == accounts.c.account))
+                        .group_by(accounts.c.account, accounts.c.serving))
 
 
 async def newest_reading_times(conn: AsyncConnection) -> tuple[str | None, dict[str, datetime | None]]:
-    rows = (await conn.execute(text("""
-        SELECT a.account, a.serving, max(r.read_at) AS newest FROM spot_gate.accounts a
-        LEFT JOIN spot_gate.quota_readings r ON r.account = a.account GROUP BY a.account, a.serving"""))).all()
+    rows = (await conn.execute(NEWEST_READING_TIMES)).all()
     serving = next((r.account for r in rows if r.serving), None)
     return serving, {r.account: r.newest for r in rows}
 

@@ -7,7 +7,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import (
+    ARRAY, BigInteger, Boolean, ColumnElement, Integer, Text, any_, bindparam, case, cast, column, func, literal, literal_column,
+    select, text, update)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -16,19 +20,25 @@ from zimmer_common.contracts.spot import SessionQuery, SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Origin, resolve_class
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass
+from zimmer_spot_gate.store.tables import enqueued_messages as m
+from zimmer_spot_gate.store.tables import gate_decisions
+from zimmer_spot_gate.store.tables import sessions as s
 
-COLUMNS = """s.id, s.parent_session_id, s.forked_from_session_id, s.genesis, s.scheduling_class, s.precedence,
-    s.status, s.runtime, s.harness, s.model, s.title, s.goal, s.prompt, s.trigger_id, s.clone_path, s.metadata,
-    s.is_status_summary_fork, s.ever_started, s.spot_hold_reason, s.spot_hold_retry_at, s.spot_hold_count,
-    s.held_turn_kind, s.held_prompt, s.held_attachments, s.created_at, s.updated_at, s.version,
-    (SELECT count(*) FROM spot_gate.enqueued_messages m WHERE m.session_id = s.id AND m.delivered_at IS NULL)
-        AS enqueued"""
+# A session as the service reads it: every column but its idempotency key and scope, and how
+# many messages wait undelivered behind it.
+COLUMNS = [*(c for c in s.c if c.name not in ("idempotency_key", "idempotency_scope")),
+           select(func.count()).where(m.c.session_id == s.c.id, m.c.delivered_at.is_(None))
+           .scalar_subquery().label("enqueued")]
+SESSION = select(*COLUMNS)
 
 
-def class_sql(overrides: Mapping[Genesis, SchedulingClass]) -> str:
-    """The resolved class as SQL, mirroring `resolve_class` (the values are our own enums)."""
-    cases = " ".join(f"WHEN '{g.value}' THEN '{overrides.get(g, c).value}'" for g, c in DEFAULT_GENESIS_CLASS.items())
-    return f"COALESCE(s.scheduling_class, CASE s.genesis {cases} END)"
+def class_expr(overrides: Mapping[Genesis, SchedulingClass]) -> ColumnElement[str]:
+    """The resolved class as SQL, mirroring `resolve_class` (inlined: the values are our own enums)."""
+    def lit(v: str) -> ColumnElement[str]:
+        return literal_column(f"'{v}'", Text)
+
+    return func.coalesce(s.c.scheduling_class, case(
+        {lit(g.value): lit(overrides.get(g, c).value) for g, c in DEFAULT_GENESIS_CLASS.items()}, value=s.c.genesis))
 
 
 def to_view(row: Row[Any], overrides: Mapping[Genesis, SchedulingClass]) -> SessionView:
@@ -49,12 +59,12 @@ def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) 
         queued_prompt_coming=s["held_turn_kind"] is not None or s["enqueued"] > 0, enqueued_messages=s["enqueued"])
 
 
+FETCH = SESSION.where(s.c.id == bindparam("id"))
+FETCH_LOCKED = FETCH.with_for_update(of=s)  # the session's row; the count's rows stay unlocked
+
+
 async def fetch(conn: AsyncConnection, session_id: int, *, lock: bool = False) -> Row[Any]:
-    sql = f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE s.id = :id"
-    if lock:
-        # Lock the row first (the count subquery cannot be FOR UPDATE), then read it whole.
-        await conn.execute(text("SELECT 1 FROM spot_gate.sessions WHERE id = :id FOR UPDATE"), {"id": session_id})
-    row = (await conn.execute(text(sql), {"id": session_id})).first()
+    row = (await conn.execute(FETCH_LOCKED if lock else FETCH, {"id": session_id})).first()
     if row is None:
         raise ZimmerError(ErrorCode.NOT_FOUND, f"session {session_id} does not exist", {"session_id": session_id})
     return row
@@ -67,104 +77,112 @@ def key_scope() -> str:
     return deadline.current_caller() or "service"
 
 
+BY_KEY = SESSION.where(s.c.idempotency_scope == bindparam("scope"), s.c.idempotency_key == bindparam("k"))
+
+
 async def by_idempotency_key(conn: AsyncConnection, key: str) -> Row[Any] | None:
-    return (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s "
-                                    "WHERE s.idempotency_scope = :scope AND s.idempotency_key = :k"),
-                               {"scope": key_scope(), "k": key})).first()
+    return (await conn.execute(BY_KEY, {"scope": key_scope(), "k": key})).first()
+
+
+LINEAGE = select(s.c.genesis, s.c.scheduling_class, s.c.precedence).where(s.c.id == bindparam("id"))
 
 
 async def lineage(conn: AsyncConnection, session_id: int, field: str) -> Lineage:
-    row = (await conn.execute(text("SELECT genesis, scheduling_class, precedence FROM spot_gate.sessions WHERE id = :id"),
-                              {"id": session_id})).first()
+    row = (await conn.execute(LINEAGE, {"id": session_id})).first()
     if row is None:
         raise ZimmerError(ErrorCode.INVALID, f"{field} {session_id} does not exist", {"field": field})
     return Lineage(Genesis(row.genesis), SchedulingClass(row.scheduling_class) if row.scheduling_class else None,
                    row.precedence)
 
 
-async def insert(conn: AsyncConnection, req: SpawnSession, origin: Origin, trigger_id: int | None) -> int | None:
-    """Insert; None when a concurrent spawn with the same idempotency key won."""
-    row = (await conn.execute(text("""
-        INSERT INTO spot_gate.sessions (idempotency_scope, idempotency_key, parent_session_id, forked_from_session_id,
-            genesis, scheduling_class, precedence, runtime, harness, model, title, goal, prompt, trigger_id, metadata,
-            is_status_summary_fork)
-        VALUES (:scope, :key, :parent, :fork, :genesis, :cls, :precedence, :runtime, :harness, :model, :title, :goal,
-            :prompt, :trigger, CAST(:metadata AS jsonb), :fork_summary)
-        ON CONFLICT (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id"""), {
-        "scope": key_scope(), "key": req.idempotency_key, "parent": req.parent_session_id,
-        "fork": req.forked_from_session_id,
-        "genesis": origin.genesis.value, "cls": origin.scheduling_class.value if origin.scheduling_class else None,
+# A new session has no enqueued messages: its row as written is the whole of it.
+INSERT = pg_insert(s).on_conflict_do_nothing(
+    index_elements=[s.c.idempotency_scope, s.c.idempotency_key], index_where=s.c.idempotency_key.is_not(None),
+).returning(*COLUMNS[:-1], literal(0).label("enqueued"))
+
+
+async def insert(conn: AsyncConnection, req: SpawnSession, origin: Origin, trigger_id: int | None) -> Row[Any] | None:
+    """Insert, returning the row as written; None when a concurrent spawn with the same
+    idempotency key won."""
+    row = (await conn.execute(INSERT, {
+        "idempotency_scope": key_scope(), "idempotency_key": req.idempotency_key,
+        "parent_session_id": req.parent_session_id, "forked_from_session_id": req.forked_from_session_id,
+        "genesis": origin.genesis.value,
+        "scheduling_class": origin.scheduling_class.value if origin.scheduling_class else None,
         "precedence": origin.precedence, "runtime": req.runtime, "harness": req.harness, "model": req.model,
-        "title": req.title, "goal": req.goal, "prompt": req.prompt, "trigger": trigger_id,
-        "metadata": json.dumps(req.metadata), "fork_summary": req.is_status_summary_fork})).first()
-    return int(row.id) if row else None
+        "title": req.title, "goal": req.goal, "prompt": req.prompt, "trigger_id": trigger_id,
+        "metadata": req.metadata, "is_status_summary_fork": req.is_status_summary_fork})).first()
+    return row
+
+
+ORDER = {"precedence": (s.c.precedence.desc(), s.c.created_at.asc(), s.c.id.asc()),
+         "created_at": (s.c.created_at.desc(), s.c.id.desc()),
+         "updated_at": (s.c.updated_at.desc(), s.c.id.desc())}
 
 
 async def search(conn: AsyncConnection, q: SessionQuery, overrides: Mapping[Genesis, SchedulingClass]) -> tuple[list[Row[Any]], int]:
-    where, params = ["true"], {"limit": q.limit, "offset": q.offset}
+    where: list[ColumnElement[bool]] = []
     if q.status:
-        where.append("s.status = ANY(:statuses)")
-        params["statuses"] = list(q.status)
+        where.append(s.c.status == any_(cast(list(q.status), ARRAY(Text))))
     if q.genesis:
-        where.append("s.genesis = ANY(:geneses)")
-        params["geneses"] = list(q.genesis)
+        where.append(s.c.genesis == any_(cast(list(q.genesis), ARRAY(Text))))
     if q.priority_class:
-        where.append(f"{class_sql(overrides)} = :cls")
-        params["cls"] = q.priority_class
+        where.append(class_expr(overrides) == q.priority_class)
     if q.parent_session_id is not None:
-        where.append("s.parent_session_id = :parent")
-        params["parent"] = q.parent_session_id
-    order = {"precedence": "s.precedence DESC, s.created_at ASC, s.id ASC", "created_at": "s.created_at DESC, s.id DESC",
-             "updated_at": "s.updated_at DESC, s.id DESC"}[q.order]
-    cond = " AND ".join(where)
-    rows = (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE {cond} ORDER BY {order} "
-                                    "LIMIT :limit OFFSET :offset"), params)).all()
-    total = (await conn.execute(text(f"SELECT count(*) FROM spot_gate.sessions s WHERE {cond}"), params)).scalar_one()
+        where.append(s.c.parent_session_id == q.parent_session_id)
+    rows = (await conn.execute(SESSION.where(*where).order_by(*ORDER[q.order]).limit(q.limit).offset(q.offset))).all()
+    total = (await conn.execute(select(func.count()).select_from(s).where(*where))).scalar_one()
     return list(rows), int(total)
 
 
-async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -> None:
-    if not fields:
-        return
-    sets = ", ".join(f"{k} = :{k}" if k not in ("held_attachments", "metadata") else f"{k} = CAST(:{k} AS jsonb)"
-                     for k in fields)
-    values = {k: json.dumps(v) if k in ("held_attachments", "metadata") and v is not None else v for k, v in fields.items()}
-    await conn.execute(text(f"UPDATE spot_gate.sessions SET {sets}, updated_at = now(), version = version + 1 "
-                            "WHERE id = :id"), {**values, "id": session_id})
+async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -> Row[Any]:
+    """Change `fields` (a new version of the row), returning the row as it now is."""
+    row = (await conn.execute(update(s).where(s.c.id == session_id)
+                              .values(**fields, updated_at=func.now(), version=s.c.version + 1)
+                              .returning(*COLUMNS))).first()
+    if row is None:
+        raise ZimmerError(ErrorCode.NOT_FOUND, f"session {session_id} does not exist", {"session_id": session_id})
+    return row
+
+
+_next_enqueued = (select(m.c.id).where(m.c.session_id == bindparam("s"), m.c.delivered_at.is_(None))
+                  .order_by(m.c.id).limit(1).with_for_update(skip_locked=True).correlate(None).scalar_subquery())
+POP_ENQUEUED = (update(m).where(m.c.id == _next_enqueued).values(delivered_at=func.now())
+                .returning(m.c.turn_kind, m.c.prompt, m.c.attachments))
 
 
 async def pop_enqueued(conn: AsyncConnection, session_id: int) -> Row[Any] | None:
-    return (await conn.execute(text("""
-        UPDATE spot_gate.enqueued_messages SET delivered_at = now()
-        WHERE id = (SELECT id FROM spot_gate.enqueued_messages WHERE session_id = :s AND delivered_at IS NULL
-                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
-        RETURNING turn_kind, prompt, attachments"""), {"s": session_id})).first()
+    return (await conn.execute(POP_ENQUEUED, {"s": session_id})).first()
+
+
+DECISIONS = (select(gate_decisions).where(gate_decisions.c.session_id == bindparam("s"))
+             .order_by(gate_decisions.c.id.desc()).limit(bindparam("n")))
 
 
 async def decisions(conn: AsyncConnection, session_id: int, limit: int) -> list[Row[Any]]:
-    return list((await conn.execute(text(
-        "SELECT id, session_id, turn_kind, allowed, reason, ceiling, sentence, numbers, decided_at "
-        "FROM spot_gate.gate_decisions WHERE session_id = :s ORDER BY id DESC LIMIT :n"),
-        {"s": session_id, "n": limit})).all())
+    return list((await conn.execute(DECISIONS, {"s": session_id, "n": limit})).all())
+
+
+DUE_HOLDS = (select(s.c.id).where(s.c.spot_hold_reason.is_not(None), s.c.spot_hold_retry_at <= bindparam("now"))
+             .order_by(s.c.precedence.desc(), s.c.created_at, s.c.id).limit(bindparam("n")))
 
 
 async def due_holds(conn: AsyncConnection, now: datetime, limit: int) -> list[int]:
     """Held sessions whose re-check is due, highest precedence first, oldest first within a tie
     (seed 004: precedence decides who gets the headroom back). Not locked here: each re-check
     locks its row and re-reads it."""
-    rows = await conn.execute(text("""
-        SELECT id FROM spot_gate.sessions
-        WHERE spot_hold_reason IS NOT NULL AND spot_hold_retry_at <= :now
-        ORDER BY precedence DESC, created_at, id LIMIT :n"""), {"now": now, "n": limit})
+    rows = await conn.execute(DUE_HOLDS, {"now": now, "n": limit})
     return [r.id for r in rows]
 
 
+STRANDED_HOLDS = (select(s.c.id)
+                  .where(s.c.spot_hold_reason.is_not(None), s.c.status == literal_column("'waiting'", Text),
+                         s.c.spot_hold_retry_at.is_(None) | (s.c.spot_hold_retry_at < bindparam("before")))
+                  .order_by(s.c.spot_hold_retry_at.nulls_first()).limit(bindparam("n")))
+
+
 async def stranded_holds(conn: AsyncConnection, overdue_before: datetime, limit: int) -> list[int]:
-    rows = await conn.execute(text("""
-        SELECT id FROM spot_gate.sessions
-        WHERE spot_hold_reason IS NOT NULL AND status = 'waiting'
-          AND (spot_hold_retry_at IS NULL OR spot_hold_retry_at < :before)
-        ORDER BY spot_hold_retry_at NULLS FIRST LIMIT :n"""), {"before": overdue_before, "n": limit})
+    rows = await conn.execute(STRANDED_HOLDS, {"before": overdue_before, "n": limit})
     return [r.id for r in rows]
 
 
@@ -172,15 +190,31 @@ def dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str)
 
 
+ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(hashtext(:k))")  # no table to build it from: plain SQL reads best
+
+
 async def advisory_xact_lock(conn: AsyncConnection, key: str) -> None:
-    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": key})
+    await conn.execute(ADVISORY_LOCK, {"k": key})
+
+
+FETCH_MANY = SESSION.where(s.c.id == any_(cast(bindparam("ids"), ARRAY(BigInteger)))).order_by(s.c.id)
+FETCH_MANY_LOCKED = FETCH_MANY.with_for_update(of=s)
 
 
 async def fetch_many(conn: AsyncConnection, ids: list[int], *, lock: bool = False) -> list[Row[Any]]:
     """Sessions by id, in id order; locked in that order, so two batches cannot deadlock."""
-    suffix = " FOR UPDATE OF s" if lock else ""
-    return list((await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.sessions s WHERE s.id = ANY(:ids) "
-                                         f"ORDER BY s.id{suffix}"), {"ids": ids})).all())
+    return list((await conn.execute(FETCH_MANY_LOCKED if lock else FETCH_MANY, {"ids": ids})).all())
+
+
+# What a turn decision writes, one array per column, unnested into rows in one UPDATE.
+TURN_STATE = (("id", BigInteger), ("status", Text), ("ever_started", Boolean), ("spot_hold_reason", Text),
+              ("spot_hold_retry_at", s.c.spot_hold_retry_at.type), ("spot_hold_count", Integer),
+              ("held_turn_kind", Text), ("held_prompt", Text), ("held_attachments", Text))
+_u = func.unnest(*(cast(bindparam(f"u_{name}"), ARRAY(type_)) for name, type_ in TURN_STATE)).table_valued(
+    *(column(name, type_) for name, type_ in TURN_STATE)).render_derived("u")
+SAVE_TURN_STATE = (update(s).where(s.c.id == _u.c.id).values(
+    **{name: _u.c[name] for name, _ in TURN_STATE[1:-1]}, held_attachments=cast(_u.c.held_attachments, JSONB),
+    updated_at=func.now(), version=s.c.version + 1).returning(s.c.id, s.c.updated_at, s.c.version))
 
 
 async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]]) -> dict[int, Row[Any]]:
@@ -188,34 +222,28 @@ async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]])
     returns each row's new `updated_at` and `version` (the database's, not this process's clock)."""
     if not sessions:
         return {}
-    cols = ("id", "status", "ever_started", "spot_hold_reason", "spot_hold_retry_at", "spot_hold_count",
-            "held_turn_kind", "held_prompt")
-    arrays = {c: [s[c] for s in sessions] for c in cols}
-    arrays["held_attachments"] = [dumps(s["held_attachments"]) for s in sessions]
-    rows = (await conn.execute(text("""
-        UPDATE spot_gate.sessions t SET status = u.status, ever_started = u.ever_started,
-            spot_hold_reason = u.spot_hold_reason, spot_hold_retry_at = u.spot_hold_retry_at,
-            spot_hold_count = u.spot_hold_count, held_turn_kind = u.held_turn_kind, held_prompt = u.held_prompt,
-            held_attachments = CAST(u.held_attachments AS jsonb), updated_at = now(), version = t.version + 1
-        FROM unnest(CAST(:id AS bigint[]), CAST(:status AS text[]), CAST(:ever_started AS boolean[]),
-                    CAST(:spot_hold_reason AS text[]), CAST(:spot_hold_retry_at AS timestamptz[]),
-                    CAST(:spot_hold_count AS integer[]), CAST(:held_turn_kind AS text[]), CAST(:held_prompt AS text[]),
-                    CAST(:held_attachments AS text[]))
-             AS u(id, status, ever_started, spot_hold_reason, spot_hold_retry_at, spot_hold_count, held_turn_kind,
-                  held_prompt, held_attachments)
-        WHERE t.id = u.id RETURNING t.id, t.updated_at, t.version"""), arrays)).all()
+    arrays = {f"u_{name}": [row[name] for row in sessions] for name, _ in TURN_STATE[:-1]}
+    arrays["u_held_attachments"] = [dumps(row["held_attachments"]) for row in sessions]
+    rows = (await conn.execute(SAVE_TURN_STATE, arrays)).all()
     return {r.id: r for r in rows}
+
+
+# The callers hand `n` and `a` over as JSON text, already dumped: cast to jsonb in SQL, as before.
+LOG_DECISIONS = pg_insert(gate_decisions).values(
+    session_id=bindparam("s"), turn_kind=bindparam("k"), allowed=bindparam("a"), reason=bindparam("r"),
+    ceiling=bindparam("c"), sentence=bindparam("sent"), numbers=cast(bindparam("n", type_=Text), JSONB),
+    decided_at=bindparam("at"))
 
 
 async def log_decisions(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
     if rows:
-        await conn.execute(text("""
-            INSERT INTO spot_gate.gate_decisions (session_id, turn_kind, allowed, reason, ceiling, sentence, numbers,
-                decided_at)
-            VALUES (:s, :k, :a, :r, :c, :sent, CAST(:n AS jsonb), :at)"""), rows)
+        await conn.execute(LOG_DECISIONS, rows)
+
+
+ENQUEUE = pg_insert(m).values(session_id=bindparam("s"), turn_kind=bindparam("k"), prompt=bindparam("p"),
+                              attachments=cast(bindparam("a", type_=Text), JSONB))
 
 
 async def enqueue_messages(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
     if rows:
-        await conn.execute(text("INSERT INTO spot_gate.enqueued_messages (session_id, turn_kind, prompt, attachments) "
-                                "VALUES (:s, :k, :p, CAST(:a AS jsonb))"), rows)
+        await conn.execute(ENQUEUE, rows)

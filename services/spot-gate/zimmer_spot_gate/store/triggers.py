@@ -4,65 +4,73 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import ColumnElement, bindparam, func, insert, literal_column, select
+from sqlalchemy import update as sa_update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.spot_policy import CreateTrigger, TriggerQuery, TriggerView
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_spot_gate.store.tables import sessions, triggers
 
-COLUMNS = "id, kind, name, scheduling_class, precedence, prompt, enabled, created_at, updated_at"
+COLUMNS = list(triggers.c)  # id, kind, name, scheduling_class, precedence, prompt, enabled, created_at, updated_at
 
 
 def to_view(row: Row[Any]) -> TriggerView:
     return TriggerView(**row._mapping)
 
 
+CREATE = insert(triggers).returning(*COLUMNS)
+
+
 async def create(conn: AsyncConnection, req: CreateTrigger) -> TriggerView:
-    row = (await conn.execute(text(f"""
-        INSERT INTO spot_gate.triggers (kind, name, scheduling_class, precedence, prompt, enabled)
-        VALUES (:kind, :name, :cls, :precedence, :prompt, :enabled) RETURNING {COLUMNS}"""),
-        {"kind": req.kind, "name": req.name, "cls": req.scheduling_class, "precedence": req.precedence,
-         "prompt": req.prompt, "enabled": req.enabled})).one()
+    row = (await conn.execute(CREATE, {
+        "kind": req.kind, "name": req.name, "scheduling_class": req.scheduling_class, "precedence": req.precedence,
+        "prompt": req.prompt, "enabled": req.enabled})).one()
     return to_view(row)
 
 
+FETCH = select(*COLUMNS).where(triggers.c.id == bindparam("id"))
+FETCH_LOCKED = FETCH.with_for_update()
+
+
 async def fetch(conn: AsyncConnection, trigger_id: int, *, lock: bool = False) -> Row[Any]:
-    row = (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.triggers WHERE id = :id"
-                                   + (" FOR UPDATE" if lock else "")), {"id": trigger_id})).first()
+    row = (await conn.execute(FETCH_LOCKED if lock else FETCH, {"id": trigger_id})).first()
     if row is None:
         raise ZimmerError(ErrorCode.NOT_FOUND, f"trigger {trigger_id} does not exist", {"trigger_id": trigger_id})
     return row
 
 
 async def update(conn: AsyncConnection, trigger_id: int, fields: dict[str, Any]) -> TriggerView:
-    if fields:
-        sets = ", ".join(f"{k} = :{k}" for k in fields)
-        await conn.execute(text(f"UPDATE spot_gate.triggers SET {sets}, updated_at = now() WHERE id = :id"),
-                           {**fields, "id": trigger_id})
-    return to_view(await fetch(conn, trigger_id))
+    if not fields:
+        return to_view(await fetch(conn, trigger_id))
+    row = (await conn.execute(sa_update(triggers).where(triggers.c.id == trigger_id)
+                              .values(**fields, updated_at=func.now()).returning(*COLUMNS))).first()
+    if row is None:
+        raise ZimmerError(ErrorCode.NOT_FOUND, f"trigger {trigger_id} does not exist", {"trigger_id": trigger_id})
+    return to_view(row)
 
 
 async def search(conn: AsyncConnection, q: TriggerQuery) -> list[TriggerView]:
-    where, params = ["true"], {"limit": q.limit}
+    where: list[ColumnElement[bool]] = []
     if q.kind:
-        where.append("kind = :kind")
-        params["kind"] = q.kind
+        where.append(triggers.c.kind == q.kind)
     if q.name_contains:
-        where.append("name ILIKE :name")
-        escaped = q.name_contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params["name"] = f"%{escaped}%"
-    rows = (await conn.execute(text(f"SELECT {COLUMNS} FROM spot_gate.triggers WHERE {' AND '.join(where)} "
-                                    "ORDER BY id LIMIT :limit"), params)).all()
+        where.append(triggers.c.name.icontains(q.name_contains, autoescape=True))
+    rows = (await conn.execute(select(*COLUMNS).where(*where).order_by(triggers.c.id).limit(q.limit))).all()
     return [to_view(r) for r in rows]
 
 
-async def counts(conn: AsyncConnection, class_sql: str) -> tuple[dict[str, int], dict[str, int]]:
-    """Running sessions by resolved class, and held sessions by hold reason."""
-    running = {r.cls: int(r.n) for r in (await conn.execute(text(
-        f"SELECT {class_sql} AS cls, count(*) AS n FROM spot_gate.sessions s WHERE s.status = 'running' GROUP BY 1"))).all()}
-    held = {r.reason: int(r.n) for r in (await conn.execute(text(
-        "SELECT spot_hold_reason AS reason, count(*) AS n FROM spot_gate.sessions "
-        "WHERE spot_hold_reason IS NOT NULL GROUP BY 1"))).all()}
+s = sessions.c
+HELD = (select(s.spot_hold_reason.label("reason"), func.count().label("n"))
+        .where(s.spot_hold_reason.is_not(None)).group_by(s.spot_hold_reason))
+
+
+async def counts(conn: AsyncConnection, resolved_class: ColumnElement[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Running sessions by resolved class (`sessions.class_expr`), and held sessions by hold reason."""
+    cls = resolved_class.label("cls")
+    running = {r.cls: int(r.n) for r in (await conn.execute(
+        select(cls, func.count().label("n")).where(s.status == literal_column("'running'")).group_by(cls))).all()}
+    held = {r.reason: int(r.n) for r in (await conn.execute(HELD)).all()}
     return ({"priority": running.get("priority", 0), "spot": running.get("spot", 0)},
             {"at_utilization_limit": held.get("at_utilization_limit", 0), "fleet_at_cap": held.get("fleet_at_cap", 0)})

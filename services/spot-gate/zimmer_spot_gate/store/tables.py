@@ -1,0 +1,187 @@
+"""The spot_gate schema as SQLModel table models, which the store builds its SQLAlchemy Core
+queries from. A declaration of what migrations/0001..0004 build (every column with its type,
+nullability, key and server default); the migrations remain the DDL: nothing creates a table
+from these, and CHECK constraints and indexes are declared only there."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger, Boolean, Column, DateTime, Double, ForeignKey, Identity, Integer, Table, Text, text)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlmodel import Field, SQLModel
+
+SCHEMA = {"schema": "spot_gate"}
+TIMESTAMPTZ = DateTime(timezone=True)
+JSON = JSONB(none_as_null=True)  # Python None binds as SQL NULL, not the JSON 'null'
+
+
+def col(type_: Any, *args: Any, null: bool = False, default: str | None = None, **kw: Any) -> Any:
+    """A field mapped to exactly this column; `default` is the server default, as SQL."""
+    return Field(sa_column=Column(type_, *args, nullable=null, server_default=text(default) if default else None,
+                                  **kw))
+
+
+def identity() -> Any:
+    return Field(default=None, sa_column=Column(BigInteger, Identity(always=True), primary_key=True))
+
+
+class TriggerRow(SQLModel, table=True):
+    __tablename__ = "triggers"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    kind: str = col(Text)
+    name: str = col(Text)
+    scheduling_class: str | None = col(Text, null=True)
+    precedence: int | None = col(Integer, null=True)
+    prompt: str | None = col(Text, null=True)
+    enabled: bool = col(Boolean, default="true")
+    created_at: datetime = col(TIMESTAMPTZ, default="now()")
+    updated_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+class SessionRow(SQLModel, table=True):
+    __tablename__ = "sessions"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    idempotency_key: str | None = col(Text, null=True)
+    parent_session_id: int | None = col(BigInteger, ForeignKey("spot_gate.sessions.id"), null=True)
+    forked_from_session_id: int | None = col(BigInteger, ForeignKey("spot_gate.sessions.id"), null=True)
+    genesis: str = col(Text)
+    scheduling_class: str | None = col(Text, null=True)
+    precedence: int = col(Integer, default="0")
+    status: str = col(Text, default="'waiting'")
+    runtime: str = col(Text, default="'claude_code'")
+    harness: str = col(Text, default="'claude_code'")
+    model: str = col(Text, default="'claude-opus-4'")
+    title: str = col(Text, default="''")
+    goal: str | None = col(Text, null=True)
+    prompt: str | None = col(Text, null=True)
+    trigger_id: int | None = col(BigInteger, ForeignKey("spot_gate.triggers.id"), null=True)
+    clone_path: str | None = col(Text, null=True)
+    # `metadata` is SQLModel's own attribute: the column keeps its name, the field does not.
+    metadata_: dict[str, Any] = col(JSON, name="metadata", default="'{}'::jsonb")
+    is_status_summary_fork: bool = col(Boolean, default="false")
+    ever_started: bool = col(Boolean, default="false")
+    spot_hold_reason: str | None = col(Text, null=True)
+    spot_hold_retry_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    spot_hold_count: int = col(Integer, default="0")
+    held_turn_kind: str | None = col(Text, null=True)
+    held_prompt: str | None = col(Text, null=True)
+    held_attachments: list[Any] | None = col(JSON, null=True)
+    created_at: datetime = col(TIMESTAMPTZ, default="now()")
+    updated_at: datetime = col(TIMESTAMPTZ, default="now()")
+    version: int = col(BigInteger, default="0")
+    idempotency_scope: str = col(Text, default="''")
+
+
+class EnqueuedMessageRow(SQLModel, table=True):
+    __tablename__ = "enqueued_messages"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id"))
+    turn_kind: str = col(Text)
+    prompt: str | None = col(Text, null=True)
+    attachments: list[Any] = col(JSON, default="'[]'::jsonb")
+    created_at: datetime = col(TIMESTAMPTZ, default="now()")
+    delivered_at: datetime | None = col(TIMESTAMPTZ, null=True)
+
+
+class GateDecisionLogRow(SQLModel, table=True):
+    __tablename__ = "gate_decisions"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id"))
+    turn_kind: str = col(Text)
+    allowed: bool = col(Boolean)
+    reason: str = col(Text)
+    ceiling: str | None = col(Text, null=True)
+    sentence: str = col(Text)
+    numbers: dict[str, Any] = col(JSON)
+    decided_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+class SpotPolicyRow(SQLModel, table=True):
+    __tablename__ = "spot_policy"
+    __table_args__ = SCHEMA
+    id: bool = col(Boolean, primary_key=True, default="true")
+    gating_enabled: bool = col(Boolean, default="true")
+    reserve_five_hour: float = col(Double, default="0.2")
+    reserve_seven_day: float = col(Double, default="0.1")
+    max_sessions: int = col(Integer, default="10")
+    genesis_overrides: dict[str, str] = col(JSON, default="'{}'::jsonb")
+    updated_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+class AccountRow(SQLModel, table=True):
+    __tablename__ = "accounts"
+    __table_args__ = SCHEMA
+    account: str = col(Text, primary_key=True)
+    status: str = col(Text)
+    serving: bool = col(Boolean, default="false")
+    updated_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+class QuotaReadingRow(SQLModel, table=True):
+    __tablename__ = "quota_readings"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    account: str = col(Text, ForeignKey("spot_gate.accounts.account"))
+    status: str = col(Text)
+    five_hour_utilization: float | None = col(Double, null=True)
+    five_hour_resets_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    seven_day_utilization: float | None = col(Double, null=True)
+    seven_day_resets_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    read_at: datetime = col(TIMESTAMPTZ)
+    received_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+class SpendLedgerRow(SQLModel, table=True):
+    __tablename__ = "spend_ledger"
+    __table_args__ = SCHEMA
+    request_id: str = col(Text, primary_key=True)
+    session_id: int | None = col(BigInteger, null=True)  # not a foreign key
+    harness: str = col(Text)
+    model: str = col(Text)
+    input_tokens: int = col(BigInteger, default="0")
+    output_tokens: int = col(BigInteger, default="0")
+    cache_write_tokens: int = col(BigInteger, default="0")
+    cache_read_tokens: int = col(BigInteger, default="0")
+    dollars: float = col(Double)
+    at: datetime = col(TIMESTAMPTZ)
+
+
+class BurnRateRow(SQLModel, table=True):
+    __tablename__ = "burn_rates"
+    __table_args__ = SCHEMA
+    harness: str = col(Text, primary_key=True)
+    model: str = col(Text, primary_key=True)
+    dollars_per_minute: float = col(Double)
+    sessions_counted: int = col(Integer)
+    computed_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+class WindowCalibrationRow(SQLModel, table=True):
+    __tablename__ = "window_calibration"
+    __table_args__ = SCHEMA
+    window_name: str = col(Text, primary_key=True)
+    capacity_dollars: float = col(Double)
+    observations: int = col(Integer, default="1")
+    calibrated_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+def _table(model: type[SQLModel]) -> Table:
+    return model.__table__  # type: ignore[attr-defined,no-any-return]
+
+
+# The Table objects the queries are built from (Core, not the ORM: no mapping on the hot path).
+triggers = _table(TriggerRow)
+sessions = _table(SessionRow)
+enqueued_messages = _table(EnqueuedMessageRow)
+gate_decisions = _table(GateDecisionLogRow)
+spot_policy = _table(SpotPolicyRow)
+accounts = _table(AccountRow)
+quota_readings = _table(QuotaReadingRow)
+spend_ledger = _table(SpendLedgerRow)
+burn_rates = _table(BurnRateRow)
+window_calibration = _table(WindowCalibrationRow)
