@@ -15,6 +15,7 @@ time and total time per function) and writes the raw stacks to bench/profiles/.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import collections
 import subprocess
 import sys
@@ -101,6 +102,7 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
                         raise RuntimeError(f"append answered {resp.status}: {(await resp.read())[:300]!r}")
 
         elapsed = 0.0
+        cpu_before = cpu_by_process(services)
         for first in range(1, appends + 1, CHUNK):  # the queue is cleared between chunks: bands never fill
             await _clear_queue(db)
             numbers = iter(range(first, min(first + CHUNK, appends + 1)))
@@ -108,13 +110,30 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
             await asyncio.gather(*(worker(numbers) for _ in range(THROUGHPUT_APPENDERS)))
             elapsed += time.perf_counter() - started
         rate = appends / elapsed
+        cpu = {name: (t - cpu_before.get(name, 0.0)) / appends * 1e3 for name, t in cpu_by_process(services).items()}
         stop(spies)
     finally:
         await http.close()
         await client.close()
         for service in services:
             service.stop()
-    return f"{rate:.0f} REST appends/s over {appends} appends, {THROUGHPUT_APPENDERS} in flight", raws
+    split = ", ".join(f"{name} {ms:.2f}" for name, ms in sorted(cpu.items(), key=lambda kv: -kv[1]))
+    return (f"{rate:.0f} REST appends/s over {appends} appends, {THROUGHPUT_APPENDERS} in flight "
+            f"(py-spy sampling slows the services)\nCPU ms per append (whole run, queue clearing included): {split}"), raws
+
+
+def cpu_by_process(services: list[ServiceProcess]) -> dict[str, float]:
+    """CPU seconds so far of each service, this (client) process, nats-server and PostgreSQL."""
+    import psutil
+
+    named = {s.name: psutil.Process(s.proc.pid) for s in services} | {"client (bench)": psutil.Process()}
+    totals = {name: sum(p.cpu_times()[:2]) for name, p in named.items()}
+    for p in psutil.process_iter(["name"]):
+        kind = {"nats-server": "nats-server", "postgres": "postgresql"}.get(p.info["name"] or "")
+        if kind:
+            with contextlib.suppress(psutil.Error):
+                totals[kind] = totals.get(kind, 0.0) + sum(p.cpu_times()[:2])
+    return totals
 
 
 def top(raw: Path, n: int = 25) -> str:
