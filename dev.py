@@ -53,11 +53,27 @@ def ensure_installed() -> None:
     STAMP.write_text(wanted)
 
 
+def ensure_chromium() -> None:
+    """The operator pages' tests drive Debian's chromium (no browser download: there is no
+    internet here). Install it when missing and we may; otherwise those tests fail saying so."""
+    if shutil.which("chromium") or shutil.which("chromium-browser") or os.environ.get("ZIMMER_CHROMIUM"):
+        return
+    if shutil.which("apt-get") and os.geteuid() == 0:
+        print("installing Debian's chromium for the browser tests", flush=True)
+        done = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], stdout=subprocess.DEVNULL)
+        if done.returncode == 0:
+            return
+    print("no chromium: the operator pages' browser tests will fail; install Debian's `chromium` package "
+          "or set ZIMMER_CHROMIUM", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(f"usage: python3 dev.py {{{'|'.join(COMMANDS)}}} [args...]")
     ensure_python_311()
     ensure_installed()
+    if sys.argv[1] == "test":
+        ensure_chromium()
     os.chdir(ROOT)
     argv = COMMANDS[sys.argv[1]] + sys.argv[2:]
     os.execv(argv[0], argv)

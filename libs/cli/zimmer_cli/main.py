@@ -234,7 +234,8 @@ def up(data_dir: DataDir = None,
             if not ready:
                 ready = _is_ready(url)
                 if ready:
-                    typer.echo(f"Zimmer is up: {url}  (API docs {url}/docs; {creds_from}; logs in {logs})")
+                    typer.echo(f"Zimmer is up: {url}  (operator pages {url}/signin with the operator token; "
+                               f"API docs {url}/docs; {creds_from}; logs in {logs})")
                     sys.stdout.flush()
                 elif time.monotonic() > deadline:
                     say("ERROR", "not ready in time; see the logs", timeout_seconds=READY_TIMEOUT, logs=str(logs))

@@ -24,6 +24,7 @@ from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
 from zimmer_gateway.routes.backlog import router as backlog_router
 from zimmer_gateway.routes.spot import router as spot_router
+from zimmer_gateway.web.pages import create_pages
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
 READY_TIMEOUT_SECONDS = 2.0
@@ -109,6 +110,8 @@ def create_app(service: Service) -> FastAPI:
     install_openapi(app)
     app.include_router(spot_router)  # sessions, turns, triggers, spot policy, costs, quota readings
     app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
+
+    app.include_router(create_pages(service, ping_peers))  # the operator pages: sign-in, Health
 
     # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
     # would redirect it to `/mcp/`), the mount answers `/mcp/`.
