@@ -21,3 +21,30 @@ async def screenshot(page: Any, name: str) -> list[Path]:
         await page.screenshot(path=str(path), full_page=True)
         paths.append(path)
     return paths
+
+
+ACCESSIBILITY_PROBLEMS = """() => {
+  const problems = [];
+  for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea')) {
+    const labelled = (el.id && document.querySelector(`label[for="${el.id}"]`)) || el.closest('label')
+      || el.getAttribute('aria-label') || el.getAttribute('aria-labelledby');
+    if (!labelled) problems.push(`unlabelled ${el.tagName.toLowerCase()} name=${el.name}`);
+  }
+  for (const b of document.querySelectorAll('button, a')) {
+    if (!(b.getAttribute('aria-label') || b.textContent.trim())) problems.push(`nameless ${b.tagName.toLowerCase()}`);
+  }
+  let last = 0;
+  for (const h of document.querySelectorAll('h1, h2, h3, h4, h5, h6')) {
+    const level = parseInt(h.tagName[1]);
+    if (level > last + 1) problems.push(`heading ${h.tagName} "${h.textContent.trim()}" skips a level after h${last}`);
+    last = level;
+  }
+  if (document.querySelectorAll('h1').length !== 1) problems.push('not exactly one h1');
+  if (!document.documentElement.lang) problems.push('no lang on <html>');
+  return problems;
+}"""
+
+
+async def accessibility_problems(page: Any) -> list[str]:
+    """Labels on every control, a name on every button and link, headings in order, one h1."""
+    return list(await page.evaluate(ACCESSIBILITY_PROBLEMS))

@@ -24,7 +24,9 @@ from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
 from zimmer_gateway.routes.backlog import router as backlog_router
 from zimmer_gateway.routes.spot import router as spot_router
-from zimmer_gateway.web.pages import create_pages
+from zimmer_gateway.web.health import create_health
+from zimmer_gateway.web.issues import create_issues
+from zimmer_gateway.web.pages import NotSignedIn, create_signin, to_signin
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
 READY_TIMEOUT_SECONDS = 2.0
@@ -111,7 +113,10 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(spot_router)  # sessions, turns, triggers, spot policy, costs, quota readings
     app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
 
-    app.include_router(create_pages(service, ping_peers))  # the operator pages: sign-in, Health
+    # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
+    app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]
+    for pages in (create_signin(service), create_issues(service), create_health(service, ping_peers)):
+        app.include_router(pages)
 
     # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
     # would redirect it to `/mcp/`), the mount answers `/mcp/`.

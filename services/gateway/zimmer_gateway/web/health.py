@@ -1,0 +1,49 @@
+"""The Health page (seed 003 "/health", the panels that exist today): the overall status and each
+service's instance, version and uptime from the pings. Later issues add their panels here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from zimmer_common import __version__
+from zimmer_common.contracts.ops import PingReply
+from zimmer_common.errors import ZimmerError
+from zimmer_common.service import Service
+from zimmer_gateway.web.pages import Ping, render, signed_in
+
+
+def create_health(service: Service, ping: Ping) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/health")
+    async def health(request: Request) -> Response:
+        signed_in(request)
+        answers = await ping(service)
+        rows = [_service_row(name, answer) for name, answer in answers.items()]
+        rows.insert(0, {"name": "gateway", "up": True, "ready": service.ready, "version": __version__,
+                        "instance_id": service.settings.instance_id, "uptime": duration(service.uptime),
+                        "database": None, "problem": None})
+        overall = "ok" if all(r["up"] and r["ready"] for r in rows) else "degraded"
+        return render(request, "health.html", title="Health", overall=overall, rows=rows)
+
+    return router
+
+
+def _service_row(name: str, answer: PingReply | ZimmerError) -> dict[str, Any]:
+    if isinstance(answer, ZimmerError):
+        return {"name": name, "up": False, "ready": False, "version": None, "instance_id": None, "uptime": None,
+                "database": None, "problem": f"{answer.code.value}: {answer.message}"}
+    return {"name": name, "up": True, "ready": answer.ready, "version": answer.version,
+            "instance_id": answer.instance_id, "uptime": duration(answer.uptime_seconds),
+            "database": answer.database, "problem": None}
+
+
+def duration(seconds: float) -> str:
+    s = int(seconds)
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    return " ".join([f"{days}d"] * bool(days) + [f"{hours}h"] * bool(hours or days) + [f"{minutes}m", f"{s}s"])

@@ -1,0 +1,111 @@
+"""The Issues page (seed 000 "Reading the queue as a human"): the queue in rank order, the counts
+with the In flight header split as the seed words it, the Queued, In flight and Parked sections,
+and the operator's forms: Promote (start now as priority), Pin (with a precedence), Unpin and
+Remove (with a reason in words). Each form makes the RPC the operator-only REST route makes.
+
+Stranded, Awaiting your decision and "In GitHub, not on the queue" arrive with the liveness
+sweep: their places are in the layout, saying so, with no data until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import ValidationError
+from starlette.datastructures import FormData
+from starlette.responses import Response
+
+from zimmer_common.contracts import backlog as c
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.service import Service
+from zimmer_gateway.routes.common import ID_MAX
+from zimmer_gateway.web.pages import as_operator, back_to, bus_of, checked_form, refusal, render, signed_in
+
+QUEUE_PAGE = 200  # queued rows per page: each carries four small forms
+SECTION_LIMIT = 200
+OPERATOR = "operator"
+ItemId = Annotated[int, Path(ge=1, le=ID_MAX)]
+RPCS: dict[str, Any] = {"promoted": c.START_NOW, "pinned": c.PIN, "unpinned": c.UNPIN, "removed": c.REMOVE}
+DONE = {  # what a form did, said back on the page (a fixed vocabulary: the query names which)
+    "promoted": "Started {key} now as a priority session.",
+    "pinned": "Pinned {key}.",
+    "unpinned": "Unpinned {key}; it moved back into its band if it was outside it.",
+    "removed": "Removed {key}.",
+}
+
+
+def in_flight_header(counts: c.Counts) -> str:
+    """The seed's words: the population, not a cause, split whenever any are held."""
+    if counts.spot_held:
+        return (f"{counts.in_flight - counts.spot_held} an agent is still advancing, "
+                f"{counts.spot_held} held at the spot gate before a turn")
+    return f"{counts.in_flight}"
+
+
+def whole_number(form: FormData, name: str) -> int | None:
+    raw = str(form.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ZimmerError(ErrorCode.INVALID, f"{name}: {raw[:40]!r} is not a whole number", {"field": name}) from None
+
+
+def create_issues(service: Service) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/issues")
+    async def issues(request: Request, offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+                     done: str | None = None, key: Annotated[str | None, Query(max_length=500)] = None) -> Response:
+        session = signed_in(request)
+        bus = bus_of(service)
+        try:
+            queued, flying, parked = await asyncio.gather(
+                bus.request(c.GET_ITEMS, c.ItemQuery(status="queued", limit=QUEUE_PAGE, offset=offset)),
+                bus.request(c.GET_ITEMS, c.ItemQuery(status="in_flight", limit=SECTION_LIMIT)),
+                bus.request(c.GET_ITEMS, c.ItemQuery(status="parked", limit=SECTION_LIMIT)))
+        except ZimmerError as exc:
+            return refusal(request, exc)
+        notice = DONE[done].format(key=key or "the item") if done in DONE else None
+        return render(request, "issues.html", title="Issues", csrf=session.csrf, counts=queued.counts,
+                      in_flight_header=in_flight_header(queued.counts), queued=queued, in_flight=flying,
+                      parked=parked, offset=offset, page=QUEUE_PAGE, notice=notice)
+
+    async def act(request: Request, done: str, build: Callable[[FormData], Any]) -> Response:
+        """Check the form (signed in, CSRF), build the contract request from it, make the RPC."""
+        try:
+            form = await checked_form(request)
+            with as_operator():
+                answer = await bus_of(service).request(RPCS[done], build(form))
+        except ZimmerError as exc:
+            return refusal(request, exc)
+        except ValidationError as exc:  # the contract's own limits, named by field
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "form"
+            return refusal(request, ZimmerError(ErrorCode.INVALID, f"{field}: {first['msg']}", {"field": field}))
+        item = answer.item if isinstance(answer, c.StartNowResult) else answer
+        return back_to("/issues", done, key=item.key)
+
+    @router.post("/issues/{item_id}/promote")
+    async def promote(request: Request, item_id: ItemId) -> Response:
+        return await act(request, "promoted", lambda form: c.ItemRef(item_id=item_id, by=OPERATOR))
+
+    @router.post("/issues/{item_id}/pin")
+    async def pin(request: Request, item_id: ItemId) -> Response:
+        return await act(request, "pinned", lambda form: c.PinItem(
+            item_id=item_id, by=OPERATOR, precedence=whole_number(form, "precedence")))
+
+    @router.post("/issues/{item_id}/unpin")
+    async def unpin(request: Request, item_id: ItemId) -> Response:
+        return await act(request, "unpinned", lambda form: c.ItemRef(item_id=item_id, by=OPERATOR))
+
+    @router.post("/issues/{item_id}/remove")
+    async def remove(request: Request, item_id: ItemId) -> Response:
+        return await act(request, "removed", lambda form: c.RemoveItem(
+            item_id=item_id, by=OPERATOR, reason=str(form.get("reason") or "").strip()))
+
+    return router
