@@ -201,6 +201,7 @@ def test_policy_summary_speaks_dollars_only_for_calibrated_windows() -> None:
         gating_enabled=True, max_sessions=10, accounts_in_pool=2, running={"priority": 1, "spot": 0},
         held={"fleet_at_cap": 2}, running_slots=1,
         windows=[window("five_hour", True, 0.3), window("seven_day", False, 0.0)],
+        reserve_percent={"five_hour": 20, "seven_day": 20},
         decision=c.DecisionView(allowed=True, reason="within_limits", ceiling=None, sentence="Allowed."),
         unblock=p.UnblockView(state="not_blocked", at=None, accounts_out=0, accounts_read=2,
                               sentence="Work is not blocked.", next_weekly_reset_at=None, accounts_week_spent=0),

@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import PlainTextResponse
+from starlette.staticfiles import StaticFiles
 
 from zimmer_common import __version__
 from zimmer_common.contracts.ops import PingReply, PingRequest, ping_rpc
@@ -26,7 +27,8 @@ from zimmer_gateway.routes.backlog import router as backlog_router
 from zimmer_gateway.routes.spot import router as spot_router
 from zimmer_gateway.web.health import create_health
 from zimmer_gateway.web.issues import create_issues
-from zimmer_gateway.web.pages import NotSignedIn, create_signin, to_signin
+from zimmer_gateway.web.pages import STATIC, NotSignedIn, create_signin, to_signin
+from zimmer_gateway.web.quotas import create_quotas
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
 READY_TIMEOUT_SECONDS = 2.0
@@ -115,8 +117,10 @@ def create_app(service: Service) -> FastAPI:
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
     app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]
-    for pages in (create_signin(service), create_issues(service), create_health(service, ping_peers)):
+    for pages in (create_signin(service), create_issues(service), create_quotas(service),
+                  create_health(service, ping_peers)):
         app.include_router(pages)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
     # would redirect it to `/mcp/`), the mount answers `/mcp/`.

@@ -64,7 +64,8 @@ class TriggerView(Payload):
 class PolicyView(Payload):
     gating_enabled: bool
     max_sessions: int
-    windows: list[WindowPosture]
+    windows: list[WindowPosture]  # the windows some account has a reading of
+    reserve_percent: dict[str, float]  # the priority reserve of every window, read or not
     accounts_in_pool: int
     running: dict[str, int]  # by class
     held: dict[str, int]  # by hold reason

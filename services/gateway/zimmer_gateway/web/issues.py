@@ -14,15 +14,14 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
-from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from zimmer_common.contracts import backlog as c
-from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
-from zimmer_gateway.web.pages import as_operator, back_to, bus_of, checked_form, refusal, render, signed_in
+from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, refusal, render, signed_in, whole_number
 
 QUEUE_PAGE = 200  # queued rows per page: each carries four small forms
 SECTION_LIMIT = 200
@@ -43,16 +42,6 @@ def in_flight_header(counts: c.Counts) -> str:
         return (f"{counts.in_flight - counts.spot_held} an agent is still advancing, "
                 f"{counts.spot_held} held at the spot gate before a turn")
     return f"{counts.in_flight}"
-
-
-def whole_number(form: FormData, name: str) -> int | None:
-    raw = str(form.get(name) or "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ZimmerError(ErrorCode.INVALID, f"{name}: {raw[:40]!r} is not a whole number", {"field": name}) from None
 
 
 def create_issues(service: Service) -> APIRouter:
@@ -76,17 +65,10 @@ def create_issues(service: Service) -> APIRouter:
                       parked=parked, offset=offset, page=QUEUE_PAGE, notice=notice)
 
     async def act(request: Request, done: str, build: Callable[[FormData], Any]) -> Response:
-        """Check the form (signed in, CSRF), build the contract request from it, make the RPC."""
         try:
-            form = await checked_form(request)
-            with as_operator():
-                answer = await bus_of(service).request(RPCS[done], build(form))
-        except ZimmerError as exc:
-            return refusal(request, exc)
-        except ValidationError as exc:  # the contract's own limits, named by field
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or "form"
-            return refusal(request, ZimmerError(ErrorCode.INVALID, f"{field}: {first['msg']}", {"field": field}))
+            answer = await perform(request, service, RPCS[done], build)
+        except Refused as refused:
+            return refused.response
         item = answer.item if isinstance(answer, c.StartNowResult) else answer
         return back_to("/issues", done, key=item.key)
 

@@ -10,6 +10,7 @@ RPC the REST route makes, and a refusal is shown as the service worded it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
@@ -30,7 +32,8 @@ from zimmer_gateway.web import session as web_session
 from zimmer_gateway.web.session import OperatorSession
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
-NAVIGATION: list[tuple[str, str]] = [("Issues", "/issues"), ("Health", "/health")]
+STATIC = Path(__file__).parent / "static"  # our own small scripts (no build step, no CDN)
+NAVIGATION: list[tuple[str, str]] = [("Issues", "/issues"), ("Quotas", "/quotas"), ("Health", "/health")]
 HOME = "/issues"
 
 
@@ -47,7 +50,7 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
         request, template, {"navigation": NAVIGATION, "version": __version__, **context}, status_code=status_code)
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Content-Security-Policy"] = "default-src 'self'; style-src 'self' 'unsafe-inline'"
+    response.headers["Content-Security-Policy"] = "default-src 'self'; style-src 'self' 'unsafe-inline'; form-action 'self'"
     return response
 
 
@@ -152,3 +155,49 @@ def refusal(request: Request, exc: ZimmerError) -> Response:
     """A refused action, worded as the service worded it; nothing was done."""
     return render(request, "refused.html", status_code=exc.http_status, title="Not done", reason=exc.message,
                   code=exc.code.value)
+
+
+class Refused(Exception):
+    """What `perform` hands back instead of an answer: the refusal page to return."""
+
+    def __init__(self, response: Response):
+        self.response = response
+
+
+async def perform(request: Request, service: Service, rpc: Any, build: Callable[[FormData], Any]) -> Any:
+    """A page's form: check it (signed in, CSRF), build the contract request from it, make the
+    same RPC REST makes, as the operator. Returns the answer; raises `Refused` carrying the page
+    that says why not (as the service worded it; nothing was done)."""
+    try:
+        form = await checked_form(request)
+        with as_operator():
+            return await bus_of(service).request(rpc, build(form))
+    except ZimmerError as exc:
+        raise Refused(refusal(request, exc)) from None
+    except ValidationError as exc:  # the contract's own limits, named by field
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"]) or "form"
+        raise Refused(refusal(request, ZimmerError(ErrorCode.INVALID, f"{field}: {first['msg']}",
+                                                   {"field": field}))) from None
+
+
+def whole_number(form: FormData, name: str) -> int | None:
+    """A form's integer field; empty is None."""
+    raw = str(form.get(name) or "").strip()
+    if not raw:
+        return None
+    if not raw.removeprefix("-").isdigit() or len(raw) > 20:
+        raise ZimmerError(ErrorCode.INVALID, f"{name}: {raw[:40]!r} is not a whole number", {"field": name})
+    return int(raw)
+
+
+def decimal_number(form: FormData, name: str) -> float | None:
+    """A form's number field; empty is None; NaN and infinities are not numbers."""
+    raw = str(form.get(name) or "").strip()
+    try:
+        value = float(raw) if raw else None
+    except ValueError:
+        value = float("nan")
+    if value is not None and not math.isfinite(value):
+        raise ZimmerError(ErrorCode.INVALID, f"{name}: {raw[:40]!r} is not a number", {"field": name})
+    return value
