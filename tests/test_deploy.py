@@ -371,6 +371,14 @@ def test_grafana_provisioning() -> None:
         "rate(zimmer_rpc_busy_total[5m])",
         "rate(zimmer_rpc_expired_total[5m])",
         "zimmer_batch_pending",
+        "zimmer_spot_pool_utilization",  # the operator pages' numbers (issue 10)
+        "zimmer_spot_budget_left_dollars",
+        "zimmer_spot_sustainable_rate",
+        "zimmer_spot_held_sessions",
+        "zimmer_spot_unblock_seconds",
+        "zimmer_spot_spend_dollars",
+        "zimmer_backlog_count",
+        "zimmer_spot_pool_accounts",
     ):
         assert needle in joined, f"dashboard has no panel with {needle}"
     for panel in dashboard["panels"]:

@@ -8,6 +8,7 @@ registry through `ServiceMetrics.registry`.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
@@ -22,6 +23,9 @@ class ServiceMetrics:
         r = self.registry
         Info("zimmer_service", "Which service and build this process is", registry=r).info(
             {"service": service, "version": version, "instance": instance_id})
+        # Uptime on the Health page is now − this (a gauge of a moment, not a ticking counter).
+        Gauge("zimmer_service_start_time_seconds", "When this process started (Unix time)", ["service"],
+              registry=r).labels(service).set(time.time())
         self.rpc_requests = Counter("zimmer_rpc_requests_total", "RPC requests answered, by operation and outcome",
                                     ["service", "op", "outcome"], registry=r)
         self.rpc_seconds = Histogram("zimmer_rpc_seconds", "Time to answer an RPC request", ["service", "op"],

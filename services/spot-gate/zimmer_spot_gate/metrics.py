@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from zimmer_common.contracts.spot_policy import PolicyView
+from zimmer_common.contracts.spot_policy import CostsView, PolicyView
 
 log = logging.getLogger("zimmer.spot_gate.metrics")
 REFRESH_SECONDS = 15.0
@@ -31,6 +32,19 @@ class SpotMetrics:
                                  "time left ($/min calibrated, fraction/min before)", ["window"], registry=r)
         self.allowed = Gauge("zimmer_spot_gate_allowed", "1 when the gate would admit a new spot session now", registry=r)
         self.max_sessions = Gauge("zimmer_spot_max_sessions", "Max sessions at once", registry=r)
+        self.running_slots = Gauge("zimmer_spot_running_slots", "Sessions taking a slot of max sessions", registry=r)
+        self.accounts = Gauge("zimmer_spot_pool_accounts", "Accounts in the pool, and how many the utilization "
+                              "averaged (the rest have no reading)", ["kind"], registry=r)
+        self.capacity = Gauge("zimmer_spot_window_capacity_dollars", "Calibrated capacity per window in dollars "
+                              "(absent until the window is calibrated)", ["window"], registry=r)
+        self.reserve = Gauge("zimmer_spot_priority_reserve_fraction", "The priority reserve per window (0-1)",
+                             ["window"], registry=r)
+        self.unblock = Gauge("zimmer_spot_unblock_seconds", "Seconds until work resumes when every account with a "
+                             "reading is out and one says when (absent otherwise)", registry=r)
+        self.spend = Gauge("zimmer_spot_spend_dollars", "Spend recorded in the last 5 hours / 7 days", ["window"],
+                           registry=r)
+        self.burn_rates = Gauge("zimmer_spot_burn_rate_dollars_per_minute", "Burn rate per harness and model",
+                                ["harness", "model"], registry=r)
 
     def observe(self, view: PolicyView) -> None:
         for reason, n in view.held.items():
@@ -49,3 +63,24 @@ class SpotMetrics:
             self.sustainable.labels(w.window).set(w.sustainable_rate)
         self.allowed.set(1 if view.decision.allowed else 0)
         self.max_sessions.set(view.max_sessions)
+        self.running_slots.set(view.running_slots)
+        self.accounts.labels("in_pool").set(view.accounts_in_pool)
+        self.accounts.labels("averaged").set(view.decision.accounts_averaged)
+        for window, percent in view.reserve_percent.items():
+            self.reserve.labels(window).set(percent / 100)
+        for w in view.windows:
+            if w.capacity_dollars is not None:
+                self.capacity.labels(w.window).set(w.capacity_dollars)
+            else:
+                with contextlib.suppress(KeyError):
+                    self.capacity.remove(w.window)
+        if view.unblock.state == "countdown" and view.unblock.at is not None:
+            self.unblock.set(max(0.0, (view.unblock.at - datetime.now(UTC)).total_seconds()))
+        else:
+            self.unblock.set(float("nan"))  # nothing to count down to: NaN, which alerting treats as absent
+
+    def observe_costs(self, costs: CostsView) -> None:
+        self.spend.labels("five_hour").set(costs.spend_five_hour_dollars)
+        self.spend.labels("seven_day").set(costs.spend_seven_day_dollars)
+        for rate in costs.burn_rates:
+            self.burn_rates.labels(rate.harness, rate.model).set(rate.dollars_per_minute)

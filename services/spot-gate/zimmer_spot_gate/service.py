@@ -99,6 +99,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
         while not service.stopping:
             try:
                 metrics.observe(await policy.get())
+                metrics.observe_costs(await policy.costs())
             except Exception as exc:  # noqa: BLE001 - a missed refresh leaves the last values
                 log.warning("spot metrics refresh failed", extra=kv(error=repr(exc)))
             await service.pause(REFRESH_SECONDS)

@@ -33,7 +33,8 @@ from zimmer_gateway.web.session import OperatorSession
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 STATIC = Path(__file__).parent / "static"  # our own small scripts (no build step, no CDN)
-NAVIGATION: list[tuple[str, str]] = [("Issues", "/issues"), ("Quotas", "/quotas"), ("Health", "/health")]
+NAVIGATION: list[tuple[str, str]] = [
+    ("Issues", "/issues"), ("Quotas", "/quotas"), ("Costs", "/costs"), ("Sessions", "/sessions"), ("Health", "/health")]
 HOME = "/issues"
 
 

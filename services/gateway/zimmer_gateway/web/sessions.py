@@ -1,0 +1,88 @@
+"""The Sessions pages (seed 004): a list with the dashboard's class and genesis filters, and a
+session page with its class, genesis, precedence and status, the hold banner ("Held for quota
+headroom", or "Next turn held for quota headroom" for a resume, naming the reason, the next check
+and "Make this session priority"), the Scheduling class selector, its gate decisions and its
+enqueued messages. The forms make `update_session`, as PATCH /api/v1/sessions/{id} does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from zimmer_common.contracts import spot as c
+from zimmer_common.errors import ZimmerError
+from zimmer_common.service import Service
+from zimmer_gateway.routes.common import ID_MAX
+from zimmer_gateway.web.pages import Refused, bus_of, perform, refusal, render, signed_in, whole_number
+
+PAGE = 50
+SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
+GENESES = ("web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown")
+DONE = {"class": "Changed the scheduling class.", "priority": "Made this session priority.",
+        "precedence": "Changed the precedence."}
+
+
+def hold_banner(s: c.SessionView) -> str | None:
+    """The banner's heading: a resume's hold names the next turn (seed 004)."""
+    if s.spot_hold_reason is None:
+        return None
+    return "Next turn held for quota headroom" if s.ever_started else "Held for quota headroom"
+
+
+def create_sessions(service: Service) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/sessions")
+    async def sessions(request: Request, priority_class: Literal["priority", "spot", ""] = "",
+                       genesis: Literal[GENESES] | Literal[""] = "",  # type: ignore[valid-type]
+                       offset: Annotated[int, Query(ge=0, le=10**9)] = 0) -> Response:
+        signed_in(request)
+        query = c.SessionQuery(priority_class=priority_class or None, genesis=[genesis] if genesis else None,
+                               limit=PAGE, offset=offset)
+        try:
+            found = await bus_of(service).request(c.LIST_SESSIONS, query)
+        except ZimmerError as exc:
+            return refusal(request, exc)
+        return render(request, "sessions.html", title="Sessions", found=found, priority_class=priority_class,
+                      genesis=genesis, geneses=GENESES, offset=offset, page=PAGE)
+
+    @router.get("/sessions/{session_id}")
+    async def session_page(request: Request, session_id: SessionId, done: str | None = None) -> Response:
+        operator = signed_in(request)
+        bus = bus_of(service)
+        try:
+            session, decisions = await asyncio.gather(
+                bus.request(c.GET_SESSION, c.SessionRef(session_id=session_id)),
+                bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=50)))
+        except ZimmerError as exc:
+            return refusal(request, exc)
+        return render(request, "session.html", title=f"Session {session.id}", s=session,
+                      decisions=decisions.decisions, banner=hold_banner(session), csrf=operator.csrf,
+                      notice=DONE.get(done or ""))
+
+    async def update(request: Request, session_id: int, done: str, **change: object) -> Response:
+        try:
+            await perform(request, service, c.UPDATE_SESSION, lambda form: c.UpdateSession(
+                session_id=session_id, **{k: v(form) if callable(v) else v for k, v in change.items()}))
+        except Refused as refused:
+            return refused.response
+        return RedirectResponse(f"/sessions/{session_id}?done={done}", status_code=303)
+
+    @router.post("/sessions/{session_id}/priority")
+    async def make_priority(request: Request, session_id: SessionId) -> Response:
+        return await update(request, session_id, "priority", scheduling_class="priority")
+
+    @router.post("/sessions/{session_id}/class")
+    async def change_class(request: Request, session_id: SessionId) -> Response:
+        return await update(request, session_id, "class",
+                            scheduling_class=lambda form: str(form.get("scheduling_class") or ""))
+
+    @router.post("/sessions/{session_id}/precedence")
+    async def change_precedence(request: Request, session_id: SessionId) -> Response:
+        return await update(request, session_id, "precedence",
+                            precedence=lambda form: whole_number(form, "precedence"))
+
+    return router

@@ -1,0 +1,101 @@
+"""The Sessions and Costs pages in headless Chromium against a running stack: the list and its
+class/genesis filters, a held session's banner and "Make this session priority" starting it, the
+Scheduling class and precedence forms, gate decisions; the spend totals as get_costs gives them."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from pageshots import accessibility_problems, screenshot
+
+from zimmer_common.contracts.runtime import INGEST_SPEND, SpendReport
+
+OPERATOR = "test-operator-token"
+FLEET = {"Authorization": "Bearer test-fleet-key"}
+
+
+async def sign_in(page: Any, base: str, path: str) -> None:
+    await page.goto(f"{base}{path}")
+    await page.get_by_label("Operator token").fill(OPERATOR)
+    await page.get_by_role("button", name="Sign in").click()
+    assert page.url.startswith(f"{base}{path}"), page.url
+
+
+async def held_spot_session(http: httpx.AsyncClient) -> dict[str, Any]:
+    """A spot session the gate holds: the only account's 5-hour window is spent."""
+    now = datetime.now(UTC)
+    r = await http.post("/api/v1/quota/readings", json={
+        "account": "acct-1", "status": "active",
+        "five_hour": {"utilization": 1.0, "resets_at": (now + timedelta(hours=2)).isoformat()},
+        "seven_day": {"utilization": 0.5, "resets_at": (now + timedelta(days=3)).isoformat()}})
+    assert r.status_code == 202
+    spawned = await http.post("/api/v1/sessions", json={"genesis": "api", "title": "spot work", "prompt": "do it"})
+    assert spawned.status_code == 201 and spawned.json()["turn"]["outcome"] == "held", spawned.text
+    return spawned.json()["session"]
+
+
+async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    _, base = stack
+    async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
+        session = await held_spot_session(http)
+        other = await http.post("/api/v1/sessions", json={"genesis": "web_ui", "title": "typed by a human"})
+        assert other.status_code == 201
+    page = await browser.new_page()
+    await sign_in(page, base, "/sessions")
+    listed = await page.locator("tr[data-session]").evaluate_all("rows => rows.map(r => r.dataset.session)")
+    assert set(listed) == {str(session["id"]), str(other.json()["session"]["id"])}
+    await page.get_by_label("Class").select_option("spot")
+    await page.get_by_role("button", name="Show").click()
+    assert await page.locator("tr[data-session]").evaluate_all("rows => rows.map(r => r.dataset.session)") == [
+        str(session["id"])]
+    assert await accessibility_problems(page) == []
+    await screenshot(page, "sessions")
+
+    await page.get_by_role("link", name=str(session["id"]), exact=True).click()
+    assert await page.get_by_role("heading", name="Held for quota headroom").count() == 1
+    banner = await page.locator("[data-hold]").inner_text()
+    assert "at_utilization_limit" in banner and "The queued prompt is still coming." in banner
+    assert await page.locator("#decisions tr[data-decision]").count() == 1
+    assert await accessibility_problems(page) == []
+    await screenshot(page, "session-held")
+    await page.get_by_role("button", name="Make this session priority").click()
+    assert await page.get_by_role("status").inner_text() == "Made this session priority."
+    assert await page.locator("[data-hold]").count() == 0
+    assert await page.locator("[data-class]").inner_text() == "priority (set on the session)"
+    assert await page.locator("[data-status]").inner_text() == "running"  # promoted: started now
+
+    await page.get_by_label("Precedence").fill("250")
+    await page.get_by_role("button", name="Change precedence").click()
+    assert await page.locator("[data-precedence]").inner_text() == "250"
+    await page.get_by_label("Scheduling class").select_option("derive")
+    await page.get_by_role("button", name="Change class").click()
+    assert await page.locator("[data-class]").inner_text() == "spot (derived from its genesis)"
+    async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
+        now = (await http.get(f"/api/v1/sessions/{session['id']}")).json()
+    assert (now["precedence"], now["scheduling_class"], now["priority_class"]) == (250, None, "spot")
+
+
+async def test_costs_show_get_costs_figures(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    services, base = stack
+    bus = services["gateway"].bus
+    spend = SpendReport(request_id="req-1", session_id=None, harness="claude_code", model="claude-opus-4",
+                        output_tokens=1_000_000, at=datetime.now(UTC))
+    await bus.publish_event(INGEST_SPEND, "spend", spend, event_id="spend-1")
+    async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
+        for _ in range(100):
+            costs = (await http.get("/api/v1/costs")).json()
+            if costs["spend_five_hour_dollars"]:
+                break
+            await asyncio.sleep(0.1)
+    assert costs["spend_five_hour_dollars"] == 75.0  # 1M output tokens of Opus at list price
+    page = await browser.new_page()
+    await sign_in(page, base, "/costs")
+    assert await page.locator('[data-figure="spend_five_hour_dollars"]').inner_text() == "$75.00"
+    assert await page.locator('[data-figure="spend_seven_day_dollars"]').inner_text() == \
+        f"${costs['spend_seven_day_dollars']:,.2f}"
+    assert "No burn rate yet" in await page.locator("#burn").inner_text()  # the hourly job has not run
+    assert await accessibility_problems(page) == []
+    await screenshot(page, "costs")
