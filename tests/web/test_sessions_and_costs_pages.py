@@ -43,6 +43,12 @@ async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, b
         session = await held_spot_session(http)
         other = await http.post("/api/v1/sessions", json={"genesis": "web_ui", "title": "typed by a human"})
         assert other.status_code == 201
+        queued = await http.post(f"/api/v1/sessions/{session['id']}/turns", json={"kind": "follow_up",
+                                                                                  "prompt": "and <i>this</i>"})
+        assert queued.status_code == 202 and queued.json()["session"]["enqueued_messages"] == 1, queued.text
+        messages = (await http.get(f"/api/v1/sessions/{session['id']}/enqueued_messages")).json()["messages"]
+        assert [(m["turn_kind"], m["prompt"], m["delivered_at"]) for m in messages] == [
+            ("follow_up", "and <i>this</i>", None)]
     page = await browser.new_page()
     await sign_in(page, base, "/sessions")
     listed = await page.locator("tr[data-session]").evaluate_all("rows => rows.map(r => r.dataset.session)")
@@ -59,6 +65,8 @@ async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, b
     banner = await page.locator("[data-hold]").inner_text()
     assert "at_utilization_limit" in banner and "The queued prompt is still coming." in banner
     assert await page.locator("#decisions tr[data-decision]").count() == 1
+    waiting = await page.locator("#enqueued tr[data-message]").inner_text()
+    assert "and <i>this</i>" in waiting and "waiting for the next turn boundary" in waiting
     assert await accessibility_problems(page) == []
     await screenshot(page, "session-held")
     await page.get_by_role("button", name="Make this session priority").click()

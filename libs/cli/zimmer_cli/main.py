@@ -234,7 +234,9 @@ def up(data_dir: DataDir = None,
             if not ready:
                 ready = _is_ready(url)
                 if ready:
-                    typer.echo(f"Zimmer is up: {url}  (operator pages {url}/signin with the operator token; "
+                    token = ("ZIMMER_OPERATOR_TOKEN" if os.environ.get("ZIMMER_OPERATOR_TOKEN")
+                             else creds["operator_token"])  # the generated development token: shown to sign in with
+                    typer.echo(f"Zimmer is up: {url}  (operator pages: {url}/signin with operator token {token}; "
                                f"API docs {url}/docs; {creds_from}; logs in {logs})")
                     sys.stdout.flush()
                 elif time.monotonic() > deadline:

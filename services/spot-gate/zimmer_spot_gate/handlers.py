@@ -12,10 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
 from zimmer_common.contracts.spot import (
-    SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, GateDecisionList,
-    GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent, SessionList, SessionQuery,
-    SessionRef,
-    SessionView, SpawnResult, SpawnSession, TurnResult, UpdateSession)
+    SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList, EnqueuedMessage,
+    EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent,
+    SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession, TurnResult, UpdateSession)
 from zimmer_common import idempotency
 from zimmer_common.logs import kv
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -185,6 +184,12 @@ class SpotGate:
             await store.fetch(conn, q.session_id)
             rows = await store.decisions(conn, q.session_id, q.limit)
         return GateDecisionList(decisions=[GateDecisionRow(**r._mapping) for r in rows])
+
+    async def enqueued(self, q: EnqueuedQuery) -> EnqueuedList:
+        async with self.engine.connect() as conn:
+            await store.fetch(conn, q.session_id)
+            rows = await store.enqueued(conn, q.session_id, q.limit)
+        return EnqueuedList(messages=[EnqueuedMessage(**r._mapping) for r in rows])
 
     # ---- the quota pool ------------------------------------------------------------------
 

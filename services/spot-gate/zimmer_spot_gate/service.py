@@ -64,6 +64,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     service.rpc(c.REQUEST_TURN)(app.request_turn)
     service.rpc(c.REPORT_STATUS)(app.report_status)
     service.rpc(c.GATE_DECISIONS)(app.decisions)
+    service.rpc(c.ENQUEUED)(app.enqueued)
     service.rpc(c.RECORD_READING)(app.record_reading)
 
     policy = PolicyOps(engine, service.clock.now, app)

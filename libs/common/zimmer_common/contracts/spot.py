@@ -178,6 +178,23 @@ class GateDecisionList(Payload):
     decisions: list[GateDecisionRow]
 
 
+class EnqueuedQuery(Request):
+    session_id: RowId
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class EnqueuedMessage(Payload):
+    id: int
+    turn_kind: str
+    prompt: str | None
+    created_at: datetime
+    delivered_at: datetime | None  # None: still waiting for the session's next turn boundary
+
+
+class EnqueuedList(Payload):
+    messages: list[EnqueuedMessage]  # newest first, delivered ones included
+
+
 class Ok(Payload):
     ok: bool = True
 
@@ -190,5 +207,6 @@ UPDATE_SESSION = RpcSpec(CTX, "update_session", UpdateSession, SessionView)
 REQUEST_TURN = RpcSpec(CTX, "request_turn", RequestTurn, TurnResult)
 REPORT_STATUS = RpcSpec(CTX, "report_status", StatusChange, SessionView)
 GATE_DECISIONS = RpcSpec(CTX, "gate_decisions", GateDecisionQuery, GateDecisionList)
+ENQUEUED = RpcSpec(CTX, "enqueued_messages", EnqueuedQuery, EnqueuedList)
 RECORD_READING = RpcSpec(CTX, "record_quota_reading", QuotaReadingIn, Ok)
 SpawnResult.model_rebuild()

@@ -134,3 +134,12 @@ async def gate_decisions(session_id: SessionIdPath, bus: BusDep,
     """Why was this session held at 14:02? Each row carries the decision's reason, ceiling,
     sentence and per-window numbers."""
     return await bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=limit))
+
+
+@router.get("/{session_id}/enqueued_messages", summary="A session's enqueued messages, newest first",
+            response_model=c.EnqueuedList, responses=problem_responses(404, 422))
+async def enqueued_messages(session_id: SessionIdPath, bus: BusDep,
+                            limit: Annotated[int, Query(ge=1, le=500)] = 50) -> c.EnqueuedList:
+    """Prompts that arrived while a turn was in flight or held, delivered in order at the
+    session's next turn boundary; `delivered_at` is null while one still waits."""
+    return await bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=limit))

@@ -54,13 +54,15 @@ def create_sessions(service: Service) -> APIRouter:
         operator = signed_in(request)
         bus = bus_of(service)
         try:
-            session, decisions = await asyncio.gather(
+            session, decisions, enqueued = await asyncio.gather(
                 bus.request(c.GET_SESSION, c.SessionRef(session_id=session_id)),
-                bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=50)))
+                bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=50)),
+                bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=50)))
         except ZimmerError as exc:
             return refusal(request, exc)
         return render(request, "session.html", title=f"Session {session.id}", s=session,
-                      decisions=decisions.decisions, banner=hold_banner(session), csrf=operator.csrf,
+                      decisions=decisions.decisions, enqueued=enqueued.messages, banner=hold_banner(session),
+                      csrf=operator.csrf,
                       notice=DONE.get(done or ""))
 
     async def update(request: Request, session_id: int, done: str, **change: object) -> Response:

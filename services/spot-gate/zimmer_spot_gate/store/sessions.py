@@ -155,6 +155,15 @@ async def pop_enqueued(conn: AsyncConnection, session_id: int) -> Row[Any] | Non
     return (await conn.execute(POP_ENQUEUED, {"s": session_id})).first()
 
 
+ENQUEUED = (select(m.c.id, m.c.turn_kind, m.c.prompt, m.c.created_at, m.c.delivered_at)
+            .where(m.c.session_id == bindparam("s")).order_by(m.c.id.desc()).limit(bindparam("n")))
+
+
+async def enqueued(conn: AsyncConnection, session_id: int, limit: int) -> list[Row[Any]]:
+    """A session's enqueued messages, newest first, delivered ones included."""
+    return list((await conn.execute(ENQUEUED, {"s": session_id, "n": limit})).all())
+
+
 DECISIONS = (select(gate_decisions).where(gate_decisions.c.session_id == bindparam("s"))
              .order_by(gate_decisions.c.id.desc()).limit(bindparam("n")))
 
