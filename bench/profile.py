@@ -81,7 +81,9 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
 
     db = await _fresh_db(ctx.pg_url)
     port = free_port()
-    services = [ServiceProcess("backlog", ctx, db),
+    metrics_port = free_port()
+    services = [ServiceProcess("backlog", ctx, db, ZIMMER_METRICS_PORT=str(metrics_port),
+                               ZIMMER_METRICS_HOST="127.0.0.1"),
                 ServiceProcess("gateway", ctx, db, ZIMMER_HTTP_PORT=str(port), ZIMMER_HTTP_HOST="127.0.0.1",
                                ZIMMER_API_KEY="bench-key", ZIMMER_OPERATOR_TOKEN="bench-operator")]
     client = await Bus.connect([ctx.nats_url], service="bench", instance_id="p", rpc_timeout=60)
@@ -111,6 +113,7 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
             elapsed += time.perf_counter() - started
         rate = appends / elapsed
         cpu = {name: (t - cpu_before.get(name, 0.0)) / appends * 1e3 for name, t in cpu_by_process(services).items()}
+        batches = await mean_batch(f"http://127.0.0.1:{metrics_port}/metrics")
         stop(spies)
     finally:
         await http.close()
@@ -119,7 +122,22 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
             service.stop()
     split = ", ".join(f"{name} {ms:.2f}" for name, ms in sorted(cpu.items(), key=lambda kv: -kv[1]))
     return (f"{rate:.0f} REST appends/s over {appends} appends, {THROUGHPUT_APPENDERS} in flight "
-            f"(py-spy sampling slows the services)\nCPU ms per append (whole run, queue clearing included): {split}"), raws
+            f"(py-spy sampling slows the services)\nCPU ms per append (whole run, queue clearing included): {split}"
+            f"\nappends per batch transaction: {batches}"), raws
+
+
+async def mean_batch(url: str) -> str:
+    """Mean and count of the backlog's append batches, from its own zimmer_batch_size histogram."""
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(url)).text
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("zimmer_batch_size_") and 'batcher="appends"' in line:
+            values[line.split("{")[0]] = float(line.rsplit(" ", 1)[1])
+    count, total = values.get("zimmer_batch_size_count", 0.0), values.get("zimmer_batch_size_sum", 0.0)
+    return f"{total / count:.1f} on average over {count:.0f} batches" if count else "no batch observed"
 
 
 def cpu_by_process(services: list[ServiceProcess]) -> dict[str, float]:

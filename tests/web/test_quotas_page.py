@@ -107,6 +107,12 @@ async def test_settings_and_genesis_forms_round_trip(stack, browser) -> None:  #
     await row.get_by_role("button", name="Demote web_ui to spot").click()
     assert await page.get_by_role("status").inner_text() == "Demoted web_ui to spot."
     assert await page.locator('tr[data-genesis="web_ui"] [data-effective]').inner_text() == "spot"
+    api = page.locator('tr[data-genesis="api"]')
+    await api.get_by_role("button", name="Promote api to priority").click()
+    assert await page.get_by_role("status").inner_text() == "Promoted api to priority."
+    assert await page.locator('tr[data-genesis="api"] [data-effective]').inner_text() == "priority"
     await page.get_by_role("button", name="Reset every genesis to its default").click()
+    assert await page.get_by_role("status").inner_text() == "Reset every genesis to its default."
+    assert await page.locator('tr[data-genesis="api"] [data-effective]').inner_text() == "spot"
     assert await page.locator('tr[data-genesis="web_ui"] [data-effective]').inner_text() == "priority"
     assert await page.locator('tr[data-genesis="slack"] button').count() == 0  # a trigger kind: set per trigger

@@ -37,12 +37,15 @@ class Batcher(Generic[Req, Out]):
         self.max_pending = max_pending
         self.name = name
         self.on_depth = on_depth
+        self.on_batch: Callable[[int], None] = lambda size: None
         self._pending: list[tuple[Req, asyncio.Future[Out], float | None]] = []
         self._draining: asyncio.Task[None] | None = None
 
-    def bound(self, max_pending: int, name: str, on_depth: Callable[[int], None]) -> None:
-        """Wiring: the configured bound, the name `busy` answers use, and a depth gauge."""
-        self.max_pending, self.name, self.on_depth = max_pending, name, on_depth
+    def bound(self, max_pending: int, name: str, on_depth: Callable[[int], None],
+              on_batch: Callable[[int], None] = lambda size: None) -> None:
+        """Wiring: the configured bound, the name `busy` answers use, a depth gauge and a
+        batch-size observer (how many requests each transaction served)."""
+        self.max_pending, self.name, self.on_depth, self.on_batch = max_pending, name, on_depth, on_batch
 
     @property
     def depth(self) -> int:
@@ -73,6 +76,7 @@ class Batcher(Generic[Req, Out]):
             batch = self._live(taken)
             if not batch:
                 continue
+            self.on_batch(len(batch))
             due = min((d for _, _, d in batch if d is not None), default=None)
             try:
                 with deadline.use(due):

@@ -46,6 +46,8 @@ class ServiceMetrics:
         self.rpc_busy = Counter("zimmer_rpc_busy_total", "RPC requests refused as busy: the service was at its bound "
                                 "of requests in flight (nothing was done)", ["service", "op"], registry=r)
         self.rpc_inflight = Gauge("zimmer_rpc_inflight", "RPC requests being answered now", ["service"], registry=r)
+        self.batch_size = Histogram("zimmer_batch_size", "Requests served by one batch transaction",
+                                    ["service", "batcher"], registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128))
         self.batch_pending = Gauge("zimmer_batch_pending", "Requests waiting in a batcher", ["service", "batcher"],
                                    registry=r)
         self.dependency_up = Gauge("zimmer_dependency_up", "0 while this process sees the dependency as down",

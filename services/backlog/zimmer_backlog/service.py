@@ -63,7 +63,8 @@ def build(settings: Settings) -> Service:
     metrics = BacklogMetrics(service.metrics.registry)
     backlog = Backlog(engine, lambda: service.relay)
     backlog.batcher.bound(settings.max_batch_pending, "backlog appends",
-                          lambda depth: service.metrics.batch_pending.labels(NAME, "appends").set(depth))
+                          service.metrics.batch_pending.labels(NAME, "appends").set,
+                          service.metrics.batch_size.labels(NAME, "appends").observe)
     backlog.on_appended = metrics.appends.inc
     backlog.on_removed = lambda reason: metrics.removals.labels(reason).inc()
     starter = Starter(engine, bus, kick)

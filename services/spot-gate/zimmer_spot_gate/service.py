@@ -50,7 +50,8 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     gate = TurnGate(now=service.clock.now, pool=PoolCache(engine, service.clock.now))
     app = SpotGate(engine, service.clock.now, gate, relay, prices=SpotSettings().price_table())
     app.admissions.batcher.bound(settings.max_batch_pending, "spot-gate admissions",
-                                 lambda depth: service.metrics.batch_pending.labels(NAME, "admissions").set(depth))
+                                 service.metrics.batch_pending.labels(NAME, "admissions").set,
+                                 service.metrics.batch_size.labels(NAME, "admissions").observe)
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
                                        on_commit=lambda: service.relay.kick() if service.relay else None,
