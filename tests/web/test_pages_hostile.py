@@ -95,3 +95,19 @@ async def test_without_a_session_every_page_and_form_goes_to_sign_in(stack) -> N
         for path in ("/issues/1/promote", "/quotas/settings", "/sessions/1/priority", "/signout"):
             r = await http.post(path, data={"csrf": "x"}, follow_redirects=False)
             assert r.status_code == 303 and r.headers["location"].startswith("/signin"), path
+
+
+async def test_a_service_down_is_said_on_its_pages_never_a_500(stack) -> None:  # type: ignore[no-untyped-def]
+    services, base = stack
+    await services["spot-gate"].stop()  # its pages' RPCs now go unanswered
+    http, _ = await operator_client(base)
+    try:
+        quotas = await http.get("/quotas")
+        assert quotas.status_code == 503 and "Nothing was done" in quotas.text
+        health = await http.get("/health")
+        assert health.status_code == 200 and 'data-overall="degraded"' in health.text
+        assert 'data-service="spot-gate"' in health.text and "down: unavailable" in health.text
+        issues = await http.get("/issues")  # the backlog still answers: its page still renders
+        assert issues.status_code == 200
+    finally:
+        await http.aclose()
