@@ -1,0 +1,44 @@
+"""The alerts context's published language (seed 003 "Alerts"; DESIGN §3): the page every
+service sends on `zimmer.alerts.cmd.page`, durably through its outbox."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from zimmer_common.contracts.envelope import Request
+from zimmer_common.contracts.fields import JsonObject, LongText, Name, ShortText, Time, Title
+from zimmer_common.contracts.subjects import PAGE_SUBJECT
+
+PAGE = PAGE_SUBJECT
+Level = Literal["warning", "error"]
+SNIPPET_MAX = 1200  # the alerts domain's bound (zimmer_alerts.domain.snippet.MAX_CHARS)
+# An id in a title splits one problem into as many issues as there are ids: ids go in context.
+_ID_IN_TITLE = re.compile(r"\d{5,}|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I)
+
+
+def _stable_title(title: str) -> str:
+    found = _ID_IN_TITLE.search(title)
+    if found:
+        raise ValueError(f"the title must be stable: {found.group(0)!r} looks like an id; put ids in context")
+    return title
+
+
+class Page(Request):
+    """One report of something a human must hear about. `fingerprint` decides grouping into an
+    issue (the seed: message granularity decides grouping), so it names the kind of failure, never
+    an instance. A repeating condition names itself in `condition_key` and says `still_true`
+    each time it is checked; `still_true: false` resolves it."""
+
+    title: Annotated[Title, Field(min_length=1), AfterValidator(_stable_title)]
+    level: Level
+    source: Name  # the service, or service/job
+    fingerprint: list[ShortText] = Field(min_length=1, max_length=10)
+    message: LongText
+    context: JsonObject = Field(default_factory=dict)
+    snippet: Annotated[str, Field(max_length=SNIPPET_MAX)] | None = None  # built and redacted by the sender
+    condition_key: ShortText | None = None
+    still_true: bool = True
+    occurred_at: Time
