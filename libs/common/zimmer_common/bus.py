@@ -157,7 +157,18 @@ class Bus:
             task.add_done_callback(done)
 
         self._subs.append(await self.nc.subscribe(spec.subject, queue=spec.ctx, cb=on_msg))
-        await self.nc.flush(timeout=self.rpc_timeout)  # when this returns, the server routes requests to us
+        await self.settled()  # when this returns, the server routes requests to us
+
+    async def settled(self) -> None:
+        """Return once the server has seen every command sent so far. nats-py writes a flush's PING
+        straight to the socket, ahead of commands still queued for its flusher task (a SUB just
+        made, say), so a bare flush can return before the server knows of the subscription, and a
+        request made at once meets "no responders". Let the flusher empty its queue first."""
+        for _ in range(10_000):
+            if not getattr(self.nc, "_pending", None):
+                break
+            await asyncio.sleep(0)
+        await self.nc.flush(timeout=self.rpc_timeout)
 
     async def _refuse_busy(self, spec: RpcSpec[Any, Any], msg: Msg) -> None:
         if self.metrics:
