@@ -53,18 +53,23 @@ def ensure_installed() -> None:
     STAMP.write_text(wanted)
 
 
-def ensure_chromium() -> None:
-    """The operator pages' tests drive Debian's chromium (no browser download: there is no
-    internet here). Install it when missing and we may; otherwise those tests fail saying so."""
-    if shutil.which("chromium") or shutil.which("chromium-browser") or os.environ.get("ZIMMER_CHROMIUM"):
+# Real peers the tests drive, from Debian (no downloads: there is no internet here): the browser
+# for the operator pages, Alertmanager for the alerts sink, promtool for the alert rules.
+TEST_PEERS = {"chromium": "chromium", "prometheus-alertmanager": "prometheus-alertmanager",
+              "promtool": "prometheus"}
+
+
+def ensure_test_peers() -> None:
+    """Install the missing ones when we may; otherwise their tests fail (never skip) saying so."""
+    missing = [pkg for binary, pkg in TEST_PEERS.items() if not shutil.which(binary)]
+    if not missing:
         return
     if shutil.which("apt-get") and os.geteuid() == 0:
-        print("installing Debian's chromium for the browser tests", flush=True)
-        done = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], stdout=subprocess.DEVNULL)
-        if done.returncode == 0:
+        print(f"installing Debian's {', '.join(missing)} for the tests", flush=True)
+        if subprocess.run(["apt-get", "install", "-y", "-q", *missing], stdout=subprocess.DEVNULL).returncode == 0:
             return
-    print("no chromium: the operator pages' browser tests will fail; install Debian's `chromium` package "
-          "or set ZIMMER_CHROMIUM", file=sys.stderr, flush=True)
+    print(f"missing {', '.join(missing)}: the tests that drive them will fail; install Debian's packages",
+          file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -73,7 +78,7 @@ def main() -> None:
     ensure_python_311()
     ensure_installed()
     if sys.argv[1] == "test":
-        ensure_chromium()
+        ensure_test_peers()
     os.chdir(ROOT)
     argv = COMMANDS[sys.argv[1]] + sys.argv[2:]
     os.execv(argv[0], argv)

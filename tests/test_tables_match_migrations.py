@@ -17,6 +17,7 @@ from sqlmodel import SQLModel
 from zimmer_common.db import asyncpg_dsn, migrate
 
 SERVICES = [("backlog", "zimmer_backlog.migrations", "zimmer_backlog.tables"),
+            ("alerts", "zimmer_alerts.migrations", "zimmer_alerts.tables"),
             ("spot_gate", "zimmer_spot_gate.migrations", "zimmer_spot_gate.store.tables")]
 
 

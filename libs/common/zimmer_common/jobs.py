@@ -85,9 +85,11 @@ class _Running:
 class JobRunner:
     def __init__(self, bus: Bus, *, ctx: str, service: str, instance_id: str, jobs: list[JobSpec],
                  engine: AsyncEngine | None, metrics: ServiceMetrics | None = None, clock: Clock | None = None,
-                 outages: Outages | None = None):
+                 outages: Outages | None = None,
+                 on_failure: Callable[[str, BaseException], Awaitable[None]] | None = None):
         self.bus = bus
         self.outages = outages or Outages(metrics)
+        self.on_failure = on_failure  # a crashed job pages (wired at start-up; see zimmer_alerts.pager)
         self.ctx = ctx
         self.service = service
         self.instance_id = instance_id
@@ -264,6 +266,9 @@ class JobRunner:
             error = f"{type(exc).__name__}: {exc}"
             if self.outages.report(exc, where=f"job {spec.name}") is None:
                 log.exception("job failed", extra=kv(job=spec.name, run_id=run_id))
+                if self.on_failure is not None:
+                    with contextlib.suppress(Exception):  # paging must never be what fails the runner
+                        await self.on_failure(spec.name, exc)
         finally:
             ticker.cancel()
             if self.metrics:

@@ -15,7 +15,7 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -43,6 +43,10 @@ PING_DATABASE_SECONDS = 1.0
 Hook = Callable[["Service"], Awaitable[None]]
 
 
+class JobFailurePager(Protocol):
+    async def job_crashed(self, job: str, exc: BaseException) -> None: ...
+
+
 class Service:
     def __init__(self, name: str, settings: Settings, *, schema: str | None = None, migrations: str | None = None,
                  jobs: list[JobSpec] | None = None, schedule: tuple[ScheduleEntry, ...] = SCHEDULE,
@@ -53,6 +57,7 @@ class Service:
         self.schema = schema
         self.migrations = migrations
         self.job_specs = list(jobs or [])
+        self.pager: JobFailurePager | None = None  # attached at wiring (zimmer_alerts.pager.attach_pager)
         self.schedule = schedule
         self.clock = clock or SystemClock()
         self.serve_metrics = serve_metrics
@@ -89,6 +94,10 @@ class Service:
             self._consumer_specs.append((spec, fn))
             return fn
         return register
+
+    async def _job_failed(self, job: str, exc: BaseException) -> None:
+        if self.pager is not None:
+            await self.pager.job_crashed(job, exc)
 
     def on_start(self, hook: Hook) -> Hook:
         self._on_start.append(hook)
@@ -141,7 +150,7 @@ class Service:
             self.consumers.append(consumer)
         self.runner = JobRunner(self.bus, ctx=self.ctx, service=self.name, instance_id=s.instance_id,
                                 jobs=self.job_specs, engine=self.engine, metrics=self.metrics, clock=self.clock,
-                                outages=self.outages)
+                                outages=self.outages, on_failure=self._job_failed)
         await self.runner.install_schedules(entries_for(self.name, s.env, self.schedule))
         await self.runner.start()
         for hook in self._on_start:

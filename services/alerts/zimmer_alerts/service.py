@@ -1,16 +1,82 @@
-"""Wiring of the alerts service: what it serves, which jobs it runs, in start-up order.
+"""Wiring of the alerts service: what it serves, consumes and runs, in start-up order.
 
-The one paging path and the health monitors. Owns the PostgreSQL schema `alerts`; talks to other services only over NATS.
+The one paging path (seed 003 "Alerts"; issue 11): pages arrive on `zimmer.alerts.cmd.page`
+from every service's outbox, are recorded in the ledger (issues by fingerprint, conditions by
+key, page groups by title), and a notifier loop sends what is due to the sinks the environment
+allows. Owns the PostgreSQL schema `alerts`; talks to other services only over NATS.
 """
 
 from __future__ import annotations
 
+import logging
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_alerts import ledger
+from zimmer_alerts.config import AlertSettings
+from zimmer_alerts.notifier import AlertMetrics, Notifier
+from zimmer_alerts.pager import attach_pager
+from zimmer_alerts.sinks import Sinks
+from zimmer_common.clock import Clock
+from zimmer_common.consumer import ConsumerSpec
+from zimmer_common.contracts import alerts as a
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.subjects import Stream
+from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 
+log = logging.getLogger("zimmer.alerts")
 NAME = "alerts"
 SCHEMA = "alerts"
 
 
-def build(settings: Settings) -> Service:
-    return Service(NAME, settings, schema=SCHEMA, migrations=None, jobs=[outbox_prune_job(SCHEMA)])
+def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertSettings | None = None) -> Service:
+    service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_alerts.migrations",
+                      jobs=[outbox_prune_job(SCHEMA)], clock=clock)
+    attach_pager(service)
+    config = alert_settings or AlertSettings()
+    metrics = AlertMetrics(service.metrics.registry)
+
+    def engine() -> AsyncEngine:
+        assert service.engine is not None, "used before start"
+        return service.engine
+
+    http = httpx.AsyncClient()
+    notifier = Notifier(engine, Sinks(config, http), settings.env, service.clock.now, metrics)
+    service.app = notifier
+
+    @service.consume(ConsumerSpec("alerts_pages", Stream.EVENTS, (a.PAGE,)))
+    async def on_page(conn: AsyncConnection, event: EventEnvelope) -> None:
+        page = a.Page.model_validate(event.data)
+        if await ledger.record(conn, page, event.id, service.clock.now()):
+            metrics.pages.labels(page.level, page.source).inc()
+
+    @service.rpc(a.LIST_ALERTS)
+    async def list_alerts(q: a.AlertQuery) -> a.AlertList:
+        async with engine().connect() as conn:
+            return await ledger.read(conn, q)
+
+    @service.rpc(a.RESOLVE_CONDITION)
+    async def resolve(req: a.ResolveCondition) -> a.ConditionView:
+        async with engine().begin() as conn:
+            return await ledger.resolve(conn, req.condition_key, service.clock.now())
+
+    async def notify_loop() -> None:
+        while not service.stopping:
+            try:
+                await notifier.run_once()
+            except Exception as exc:  # noqa: BLE001 - the next pass retries; the loop never dies
+                log.warning("alert notifier pass failed", extra=kv(error=repr(exc)))
+            await service.pause(config.alert_check_seconds)
+
+    @service.on_start
+    async def start_notifier(svc: Service) -> None:
+        svc.spawn(notify_loop(), "alert-notifier")
+
+    @service.on_stop
+    async def close_http(_svc: Service) -> None:
+        await http.aclose()
+
+    return service

@@ -27,6 +27,7 @@ from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
+from zimmer_alerts.pager import attach_pager
 
 NAME = "backlog"
 
@@ -47,6 +48,7 @@ log = logging.getLogger("zimmer.backlog")
 def build(settings: Settings) -> Service:
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_backlog.migrations",
                       jobs=[outbox_prune_job(SCHEMA)])
+    attach_pager(service)
 
     def engine() -> AsyncEngine:
         assert service.engine is not None, "used before start"

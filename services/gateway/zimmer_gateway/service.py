@@ -14,6 +14,7 @@ from zimmer_common.logs import kv
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
 from zimmer_gateway.app import PEERS, create_app, ping_peers
+from zimmer_alerts.pager import attach_pager
 
 NAME = "gateway"
 log = logging.getLogger("zimmer.gateway")
@@ -31,6 +32,7 @@ class GatewayService(Service):
 
 def build(settings: Settings) -> GatewayService:
     service = GatewayService(NAME, settings, serve_metrics=False)  # /metrics is on the HTTP port
+    attach_pager(service)
     peer_up = Gauge("zimmer_gateway_peer_up", "1 when the service answered the gateway's last readiness probe",
                     ["peer"], registry=service.metrics.registry)
 

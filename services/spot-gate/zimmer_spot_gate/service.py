@@ -30,6 +30,7 @@ from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.snapshot import PoolCache
 from zimmer_spot_gate.turns import TurnGate
+from zimmer_alerts.pager import attach_pager
 
 log = logging.getLogger("zimmer.spot_gate")
 NAME = "spot-gate"
@@ -39,6 +40,7 @@ SCHEMA = "spot_gate"
 def build(settings: Settings, clock: Clock | None = None) -> Service:
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_spot_gate.migrations",
                       jobs=[outbox_prune_job(SCHEMA)], clock=clock)
+    attach_pager(service)
 
     def engine() -> AsyncEngine:
         assert service.engine is not None, "used before start"

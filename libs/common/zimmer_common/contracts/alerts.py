@@ -4,11 +4,12 @@ service sends on `zimmer.alerts.cmd.page`, durably through its outbox."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from zimmer_common.contracts.envelope import Request
+from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import JsonObject, LongText, Name, ShortText, Time, Title
 from zimmer_common.contracts.subjects import PAGE_SUBJECT
 
@@ -42,3 +43,60 @@ class Page(Request):
     condition_key: ShortText | None = None
     still_true: bool = True
     occurred_at: Time
+
+
+class AlertQuery(Request):
+    state: Literal["open", "notified", "all"] = "all"  # open: not yet notified
+    source: Name | None = None
+    level: Level | None = None
+    since: Time | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class NotificationView(Payload):
+    sink: str
+    outcome: str  # sent, failed, not_allowed (the environment), not_configured
+    detail: str
+    attempts: int
+    at: datetime
+    group_title: str | None = None
+
+
+class IssueView(Payload):
+    id: int
+    fingerprint: str
+    title: str
+    level: Level
+    source: str
+    events: int
+    first_seen: datetime
+    last_seen: datetime
+    notified_at: datetime | None
+    last_message: str
+    last_snippet: str | None
+    notifications: list[NotificationView]
+
+
+class ConditionView(Payload):
+    condition_key: str
+    title: str
+    level: Level
+    source: str
+    still_true: bool
+    first_seen: datetime
+    last_seen: datetime
+    resolved_at: datetime | None
+
+
+class AlertList(Payload):
+    issues: list[IssueView]
+    conditions: list[ConditionView]  # every condition still true, and those resolved in the window
+    page_notifications: list[NotificationView]  # the repeating pages' notifications, newest first
+
+
+class ResolveCondition(Request):
+    condition_key: ShortText = Field(min_length=1)
+
+
+LIST_ALERTS = RpcSpec("alerts", "list_alerts", AlertQuery, AlertList)
+RESOLVE_CONDITION = RpcSpec("alerts", "resolve_condition", ResolveCondition, ConditionView)

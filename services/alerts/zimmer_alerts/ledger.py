@@ -1,0 +1,158 @@
+"""The alerts ledger's queries (SQLAlchemy Core over `tables`): recording a page into its issue
+and, for a condition, its page group; what the notifier must send; and the ledger's read."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, exists, func, select, true, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from zimmer_alerts.domain.policy import PageGroup, fingerprint
+from zimmer_alerts.tables import conditions, events, issues, notifications, page_groups
+from zimmer_common.contracts.alerts import (
+    AlertList, AlertQuery, ConditionView, IssueView, NotificationView, Page)
+from zimmer_common.errors import ErrorCode, ZimmerError
+
+FIRING = exists().where(conditions.c.title == page_groups.c.title, conditions.c.still_true)
+
+
+async def record(conn: AsyncConnection, page: Page, event_id: str, now: datetime) -> bool:
+    """Count the page on its issue (one per fingerprint) and, for a condition, move its page
+    group. False when this event was recorded already (a redelivery)."""
+    if (await conn.execute(select(events.c.id).where(events.c.event_id == event_id))).first():
+        return False
+    stmt = insert(issues).values(fingerprint=fingerprint(page.fingerprint), title=page.title, level=page.level,
+                                 source=page.source, events=1, first_seen=page.occurred_at, last_seen=page.occurred_at)
+    issue_id = (await conn.execute(stmt.on_conflict_do_update(
+        index_elements=[issues.c.fingerprint],
+        set_={"events": issues.c.events + 1, "last_seen": func.greatest(issues.c.last_seen, stmt.excluded.last_seen)},
+    ).returning(issues.c.id))).scalar_one()
+    await conn.execute(insert(events).values(
+        event_id=event_id, issue_id=issue_id, title=page.title, level=page.level, source=page.source,
+        message=page.message, context=page.context, snippet=page.snippet, condition_key=page.condition_key,
+        still_true=page.still_true, occurred_at=page.occurred_at))
+    if page.condition_key is not None:
+        await _move_condition(conn, page, now)
+    return True
+
+
+async def _move_condition(conn: AsyncConnection, page: Page, now: datetime) -> None:
+    key = page.condition_key
+    before = (await conn.execute(select(conditions.c.still_true).where(conditions.c.condition_key == key))).first()
+    group_firing = (await conn.execute(select(exists().where(
+        conditions.c.title == page.title, conditions.c.still_true, conditions.c.condition_key != key)))).scalar_one()
+    stmt = insert(conditions).values(condition_key=key, title=page.title, level=page.level, source=page.source,
+                                     still_true=page.still_true, first_seen=now, last_seen=now,
+                                     resolved_at=None if page.still_true else now)
+    await conn.execute(stmt.on_conflict_do_update(index_elements=[conditions.c.condition_key], set_={
+        "still_true": stmt.excluded.still_true, "last_seen": now, "level": stmt.excluded.level,
+        "first_seen": case((and_(~conditions.c.still_true, stmt.excluded.still_true), now),
+                           else_=conditions.c.first_seen),  # true again after it resolved: a new episode
+        "resolved_at": None if page.still_true else func.coalesce(conditions.c.resolved_at, now)}))
+    if not page.still_true:
+        return
+    joined = before is None or not before.still_true  # new, or true again after it resolved
+    if not joined:
+        return
+    group = insert(page_groups).values(title=page.title, level=page.level, first_seen=now, last_joined=now)
+    if group_firing:  # another condition keeps the group firing: this one joins it
+        await conn.execute(group.on_conflict_do_update(index_elements=[page_groups.c.title], set_={
+            "last_joined": now, "level": "error" if page.level == "error" else page_groups.c.level}))
+    else:  # the group starts a new episode: group wait first, then the repeats
+        await conn.execute(group.on_conflict_do_update(index_elements=[page_groups.c.title], set_={
+            "first_seen": now, "last_joined": now, "last_notified": None, "resolution_sent_at": None,
+            "level": page.level}))
+
+
+async def resolve(conn: AsyncConnection, key: str, now: datetime) -> ConditionView:
+    row = (await conn.execute(update(conditions).where(conditions.c.condition_key == key).values(
+        still_true=False, resolved_at=func.coalesce(conditions.c.resolved_at, now), last_seen=now)
+        .returning(*conditions.c))).first()
+    if row is None:
+        raise ZimmerError(ErrorCode.NOT_FOUND, f"no condition {key!r} has been reported", {"condition_key": key})
+    return ConditionView(**row._mapping)
+
+
+async def issues_to_notify(conn: AsyncConnection) -> list[Row[Any]]:
+    last = (select(events.c.message, events.c.snippet, events.c.context).where(events.c.issue_id == issues.c.id)
+            .order_by(events.c.id.desc()).limit(1).lateral())
+    return list((await conn.execute(select(issues, last.c.message, last.c.snippet, last.c.context)
+                                    .select_from(issues.join(last, true())).where(issues.c.notified_at.is_(None))
+                                    .order_by(issues.c.id).with_for_update(of=issues, skip_locked=True))).all())
+
+
+async def mark_issue_notified(conn: AsyncConnection, issue_id: int, now: datetime) -> None:
+    await conn.execute(update(issues).where(issues.c.id == issue_id).values(notified_at=now))
+
+
+async def groups(conn: AsyncConnection) -> list[tuple[Row[Any], PageGroup]]:
+    rows = (await conn.execute(select(page_groups, FIRING.label("firing")).order_by(page_groups.c.title)
+                               .with_for_update(of=page_groups, skip_locked=True))).all()
+    return [(r, PageGroup(level=r.level, first_seen=r.first_seen, last_joined=r.last_joined,
+                          last_notified=r.last_notified, firing=r.firing)) for r in rows]
+
+
+async def group_detail(conn: AsyncConnection, title: str) -> Row[Any] | None:
+    """The newest event of the group's conditions, for the notification's words."""
+    return (await conn.execute(select(events.c.message, events.c.snippet, events.c.context, events.c.source)
+                               .where(events.c.title == title, events.c.condition_key.is_not(None))
+                               .order_by(events.c.id.desc()).limit(1))).first()
+
+
+async def mark_group_notified(conn: AsyncConnection, title: str, now: datetime) -> None:
+    await conn.execute(update(page_groups).where(page_groups.c.title == title).values(
+        last_notified=now, notifications=page_groups.c.notifications + 1))
+
+
+async def mark_resolution_sent(conn: AsyncConnection, title: str, now: datetime) -> None:
+    await conn.execute(update(page_groups).where(page_groups.c.title == title).values(resolution_sent_at=now))
+
+
+async def add_notifications(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        await conn.execute(insert(notifications), rows)
+
+
+async def read(conn: AsyncConnection, q: AlertQuery) -> AlertList:
+    where = []
+    if q.state == "open":
+        where.append(issues.c.notified_at.is_(None))
+    elif q.state == "notified":
+        where.append(issues.c.notified_at.is_not(None))
+    if q.source:
+        where.append(issues.c.source == q.source)
+    if q.level:
+        where.append(issues.c.level == q.level)
+    if q.since:
+        where.append(issues.c.last_seen >= q.since)
+    last = (select(events.c.message, events.c.snippet).where(events.c.issue_id == issues.c.id)
+            .order_by(events.c.id.desc()).limit(1).lateral())
+    rows = (await conn.execute(select(issues, last.c.message.label("last_message"),
+                                      last.c.snippet.label("last_snippet"))
+                               .select_from(issues.join(last, true())).where(and_(true(), *where))
+                               .order_by(issues.c.last_seen.desc(), issues.c.id.desc()).limit(q.limit))).all()
+    ids = [r.id for r in rows]
+    told: dict[int, list[NotificationView]] = {i: [] for i in ids}
+    if ids:
+        for n in await conn.execute(select(notifications).where(notifications.c.issue_id.in_(ids))
+                                    .order_by(notifications.c.id)):
+            told[n.issue_id].append(_notification(n))
+    cond_where = [conditions.c.still_true | (conditions.c.resolved_at >= q.since)] if q.since else []
+    conds = (await conn.execute(select(conditions).where(*cond_where).order_by(conditions.c.last_seen.desc())
+                                .limit(q.limit))).all()
+    pages = (await conn.execute(select(notifications).where(notifications.c.group_title.is_not(None))
+                                .order_by(notifications.c.id.desc()).limit(q.limit))).all()
+    return AlertList(
+        issues=[IssueView(**{k: r._mapping[k] for k in IssueView.model_fields if k in r._mapping},
+                          notifications=told[r.id]) for r in rows],
+        conditions=[ConditionView(**c._mapping) for c in conds],
+        page_notifications=[_notification(n) for n in pages])
+
+
+def _notification(n: Row[Any]) -> NotificationView:
+    return NotificationView(sink=n.sink, outcome=n.outcome, detail=n.detail, attempts=n.attempts, at=n.at,
+                            group_title=n.group_title)

@@ -1,0 +1,67 @@
+"""The one call every service makes to reach a human (seed 003's StructuredLogger#error): it logs
+the record and sends the page durably, through the service's outbox (so the page survives a crash
+of the sender and of the alerts service), or straight to JetStream for a service without a
+database. The snippet is built and redacted here, before anything leaves the process.
+
+Wired at start-up: `attach_pager(service)` in each service's `build` sets `service.pager`, which
+the job runner calls when a job crashes ("a sweep that crashes still reaches a human")."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from zimmer_alerts.domain.snippet import build as build_snippet
+from zimmer_common.contracts.alerts import PAGE, Level, Page
+from zimmer_common.outbox import emit
+from zimmer_common.service import Service
+
+log = logging.getLogger("zimmer.page")
+
+
+class Pager:
+    def __init__(self, service: Service):
+        self.service = service
+
+    async def report(self, *, title: str, fingerprint: list[str], message: str, level: Level = "error",
+                     source: str | None = None, context: dict[str, Any] | None = None,
+                     snippet_source: object = None, condition_key: str | None = None,
+                     still_true: bool = True) -> Page | None:
+        """Log the record and page. Never raises: a page that cannot be sent is logged as such
+        (the ERROR record above it is still there for the log sink)."""
+        source = source or self.service.name
+        snippet = build_snippet(snippet_source) if snippet_source is not None else None
+        (log.error if level == "error" else log.warning)(title, extra={"fields": {
+            "source": source, "message": message, "fingerprint": fingerprint, "condition_key": condition_key,
+            "still_true": still_true, "snippet": snippet, **(context or {})}})
+        try:
+            page = Page(title=title, level=level, source=source, fingerprint=fingerprint, message=message,
+                        context=context or {}, snippet=snippet, condition_key=condition_key, still_true=still_true,
+                        occurred_at=self.service.clock.now())
+            await self._send(page)
+            return page
+        except Exception as exc:  # noqa: BLE001 - reporting a failure must not become one
+            log.warning("page not sent", extra={"fields": {"title": title, "error": repr(exc)}})
+            return None
+
+    async def _send(self, page: Page) -> None:
+        s = self.service
+        if s.engine is not None and s.schema:
+            async with s.engine.begin() as conn:
+                await emit(conn, s.schema, PAGE, "page", page)
+            if s.relay is not None:
+                s.relay.kick()
+            return
+        assert s.bus is not None, "paging before the service started"
+        await s.bus.publish_event(PAGE, "page", page, event_id=uuid.uuid4().hex)
+
+    async def job_crashed(self, job: str, exc: BaseException) -> None:
+        await self.report(title=f"Job failed: {job}", fingerprint=[self.service.name, job, type(exc).__name__],
+                          message=f"{job} raised {type(exc).__name__}; its next tick is the retry",
+                          context={"job": job, "exception": type(exc).__name__}, snippet_source=exc)
+
+
+def attach_pager(service: Service) -> Pager:
+    service.pager = pager = Pager(service)
+    return pager

@@ -1,0 +1,100 @@
+"""The alerts ledger's tables, declared once (the migrations build them; a test checks that the
+two agree column by column)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, ForeignKey, Identity, Integer, Text, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlmodel import Field, SQLModel
+
+SCHEMA = "alerts"
+ARGS = {"schema": SCHEMA}
+TZ = DateTime(timezone=True)
+
+
+def col(type_: Any, *args: Any, null: bool = False, default: str | None = None, **kw: Any) -> Any:
+    return Field(sa_column=Column(type_, *args, nullable=null, server_default=text(default) if default else None, **kw))
+
+
+def identity() -> Any:
+    return Field(default=None, sa_column=Column(BigInteger, Identity(always=True), primary_key=True))
+
+
+class IssueRow(SQLModel, table=True):
+    __tablename__ = "issues"
+    __table_args__ = ARGS
+    id: int | None = identity()
+    fingerprint: str = col(Text, unique=True)
+    title: str = col(Text)
+    level: str = col(Text)
+    source: str = col(Text)
+    events: int = col(Integer, default="0")
+    first_seen: datetime = col(TZ)
+    last_seen: datetime = col(TZ)
+    notified_at: datetime | None = col(TZ, null=True)
+
+
+class EventRow(SQLModel, table=True):
+    __tablename__ = "events"
+    __table_args__ = ARGS
+    id: int | None = identity()
+    event_id: str = col(Text, unique=True)
+    issue_id: int = col(BigInteger, ForeignKey(f"{SCHEMA}.issues.id"))
+    title: str = col(Text)
+    level: str = col(Text)
+    source: str = col(Text)
+    message: str = col(Text)
+    context: dict[str, Any] = col(JSONB, default="'{}'::jsonb")
+    snippet: str | None = col(Text, null=True)
+    condition_key: str | None = col(Text, null=True)
+    still_true: bool = col(Boolean, default="true")
+    occurred_at: datetime = col(TZ)
+    received_at: datetime = col(TZ, default="now()")
+
+
+class ConditionRow(SQLModel, table=True):
+    __tablename__ = "conditions"
+    __table_args__ = ARGS
+    condition_key: str = col(Text, primary_key=True)
+    title: str = col(Text)
+    level: str = col(Text)
+    source: str = col(Text)
+    still_true: bool = col(Boolean)
+    first_seen: datetime = col(TZ)
+    last_seen: datetime = col(TZ)
+    resolved_at: datetime | None = col(TZ, null=True)
+
+
+class PageGroupRow(SQLModel, table=True):
+    __tablename__ = "page_groups"
+    __table_args__ = ARGS
+    title: str = col(Text, primary_key=True)
+    level: str = col(Text)
+    first_seen: datetime = col(TZ)
+    last_joined: datetime = col(TZ)
+    last_notified: datetime | None = col(TZ, null=True)
+    notifications: int = col(Integer, default="0")
+    resolution_sent_at: datetime | None = col(TZ, null=True)
+
+
+class NotificationRow(SQLModel, table=True):
+    __tablename__ = "notifications"
+    __table_args__ = ARGS
+    id: int | None = identity()
+    issue_id: int | None = col(BigInteger, ForeignKey(f"{SCHEMA}.issues.id"), null=True)
+    group_title: str | None = col(Text, null=True)
+    sink: str = col(Text)
+    outcome: str = col(Text)
+    detail: str = col(Text, default="''")
+    attempts: int = col(Integer, default="1")
+    at: datetime = col(TZ)
+
+
+issues = IssueRow.__table__
+events = EventRow.__table__
+conditions = ConditionRow.__table__
+page_groups = PageGroupRow.__table__
+notifications = NotificationRow.__table__

@@ -1,0 +1,168 @@
+"""The one paging path end to end, on real PostgreSQL and NATS with a frozen clock (issue 11):
+pages travel through the sender's outbox to the alerts ledger; a burst of distinct ids is one
+issue; a lasting condition pages at 30 s and again at 4 h and stops when resolved; staging pages
+nobody; every sink failure is in the ledger; a crashed job pages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from conftest import T0, eventually  # type: ignore[import-not-found]
+
+from zimmer_alerts.config import AlertSettings
+from zimmer_alerts.service import build
+from zimmer_common.contracts.alerts import LIST_ALERTS, RESOLVE_CONDITION, AlertQuery, ResolveCondition
+from zimmer_common.jobs import JobContext, JobSpec
+from zimmer_common.settings import Environment
+
+
+async def alerts_service(settings_factory: Any, clock: Any, env: Environment, **sinks: str) -> Any:
+    config = AlertSettings(alert_sink_attempts=2, alert_check_seconds=3600, **sinks)  # the test drives the notifier
+    service = build(settings_factory(env=env), clock=clock, alert_settings=config)
+    service.app.sinks.backoff = 0.01
+    await service.start()
+    return service
+
+
+async def issues(service: Any) -> list[Any]:
+    return (await service.bus.request(LIST_ALERTS, AlertQuery())).issues
+
+
+async def test_a_burst_of_distinct_ids_is_one_issue_and_an_explicit_report_beside_it_too(
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+    dsn = await fake_sink()
+    service = await alerts_service(settings_factory, clock, Environment.PRODUCTION,
+                                   sentry_dsn=dsn.url.replace("http://", "http://publickey@") + "/42")
+    try:
+        for n in range(100):
+            await service.pager.report(title="Clone reaper refused", fingerprint=["sweeper", "clone_reaper"],
+                                       message="refused to delete a clone", context={"clone_id": n, "path": f"/c/{n}"})
+        await eventually(lambda: _events(service, 100), "100 events on one issue")
+        await service.pager.report(title="Clone reaper refused", fingerprint=["sweeper", "clone_reaper"],
+                                   message="reported again, explicitly", snippet_source="token=abc123 failed")
+        await eventually(lambda: _events(service, 101), "the explicit report on the same issue")
+        assert len(await issues(service)) == 1
+        await service.app.run_once()
+        await service.app.run_once()  # an issue notifies once, ever
+        assert len(dsn.received) == 1
+        assert dsn.received[0]["fingerprint"] and "sentry_key=publickey" in dsn.headers[0]["X-Sentry-Auth"]
+        assert "abc123" not in str(dsn.received[0]) and "[REDACTED]" in str(dsn.received[0])
+        [issue] = await issues(service)
+        assert {(n.sink, n.outcome) for n in issue.notifications} == {
+            ("log", "sent"), ("issue_tracker", "sent"), ("slack", "not_configured")}
+    finally:
+        await service.stop()
+
+
+async def _events(service: Any, n: int) -> bool:
+    found = await issues(service)
+    return len(found) == 1 and found[0].events == n
+
+
+async def test_a_lasting_condition_pages_at_30_s_and_4_h_and_stops_when_resolved(
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+    slack = await fake_sink()
+    service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, alert_slack_webhook_url=slack.url)
+    try:
+        async def still_true() -> None:
+            await service.pager.report(title="Cron schedule stale", fingerprint=["alerts", "cron_stale"],
+                                       message="recover_starting is 3 ticks behind", condition_key="cron:recover")
+
+        await still_true()
+        await eventually(lambda: _condition(service, True), "the condition")
+        pages = [m for m in slack.received if "still happening" in m["text"]]
+        clock.advance(29)
+        await service.app.run_once()
+        assert len([m for m in slack.received if "still happening" in m["text"]]) == len(pages) == 0
+        clock.advance(1)  # 30 s: the group wait is over
+        await service.app.run_once()
+        assert _pages(slack) == 1
+        clock.advance(timedelta(hours=4) - timedelta(seconds=1))
+        await still_true()  # checked again: still true
+        await service.app.run_once()
+        assert _pages(slack) == 1
+        clock.advance(1)  # 4 h after the first page
+        await service.app.run_once()
+        assert _pages(slack) == 2
+        await service.bus.request(RESOLVE_CONDITION, ResolveCondition(condition_key="cron:recover"))
+        clock.advance(timedelta(hours=5))
+        await service.app.run_once()
+        await service.app.run_once()
+        assert _pages(slack) == 2  # resolved: never again
+    finally:
+        await service.stop()
+
+
+def _pages(slack: Any) -> int:
+    return len([m for m in slack.received if "still happening" in m["text"]])
+
+
+async def _condition(service: Any, still_true: bool) -> bool:
+    conditions = (await service.bus.request(LIST_ALERTS, AlertQuery())).conditions
+    return any(c.still_true == still_true for c in conditions)
+
+
+async def test_staging_records_issues_and_pages_nobody(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+    slack, dsn = await fake_sink(), await fake_sink()
+    service = await alerts_service(settings_factory, clock, Environment.STAGING, alert_slack_webhook_url=slack.url,
+                                   sentry_dsn=dsn.url.replace("http://", "http://k@") + "/1")
+    try:
+        await service.pager.report(title="Nothing is executing", fingerprint=["alerts", "stall"], message="stalled",
+                                   condition_key="stall")
+        await eventually(lambda: _condition(service, True), "the condition")
+        clock.advance(60)
+        await service.app.run_once()
+        assert slack.received == [] and len(dsn.received) == 1  # the issue is recorded; nobody is paged
+        result = await service.bus.request(LIST_ALERTS, AlertQuery())
+        outcomes = {(n.sink, n.outcome) for n in result.page_notifications}
+        assert ("slack", "not_allowed") in outcomes and ("alertmanager", "not_allowed") in outcomes
+    finally:
+        await service.stop()
+
+
+async def test_every_sink_failure_is_in_the_ledger(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+    slack = await fake_sink()
+    slack.status = 500
+    service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, alert_slack_webhook_url=slack.url,
+                                   alertmanager_url="http://127.0.0.1:9")  # nothing listens there
+    try:
+        await service.pager.report(title="Queue backlog critical", fingerprint=["alerts", "backlog"], message="deep",
+                                   condition_key="lane:default")
+        await eventually(lambda: _condition(service, True), "the condition")
+        clock.advance(30)
+        await service.app.run_once()
+        result = await service.bus.request(LIST_ALERTS, AlertQuery())
+        failed = {n.sink: n for n in result.page_notifications if n.outcome == "failed"}
+        assert set(failed) == {"slack", "alertmanager"}
+        assert failed["slack"].attempts == 2 and "HTTP 500" in failed["slack"].detail
+        assert failed["alertmanager"].attempts == 2 and "Connect" in failed["alertmanager"].detail
+        assert _pages(slack) == 2  # the page: tried twice, then recorded (its issue was sent too)
+    finally:
+        await service.stop()
+
+
+async def test_a_crashed_job_pages(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+    async def explode(ctx: JobContext) -> None:
+        raise PermissionError("cannot remove /clones/x: Authorization: Bearer s3cr3t-token")
+
+    config = AlertSettings(alert_check_seconds=3600)
+    service = build(settings_factory(env=Environment.TEST), clock=clock, alert_settings=config)
+    service.job_specs.append(JobSpec("explode", "maintenance", explode))
+    await service.start()
+    try:
+        await service.runner.enqueue("explode")
+
+        async def paged() -> bool:
+            return any(i.title == "Job failed: explode" for i in await issues(service))
+
+        await eventually(paged, "the crashed job's page")
+        [issue] = [i for i in await issues(service) if i.title == "Job failed: explode"]
+        assert issue.level == "error" and issue.source == "alerts"
+        assert issue.last_snippet and "PermissionError" in issue.last_snippet and "s3cr3t" not in issue.last_snippet
+        await service.app.run_once()
+        [issue] = [i for i in await issues(service) if i.title == "Job failed: explode"]
+        assert ("log", "sent") in {(n.sink, n.outcome) for n in issue.notifications}  # test env: the log only
+        assert {n.outcome for n in issue.notifications if n.sink != "log"} == {"not_allowed"}
+    finally:
+        await service.stop()
