@@ -310,7 +310,7 @@ def test_alert_rules() -> None:
         assert re.fullmatch(r"\d+[smh]", str(rule["for"])), rule
     names = {rule["alert"] for rule in rules}
     assert {"ZimmerServiceDown", "ZimmerOutboxBacklog", "ZimmerJobFailures", "ZimmerDependencyDown",
-            "ZimmerRequestsPastTheirDeadline", "ZimmerBusy"} <= names
+            "ZimmerRequestsPastTheirDeadline", "ZimmerBusy", "ZimmerAlertSinkFailing"} <= names
     assert len(names) == len(rules), "duplicate alert names"
 
 
