@@ -144,7 +144,10 @@ def create_signin(service: Service) -> APIRouter:
 
     @router.post("/signout")
     async def signout(request: Request) -> Response:
-        await checked_form(request)
+        try:
+            await checked_form(request)
+        except ZimmerError as exc:
+            return refusal(request, exc)
         response = RedirectResponse("/signin", status_code=303)
         web_session.close_session(response)
         return response
