@@ -4,18 +4,15 @@ were sent and answer what the test says."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aiohttp import web
 
+from alerting import T0  # a sibling module: pytest puts this directory on the path
 from zimmer_common.clock import FrozenClock
-
-T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -57,11 +54,3 @@ async def fake_sink() -> AsyncIterator[Callable[[], Awaitable[FakeSink]]]:
 @pytest.fixture
 def clock() -> FrozenClock:
     return FrozenClock(T0)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, tries: int = 200) -> None:
-    for _ in range(tries):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")

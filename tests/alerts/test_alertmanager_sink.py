@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import eventually  # type: ignore[import-not-found]
+from alerting import eventually  # type: ignore[import-not-found]
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.service import build

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from conftest import T0, eventually  # type: ignore[import-not-found]
+from alerting import T0, eventually  # type: ignore[import-not-found]
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.service import build

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, select, true, update
+from sqlalchemy import and_, case, exists, func, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -42,6 +42,9 @@ async def record(conn: AsyncConnection, page: Page, event_id: str, now: datetime
 
 async def _move_condition(conn: AsyncConnection, page: Page, now: datetime) -> None:
     key = page.condition_key
+    # Two replicas recording pages of one title at once would both read "not firing yet" and both
+    # restart the group's episode: one title's group moves one page at a time.
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": f"zimmer.alerts.group:{page.title}"})
     before = (await conn.execute(select(conditions.c.still_true).where(conditions.c.condition_key == key))).first()
     group_firing = (await conn.execute(select(exists().where(
         conditions.c.title == page.title, conditions.c.still_true, conditions.c.condition_key != key)))).scalar_one()
