@@ -65,12 +65,16 @@ def test_always_bounded_valid_utf8_and_never_raises(source: str | bytes) -> None
     assert "\x00" not in out
 
 
+SEPARATOR = st.sampled_from([" ", "\n", "\t", "(", ")", "[", "]", "{", "}", '"', "'", "=", ":", ",", ";", "<", ">"])
+
+
 @settings(max_examples=400)
-@given(shape=st.sampled_from(sorted(SECRETS)), data=st.data(), before=FILLER, after=FILLER)
+@given(shape=st.sampled_from(sorted(SECRETS)), data=st.data(), before=FILLER, after=FILLER, left=SEPARATOR,
+       right=SEPARATOR)
 def test_every_secret_shape_is_redacted_wherever_it_appears(shape: str, data: st.DataObject, before: str,
-                                                            after: str) -> None:
+                                                            after: str, left: str, right: str) -> None:
     secret = data.draw(SECRETS[shape])
-    out = snippet.build(f"{before} {secret} {after}")
+    out = snippet.build(f"{before}{left}{secret}{right}{after}")
     assert secret not in out
     assert snippet.REDACTED in out or len(before) + len(after) > snippet.MAX_CHARS
 
