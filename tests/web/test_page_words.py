@@ -41,3 +41,22 @@ def test_the_next_weekly_reset_note_says_which_emptiness() -> None:
     assert weekly_note(unblock(0, None)) == "No account's week is spent, so no 7-day rollover is holding anything."
     assert weekly_note(unblock(2, None)) == "2 accounts with the week spent; none recorded when its week resets."
     assert weekly_note(unblock(1, datetime.now(UTC))) is None  # the page names the moment, as a local time
+
+
+def test_the_sign_in_throttle_counts_failures_per_client_in_a_window() -> None:
+    from zimmer_gateway.web.session import SignInThrottle
+
+    now = [0.0]
+    throttle = SignInThrottle(limit=3, window=60, max_clients=2, clock=lambda: now[0])
+    for _ in range(3):
+        assert throttle.retry_after("a") is None
+        throttle.failed("a")
+    assert throttle.retry_after("a") == 60 and throttle.retry_after("b") is None  # per client
+    now[0] = 30
+    assert throttle.retry_after("a") == 30
+    now[0] = 60.5  # the first failures left the window
+    assert throttle.retry_after("a") is None
+    throttle.failed("b"), throttle.failed("c")  # bounded: "a", the oldest, is forgotten
+    assert "a" not in throttle._failures
+    throttle.succeeded("b")
+    assert "b" not in throttle._failures

@@ -111,3 +111,19 @@ async def test_a_service_down_is_said_on_its_pages_never_a_500(stack) -> None:  
         assert issues.status_code == 200
     finally:
         await http.aclose()
+
+
+async def test_guessing_the_operator_token_is_throttled(stack) -> None:  # type: ignore[no-untyped-def]
+    _, base = stack
+    async with httpx.AsyncClient(base_url=base) as http:
+        page = await http.get("/signin")
+        for guess in range(10):  # each answer renews the form's token, as a browser would use it
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf
+            page = await http.post("/signin", data={"csrf": csrf.group(1), "token": f"guess-{guess}"})
+            assert page.status_code == 401
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf
+        right = await http.post("/signin", data={"csrf": csrf.group(1), "token": OPERATOR})
+        assert right.status_code == 429 and int(right.headers["Retry-After"]) >= 1  # not even the right one now
+        assert "zimmer_session" not in right.cookies

@@ -125,19 +125,31 @@ def create_signin(service: Service) -> APIRouter:
             return RedirectResponse(safe_next(next), status_code=303)
         return signin_page(request, next, None, 200)
 
+    throttle = web_session.SignInThrottle()
+
     @router.post("/signin")
     async def signin(request: Request) -> Response:
         form = await request.form()
         next_path = str(form.get("next") or "")
+        client = request.client.host if request.client else "unknown"
+        wait = throttle.retry_after(client)
+        if wait is not None:  # the token is not even looked at
+            response = signin_page(request, next_path, f"Too many failed sign-ins from here; try again in "
+                                   f"{wait:.0f} seconds.", 429)
+            response.headers["Retry-After"] = str(int(wait) + 1)
+            return response
         if not web_session.signin_token_matches(request, settings, str(form.get("csrf") or "")):
             return signin_page(request, next_path, "The sign-in form expired or did not come from this site; "
                                "it has been renewed: sign in again.", 403)
         realm = realm_of(settings, str(form.get("token") or "").strip())
+        if realm is not Realm.OPERATOR:
+            throttle.failed(client)
         if realm is Realm.FLEET:
             return signin_page(request, next_path, "That is the fleet's API key: it reaches the agent API, never "
                                "the operator pages. Sign in with the operator token.", 403)
         if realm is not Realm.OPERATOR:
             return signin_page(request, next_path, "That is not the operator token.", 401)
+        throttle.succeeded(client)
         response = RedirectResponse(safe_next(next_path), status_code=303)
         web_session.open_session(response, request, settings)
         return response

@@ -13,6 +13,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,3 +101,39 @@ def signin_token_matches(request: Request, settings: Settings, submitted: str | 
     except BadSignature:
         return False
     return isinstance(expected, str) and hmac.compare_digest(expected.encode(), submitted.encode())
+
+
+class SignInThrottle:
+    """Failed sign-ins per client address: past `limit` failures within `window` seconds the form
+    answers 429 without looking at the token, so the operator token cannot be guessed at speed.
+    Kept in memory per gateway process and bounded (the oldest addresses are forgotten first)."""
+
+    def __init__(self, limit: int = 10, window: float = 60.0, max_clients: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic):
+        self.limit, self.window, self.max_clients, self.clock = limit, window, max_clients, clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def _recent(self, client: str) -> deque[float]:
+        failures = self._failures.get(client, deque())
+        cutoff = self.clock() - self.window
+        while failures and failures[0] <= cutoff:
+            failures.popleft()
+        return failures
+
+    def retry_after(self, client: str) -> float | None:
+        """Seconds until this client may try again, or None when it may now."""
+        failures = self._recent(client)
+        if len(failures) < self.limit:
+            return None
+        return max(1.0, failures[0] + self.window - self.clock())
+
+    def failed(self, client: str) -> None:
+        failures = self._recent(client)
+        failures.append(self.clock())
+        self._failures[client] = failures
+        self._failures.move_to_end(client)
+        while len(self._failures) > self.max_clients:
+            self._failures.popitem(last=False)
+
+    def succeeded(self, client: str) -> None:
+        self._failures.pop(client, None)
