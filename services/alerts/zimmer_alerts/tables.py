@@ -6,21 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Column, DateTime, ForeignKey, Identity, Integer, Text, text
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, Text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlmodel import Field, SQLModel
+from sqlmodel import SQLModel
+
+from zimmer_common.columns import TIMESTAMPTZ, col, identity
 
 SCHEMA = "alerts"
 ARGS = {"schema": SCHEMA}
-TZ = DateTime(timezone=True)
-
-
-def col(type_: Any, *args: Any, null: bool = False, default: str | None = None, **kw: Any) -> Any:
-    return Field(sa_column=Column(type_, *args, nullable=null, server_default=text(default) if default else None, **kw))
-
-
-def identity() -> Any:
-    return Field(default=None, sa_column=Column(BigInteger, Identity(always=True), primary_key=True))
 
 
 class IssueRow(SQLModel, table=True):
@@ -32,9 +25,9 @@ class IssueRow(SQLModel, table=True):
     level: str = col(Text)
     source: str = col(Text)
     events: int = col(Integer, default="0")
-    first_seen: datetime = col(TZ)
-    last_seen: datetime = col(TZ)
-    notified_at: datetime | None = col(TZ, null=True)
+    first_seen: datetime = col(TIMESTAMPTZ)
+    last_seen: datetime = col(TIMESTAMPTZ)
+    notified_at: datetime | None = col(TIMESTAMPTZ, null=True)
 
 
 class EventRow(SQLModel, table=True):
@@ -51,8 +44,8 @@ class EventRow(SQLModel, table=True):
     snippet: str | None = col(Text, null=True)
     condition_key: str | None = col(Text, null=True)
     still_true: bool = col(Boolean, default="true")
-    occurred_at: datetime = col(TZ)
-    received_at: datetime = col(TZ, default="now()")
+    occurred_at: datetime = col(TIMESTAMPTZ)
+    received_at: datetime = col(TIMESTAMPTZ, default="now()")
 
 
 class ConditionRow(SQLModel, table=True):
@@ -63,9 +56,9 @@ class ConditionRow(SQLModel, table=True):
     level: str = col(Text)
     source: str = col(Text)
     still_true: bool = col(Boolean)
-    first_seen: datetime = col(TZ)
-    last_seen: datetime = col(TZ)
-    resolved_at: datetime | None = col(TZ, null=True)
+    first_seen: datetime = col(TIMESTAMPTZ)
+    last_seen: datetime = col(TIMESTAMPTZ)
+    resolved_at: datetime | None = col(TIMESTAMPTZ, null=True)
 
 
 class PageGroupRow(SQLModel, table=True):
@@ -73,11 +66,11 @@ class PageGroupRow(SQLModel, table=True):
     __table_args__ = ARGS
     title: str = col(Text, primary_key=True)
     level: str = col(Text)
-    first_seen: datetime = col(TZ)
-    last_joined: datetime = col(TZ)
-    last_notified: datetime | None = col(TZ, null=True)
+    first_seen: datetime = col(TIMESTAMPTZ)
+    last_joined: datetime = col(TIMESTAMPTZ)
+    last_notified: datetime | None = col(TIMESTAMPTZ, null=True)
     notifications: int = col(Integer, default="0")
-    resolution_sent_at: datetime | None = col(TZ, null=True)
+    resolution_sent_at: datetime | None = col(TIMESTAMPTZ, null=True)
 
 
 class NotificationRow(SQLModel, table=True):
@@ -90,7 +83,7 @@ class NotificationRow(SQLModel, table=True):
     outcome: str = col(Text)
     detail: str = col(Text, default="''")
     attempts: int = col(Integer, default="1")
-    at: datetime = col(TZ)
+    at: datetime = col(TIMESTAMPTZ)
 
 
 issues = IssueRow.__table__

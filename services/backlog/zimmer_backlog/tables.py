@@ -7,102 +7,90 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Column, DateTime, Double, ForeignKey, Identity, Integer, Text, text
+from sqlalchemy import BigInteger, Boolean, Double, ForeignKey, Integer, Text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlmodel import Field, SQLModel
+from sqlmodel import SQLModel
+
+from zimmer_common.columns import TIMESTAMPTZ, col, identity
 
 SCHEMA = "backlog"
-NOW = text("now()")
-
-
-def _time(*, nullable: bool = True, default: Any = None) -> Any:
-    return Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=nullable, server_default=default))
-
-
-def _text(*, nullable: bool = True, default: str | None = None) -> Any:
-    return Field(default=default, sa_column=Column(Text, nullable=nullable,
-                                                   server_default=None if default is None else text(f"'{default}'")))
-
-
-def _bigint(*, nullable: bool = True) -> Any:
-    return Field(default=None, sa_column=Column(BigInteger, nullable=nullable))
+ARGS = {"schema": SCHEMA}
 
 
 class WorkBacklogItem(SQLModel, table=True):
     """A row is never deleted: queued → starting → started, or queued → removed."""
 
     __tablename__ = "work_backlog_items"
-    __table_args__ = {"schema": SCHEMA}
+    __table_args__ = ARGS
 
-    id: int | None = Field(default=None, sa_column=Column(BigInteger, Identity(always=True), primary_key=True))
-    key: str = _text(nullable=False)
-    issue_url: str | None = _text()
-    repo: str | None = _text()
-    surface: str | None = _text()
-    title: str = _text(nullable=False, default="")
-    kind: str | None = _text()
-    scope_direction: str | None = _text()
-    estimated_cost: str = _text(nullable=False)
-    gate_verdict: str | None = _text()
-    decided_at: datetime | None = _time()
-    added_at: datetime | None = _time(nullable=False, default=NOW)
-    added_by: str | None = _text()
-    added_via: str = _text(nullable=False)
-    precedence: int = Field(sa_column=Column(Integer, nullable=False))
-    pinned: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false")))
-    status: str = _text(nullable=False, default="queued")
-    writing_session_id: int | None = _bigint()
-    started_session_id: int | None = _bigint()
-    started_by_session_id: int | None = _bigint()
-    started_at: datetime | None = _time()
+    id: int | None = identity()
+    key: str = col(Text)
+    issue_url: str | None = col(Text, null=True)
+    repo: str | None = col(Text, null=True)
+    surface: str | None = col(Text, null=True)
+    title: str = col(Text, default="''")
+    kind: str | None = col(Text, null=True)
+    scope_direction: str | None = col(Text, null=True)
+    estimated_cost: str = col(Text)
+    gate_verdict: str | None = col(Text, null=True)
+    decided_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    added_at: datetime | None = col(TIMESTAMPTZ, default="now()")
+    added_by: str | None = col(Text, null=True)
+    added_via: str = col(Text)
+    precedence: int = col(Integer)
+    pinned: bool = col(Boolean, default="false")
+    status: str = col(Text, default="'queued'")
+    writing_session_id: int | None = col(BigInteger, null=True)
+    started_session_id: int | None = col(BigInteger, null=True)
+    started_by_session_id: int | None = col(BigInteger, null=True)
+    started_at: datetime | None = col(TIMESTAMPTZ, null=True)
     # The spawn saga's request, kept so a recovery asks spot-gate exactly the same thing.
-    spawn_key: str | None = _text()
-    start_class: str | None = _text()
-    start_precedence: int | None = Field(default=None, sa_column=Column(Integer))
-    start_deadline: float | None = Field(default=None, sa_column=Column(Double))  # epoch seconds
-    removed_at: datetime | None = _time()
-    removed_by: str | None = _text()
-    removal_reason: str | None = _text()
-    liveness_state: str | None = _text()
-    liveness_checked_at: datetime | None = _time()
-    held_at: datetime | None = _time()
-    held_until: datetime | None = _time()
-    held_by: str | None = _text()
-    held_by_session_id: int | None = _bigint()
-    hold_reason: str | None = _text()
-    held_liveness_state: str | None = _text()
-    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(
-        JSONB, nullable=False, server_default=text("'{}'::jsonb")))
-    import_id: str | None = Field(default=None, sa_column=Column(Text, unique=True))
+    spawn_key: str | None = col(Text, null=True)
+    start_class: str | None = col(Text, null=True)
+    start_precedence: int | None = col(Integer, null=True)
+    start_deadline: float | None = col(Double, null=True)  # epoch seconds
+    removed_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    removed_by: str | None = col(Text, null=True)
+    removal_reason: str | None = col(Text, null=True)
+    liveness_state: str | None = col(Text, null=True)
+    liveness_checked_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    held_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    held_until: datetime | None = col(TIMESTAMPTZ, null=True)
+    held_by: str | None = col(Text, null=True)
+    held_by_session_id: int | None = col(BigInteger, null=True)
+    hold_reason: str | None = col(Text, null=True)
+    held_liveness_state: str | None = col(Text, null=True)
+    payload: dict[str, Any] = col(JSONB, default="'{}'::jsonb")
+    import_id: str | None = col(Text, null=True, unique=True)
 
 
 class ProducedSession(SQLModel, table=True):
     """What spot-gate's session events say about the sessions this backlog produced."""
 
     __tablename__ = "produced_sessions"
-    __table_args__ = {"schema": SCHEMA}
+    __table_args__ = ARGS
 
-    session_id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
-    item_id: int = Field(sa_column=Column(BigInteger, ForeignKey(f"{SCHEMA}.work_backlog_items.id"), nullable=False))
-    status: str = _text(nullable=False)
-    spot_held: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default=text("false")))
-    updated_at: datetime | None = _time(nullable=False, default=NOW)
-    version: int = Field(default=-1, sa_column=Column(BigInteger, nullable=False, server_default=text("-1")))
+    session_id: int = col(BigInteger, primary_key=True, autoincrement=False)
+    item_id: int = col(BigInteger, ForeignKey(f"{SCHEMA}.work_backlog_items.id"))
+    status: str = col(Text)
+    spot_held: bool = col(Boolean, default="false")
+    updated_at: datetime | None = col(TIMESTAMPTZ, default="now()")
+    version: int = col(BigInteger, default="-1")
 
 
 class ImportRun(SQLModel, table=True):
     """One row per import run: what it read, what it wrote, and why it could not."""
 
     __tablename__ = "import_runs"
-    __table_args__ = {"schema": SCHEMA}
+    __table_args__ = ARGS
 
-    id: int | None = Field(default=None, sa_column=Column(BigInteger, Identity(always=True), primary_key=True))
-    source: str | None = _text()
-    started_at: datetime | None = _time(nullable=False, default=NOW)
-    finished_at: datetime | None = _time()
-    inserted: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))
-    skipped: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))
-    error: str | None = _text()
+    id: int | None = identity()
+    source: str | None = col(Text, null=True)
+    started_at: datetime | None = col(TIMESTAMPTZ, default="now()")
+    finished_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    inserted: int = col(Integer, default="0")
+    skipped: int = col(Integer, default="0")
+    error: str | None = col(Text, null=True)
 
 
 items = WorkBacklogItem.__table__

@@ -6,24 +6,14 @@ from these, and CHECK constraints and indexes are declared only there."""
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger, Boolean, Column, DateTime, Double, ForeignKey, Identity, Integer, Table, Text, text)
+from sqlalchemy import BigInteger, Boolean, Double, ForeignKey, Integer, Table, Text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlmodel import Field, SQLModel
+from sqlmodel import SQLModel
+
+from zimmer_common.columns import TIMESTAMPTZ, col, identity
 
 SCHEMA = {"schema": "spot_gate"}
-TIMESTAMPTZ = DateTime(timezone=True)
 JSON = JSONB(none_as_null=True)  # Python None binds as SQL NULL, not the JSON 'null'
-
-
-def col(type_: Any, *args: Any, null: bool = False, default: str | None = None, **kw: Any) -> Any:
-    """A field mapped to exactly this column; `default` is the server default, as SQL."""
-    return Field(sa_column=Column(type_, *args, nullable=null, server_default=text(default) if default else None,
-                                  **kw))
-
-
-def identity() -> Any:
-    return Field(default=None, sa_column=Column(BigInteger, Identity(always=True), primary_key=True))
 
 
 class TriggerRow(SQLModel, table=True):
