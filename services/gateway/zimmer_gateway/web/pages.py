@@ -11,11 +11,12 @@ RPC the REST route makes, and a refusal is shown as the service worded it.
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.templating import Jinja2Templates
@@ -32,6 +33,14 @@ from zimmer_gateway.web import session as web_session
 from zimmer_gateway.web.session import OperatorSession
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def utc(at: datetime | None) -> str:
+    """A moment as the markup shows it before the browser rewrites it to local time."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
+
+
+TEMPLATES.env.filters["utc"] = utc
 STATIC = Path(__file__).parent / "static"  # our own small scripts (no build step, no CDN)
 NAVIGATION: list[tuple[str, str]] = [
     ("Issues", "/issues"), ("Quotas", "/quotas"), ("Costs", "/costs"), ("Sessions", "/sessions"), ("Health", "/health")]
@@ -46,7 +55,9 @@ class NotSignedIn(Exception):
 
 
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
-    context.setdefault("session", web_session.read_session(request, request.app.state.settings))
+    if "session" not in context:  # a page that checked it already keeps it on the request
+        context["session"] = getattr(request.state, "operator", None) or \
+            web_session.read_session(request, request.app.state.settings)
     response = TEMPLATES.TemplateResponse(
         request, template, {"navigation": NAVIGATION, "version": __version__, **context}, status_code=status_code)
     response.headers["Cache-Control"] = "no-store"
@@ -59,6 +70,7 @@ def signed_in(request: Request) -> OperatorSession:
     session = web_session.read_session(request, request.app.state.settings)
     if session is None:
         raise NotSignedIn(request.url.path)
+    request.state.operator = session  # read once: render() uses it
     return session
 
 
@@ -90,10 +102,10 @@ def to_signin(path: str) -> Response:
     return RedirectResponse(f"/signin?next={quote(path)}", status_code=303)
 
 
-def back_to(path: str, done: str, key: str) -> Response:
+def back_to(path: str, done: str, **about: str) -> Response:
     """After a form: back to the page (a GET, so a reload repeats nothing), naming what was done
     from the page's fixed vocabulary (never free text in a URL a page would echo)."""
-    return RedirectResponse(f"{path}?done={quote(done)}&key={quote(key)}", status_code=303)
+    return RedirectResponse(f"{path}?{urlencode({'done': done, **about})}", status_code=303)
 
 
 def safe_next(value: str | None) -> str:

@@ -13,21 +13,17 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.datastructures import FormData
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.web.pages import (
-    Refused, bus_of, decimal_number, perform, refusal, render, signed_in, whole_number)
+    Refused, back_to, bus_of, decimal_number, perform, refusal, render, signed_in, whole_number)
 
 WINDOW_NAMES = {"five_hour": "5-hour", "seven_day": "7-day"}
 DONE = {"settings": "Saved the settings.", "promote_genesis": "Promoted {genesis} to priority.",
         "demote_genesis": "Demoted {genesis} to spot.", "reset_genesis_classes": "Reset every genesis to its default."}
-
-
-def utc(at: datetime | None) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
 
 
 def countdown(at: datetime, now: datetime) -> str:
@@ -72,7 +68,7 @@ def create_quotas(service: Service) -> APIRouter:
         windows = {w.window: w for w in policy.windows}
         notice = DONE[done].format(genesis=genesis or "the genesis") if done in DONE else None
         return render(request, "quotas.html", title="Quotas", csrf=session.csrf, policy=policy, windows=windows,
-                      names=WINDOW_NAMES, now=now, notice=notice, utc=utc, money=money, rate=rate,
+                      names=WINDOW_NAMES, now=now, notice=notice, money=money, rate=rate,
                       clock=countdown(policy.unblock.at, now) if policy.unblock.at else None,
                       weekly_note=weekly_note(policy.unblock))
 
@@ -82,7 +78,7 @@ def create_quotas(service: Service) -> APIRouter:
             await perform(request, service, rpc, build)
         except Refused as refused:
             return refused.response
-        return RedirectResponse(f"/quotas?done={done}" + (f"&genesis={genesis}" if genesis else ""), status_code=303)
+        return back_to("/quotas", done, **({"genesis": genesis} if genesis else {}))
 
     @router.post("/quotas/settings")
     async def settings(request: Request) -> Response:

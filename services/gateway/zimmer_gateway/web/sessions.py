@@ -10,13 +10,13 @@ import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from zimmer_common.contracts import spot as c
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
-from zimmer_gateway.web.pages import Refused, bus_of, perform, refusal, render, signed_in, whole_number
+from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, refusal, render, signed_in, whole_number
 
 PAGE = 50
 SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
@@ -71,7 +71,7 @@ def create_sessions(service: Service) -> APIRouter:
                 session_id=session_id, **{k: v(form) if callable(v) else v for k, v in change.items()}))
         except Refused as refused:
             return refused.response
-        return RedirectResponse(f"/sessions/{session_id}?done={done}", status_code=303)
+        return back_to(f"/sessions/{session_id}", done)
 
     @router.post("/sessions/{session_id}/priority")
     async def make_priority(request: Request, session_id: SessionId) -> Response:
