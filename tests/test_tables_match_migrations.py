@@ -24,10 +24,12 @@ SERVICES = [("backlog", "zimmer_backlog.migrations", "zimmer_backlog.tables"),
 async def _columns(conn: Any, schema: str) -> dict[str, dict[str, tuple[str, bool, bool]]]:
     """table → column → (type, nullable, has a database default)."""
     tables: dict[str, dict[str, tuple[str, bool, bool]]] = {}
-    for r in await conn.fetch("SELECT table_name, column_name, data_type, is_nullable, column_default, is_identity "
-                              "FROM information_schema.columns WHERE table_schema = $1", schema):
+    for r in await conn.fetch("SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default, "
+                              "is_identity FROM information_schema.columns WHERE table_schema = $1", schema):
+        # An array's data_type is just ARRAY; its element type is the udt's name after the underscore.
+        kind = f"{r['udt_name'].lstrip('_')}[]" if r["data_type"] == "ARRAY" else r["data_type"]
         tables.setdefault(r["table_name"], {})[r["column_name"]] = (
-            r["data_type"], r["is_nullable"] == "YES", r["column_default"] is not None or r["is_identity"] == "YES")
+            kind, r["is_nullable"] == "YES", r["column_default"] is not None or r["is_identity"] == "YES")
     return tables
 
 

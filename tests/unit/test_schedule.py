@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zimmer_common.schedule import SCHEDULE, ScheduleEntry, ScheduleError, next_fire_times, resolved_schedule
+from zimmer_common.schedule import ALL, SCHEDULE, ScheduleEntry, ScheduleError, next_fire_times, resolved_schedule
 from zimmer_common.settings import Environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,19 +52,30 @@ def test_sub_minute_six_field_cron_fires_sub_minute() -> None:
 @pytest.mark.parametrize("cadence", ["*/5 * * * *", "every 5m", "@every five", "61 * * * * *", ""])
 def test_bad_cadences_are_refused(cadence: str) -> None:
     with pytest.raises(ScheduleError):
-        ScheduleEntry("backlog", "x", cadence, "default")
+        ScheduleEntry("backlog", "x", cadence, "default", ALL)
 
 
 def test_unknown_lane_is_refused() -> None:
     with pytest.raises(ScheduleError, match="lane"):
-        ScheduleEntry("backlog", "x", "@every 1m", "fast")
+        ScheduleEntry("backlog", "x", "@every 1m", "fast", ALL)
 
 
 def test_duplicate_entries_are_refused() -> None:
-    entry = ScheduleEntry("backlog", "x", "@every 1m", "default")
+    entry = ScheduleEntry("backlog", "x", "@every 1m", "default", ALL)
     with pytest.raises(ScheduleError, match="duplicate"):
         resolved_schedule((entry, entry))
 
 
 def test_environment_names_are_the_four_of_the_design() -> None:
     assert {e.value for e in Environment} == {"production", "staging", "development", "test"}
+
+
+def test_jobs_that_spend_github_quota_run_in_production_and_staging_only() -> None:
+    """Issue 12: the liveness sweep and the snapshot spend GitHub's API budget; development runs
+    nothing that spends money or quota. Every entry names its environments (there is no default)."""
+    resolved = resolved_schedule()
+    for job in ("backlog.liveness_sweep", "backlog.github_snapshot"):
+        assert job in resolved["production"] and job in resolved["staging"]
+        assert job not in resolved["development"]
+    with pytest.raises(TypeError):
+        ScheduleEntry("backlog", "x", "@every 1m", "default")  # type: ignore[call-arg]

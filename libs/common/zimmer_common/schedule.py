@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from croniter import croniter
@@ -24,8 +24,9 @@ from zimmer_common.lanes import LANES
 from zimmer_common.settings import Environment
 
 ALL = frozenset(Environment) - {Environment.TEST}
-# Development runs nothing that spends money or quota, or reaps real disk.
-SAFE_IN_DEVELOPMENT = ALL
+# Development runs nothing that spends money or quota (GitHub's API budget included), or reaps real
+# disk: such a job names production and staging only. Every entry names its environments.
+PRODUCTION_AND_STAGING = frozenset({Environment.PRODUCTION, Environment.STAGING})
 
 _EVERY = re.compile(r"^@every\s+(\d+)(ms|s|m|h)$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
@@ -41,7 +42,7 @@ class ScheduleEntry:
     job: str
     cadence: str  # "@every 30s" or six-field cron with leading seconds: "0 */5 * * * *"
     lane: str
-    environments: frozenset[Environment] = field(default=ALL)
+    environments: frozenset[Environment]
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -72,27 +73,32 @@ def next_fire_times(cadence: str, after: datetime, count: int = 2) -> list[datet
 
 
 SCHEDULE: tuple[ScheduleEntry, ...] = (
-    ScheduleEntry("backlog", "outbox_prune", "0 */10 * * * *", "maintenance",
+    ScheduleEntry("backlog", "outbox_prune", "0 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
-    ScheduleEntry("backlog", "recover_starting", "45 * * * * *", "default",
+    ScheduleEntry("backlog", "recover_starting", "45 * * * * *", "default", ALL,
                   description="Finish or roll back work backlog items an interrupted start left `starting`"),
-    ScheduleEntry("spot-gate", "outbox_prune", "10 */10 * * * *", "maintenance",
+    ScheduleEntry("backlog", "liveness_sweep", "0 7 * * * *", "pollers", PRODUCTION_AND_STAGING,
+                  description="WorkBacklogLivenessSweepJob: record what GitHub says of rows that left the queue; "
+                              "page lapsed holds and the stranded band"),
+    ScheduleEntry("backlog", "github_snapshot", "0 */10 * * * *", "pollers", PRODUCTION_AND_STAGING,
+                  description="List the gated repositories' open issues for the Issues view, and the open-issue trend"),
+    ScheduleEntry("spot-gate", "outbox_prune", "10 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
-    ScheduleEntry("spot-gate", "recheck_due", "*/15 * * * * *", "default",
+    ScheduleEntry("spot-gate", "recheck_due", "*/15 * * * * *", "default", ALL,
                   description="Re-check held spot sessions whose spot_hold_retry_at has come, carrying the turn they hold"),
-    ScheduleEntry("spot-gate", "hold_repair", "0 */5 * * * *", "default",
+    ScheduleEntry("spot-gate", "hold_repair", "0 */5 * * * *", "default", ALL,
                   description="SpotHoldSweepJob: put held sessions >10 min overdue back on the ladder, 10 a sweep, over 3 min"),
-    ScheduleEntry("spot-gate", "quota_calibration", "0 */15 * * * *", "default",
+    ScheduleEntry("spot-gate", "quota_calibration", "0 */15 * * * *", "default", ALL,
                   description="QuotaCapacityCalibrationJob: price each window in dollars from own spend ÷ pool utilization"),
-    ScheduleEntry("spot-gate", "burn_rate_recompute", "0 */20 * * * *", "default",
+    ScheduleEntry("spot-gate", "burn_rate_recompute", "0 */20 * * * *", "default", ALL,
                   description="BurnRateRecomputeJob: $/min per harness+model over the last 25 sessions of each"),
-    ScheduleEntry("spot-gate", "usage_sampler", "30 */15 * * * *", "pollers",
+    ScheduleEntry("spot-gate", "usage_sampler", "30 */15 * * * *", "pollers", ALL,
                   description="ClaudeUsageSamplerJob: ask for the serving account and up to 2 stale ones (>60 min)"),
-    ScheduleEntry("sweeper", "outbox_prune", "20 */10 * * * *", "maintenance",
+    ScheduleEntry("sweeper", "outbox_prune", "20 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
-    ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance",
+    ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
-    ScheduleEntry("gateway", "readiness_probe", "*/30 * * * * *", "pollers",
+    ScheduleEntry("gateway", "readiness_probe", "*/30 * * * * *", "pollers", ALL,
                   description="Ping every service over NATS and publish who answered as zimmer_gateway_peer_up"),
 )
 

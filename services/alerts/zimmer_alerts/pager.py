@@ -27,12 +27,14 @@ class Pager:
     async def report(self, *, title: str, fingerprint: list[str], message: str, level: Level = "error",
                      source: str | None = None, context: dict[str, Any] | None = None,
                      snippet_source: object = None, condition_key: str | None = None,
-                     still_true: bool = True) -> Page | None:
+                     still_true: bool = True, log_level: Level | None = None) -> Page | None:
         """Log the record and page. Never raises: a page that cannot be sent is logged as such
-        (the ERROR record above it is still there for the log sink)."""
+        (the ERROR record above it is still there for the log sink). `log_level` lowers the log
+        record below the page's level where the seed says so: the stranded alert pages at error but
+        logs at WARN, so one report does not page twice (once as itself, once as an ERROR record)."""
         source = source or self.service.name
         snippet = build_snippet(snippet_source) if snippet_source is not None else None
-        (log.error if level == "error" else log.warning)(title, extra={"fields": {
+        (log.error if (log_level or level) == "error" else log.warning)(title, extra={"fields": {
             "source": source, "message": message, "fingerprint": fingerprint, "condition_key": condition_key,
             "still_true": still_true, "snippet": snippet, **(context or {})}})
         try:
@@ -46,13 +48,22 @@ class Pager:
             return None
 
     async def _send(self, page: Page) -> None:
+        """Through the outbox; when the service's own database cannot take it (the page may be about
+        exactly that), straight to JetStream."""
         s = self.service
         if s.engine is not None and s.schema:
-            async with s.engine.begin() as conn:
-                await emit(conn, s.schema, PAGE, "page", page)
-            if s.relay is not None:
-                s.relay.kick()
-            return
+            try:
+                async with s.engine.begin() as conn:
+                    await emit(conn, s.schema, PAGE, "page", page)
+            except Exception as exc:  # noqa: BLE001 - fall through to the bus
+                if s.bus is None:
+                    raise
+                log.warning("page not written to the outbox; publishing it directly",
+                            extra={"fields": {"title": page.title, "error": repr(exc)}})
+            else:
+                if s.relay is not None:
+                    s.relay.kick()
+                return
         assert s.bus is not None, "paging before the service started"
         await s.bus.publish_event(PAGE, "page", page, event_id=uuid.uuid4().hex)
 

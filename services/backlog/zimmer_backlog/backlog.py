@@ -18,6 +18,7 @@ from zimmer_common.contracts.spot import SessionEvent
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common import idempotency
 from zimmer_common.batching import Batcher
+from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.idempotency import KeyRef
 from zimmer_common.outbox import OutboxRelay, emit, emit_many
 
@@ -27,8 +28,10 @@ BAND_RANGES = {cost: (band.floor, band.top) for cost, band in BANDS.items()}
 
 
 class Backlog:
-    def __init__(self, engine: Callable[[], AsyncEngine], relay: Callable[[], OutboxRelay | None] = lambda: None):
+    def __init__(self, engine: Callable[[], AsyncEngine], relay: Callable[[], OutboxRelay | None] = lambda: None,
+                 clock: Clock | None = None):
         self._engine = engine
+        self.clock = clock or SystemClock()
         self._relay = relay
         self.on_appended: Callable[[], None] = lambda: None  # metrics hooks
         self.on_removed: Callable[[str], None] = lambda reason: None
@@ -41,8 +44,9 @@ class Backlog:
 
     async def list(self, q: ItemQuery) -> ItemList:
         async with self._engine().connect() as conn:
-            items, total = await store.search(conn, q.status, q.limit, q.offset)
-            return ItemList(items=items, total=total, counts=await store.counts(conn))
+            now = self.clock.now()
+            items, total = await store.search(conn, q.status, q.limit, q.offset, now)
+            return ItemList(items=items, total=total, counts=await store.counts(conn, now))
 
     async def append(self, req: AppendItem) -> AppendResult:
         """Concurrent appends are ranked together, in one transaction under the ranking lock. With
@@ -89,7 +93,7 @@ class Backlog:
         item_of = {i: store.moved(item, moves) for i, item in zip(sorted(plan.precedence), written, strict=True)}
         await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
                                        for item in item_of.values()])
-        counts = await store.counts(conn)
+        counts = await store.counts(conn, self.clock.now())
         return [AppendResult(item=item_of[i], counts=counts) if i in item_of else _refusal(req, i, plan)
                 for i, req in enumerate(requests)]
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlalchemy import exists, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
@@ -27,6 +26,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
+from zimmer_backlog.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, GithubClient, GithubUnavailable
 from zimmer_backlog.tables import import_runs, items
 from zimmer_common.contracts.backlog import Cost, issue_rule_violation
 from zimmer_common.settings import Environment, Settings
@@ -34,7 +34,6 @@ from zimmer_common.settings import Environment, Settings
 log = logging.getLogger("zimmer.backlog.import")
 
 SOURCE_PATH_VAR = "WORK_BACKLOG_SOURCE_PATH"
-DEFAULT_GITHUB_API_URL = "https://api.github.com"
 GITHUB_TIMEOUT_SECONDS = 10.0
 IMPORT_LOCK = "zimmer.backlog.import"
 INT4_MAX = 2**31 - 1
@@ -99,17 +98,11 @@ class GithubSource:
     async def read(self) -> bytes:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", self.repo):
             raise ImportSourceUnavailable(self.describe(), "WORK_BACKLOG_GITHUB_REPO must be owner/repo")
-        headers = {"Accept": "application/vnd.github.raw+json", "X-GitHub-Api-Version": "2022-11-28"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        client = GithubClient(self.api_url, self.token, timeout=self.timeout, total_timeout=self.timeout * 3)
         try:
-            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client:
-                resp = await client.get(self.url, params={"ref": self.ref}, headers=headers)
-        except httpx.HTTPError as exc:
-            raise ImportSourceUnavailable(self.describe(), f"{type(exc).__name__}: {exc}") from exc
-        if resp.status_code != 200:
-            raise ImportSourceUnavailable(self.describe(), f"GitHub answered {resp.status_code} for {self.url}")
-        return resp.content
+            return await client.contents(self.repo, quote(self.path.lstrip("/"), safe="/"), self.ref)
+        except GithubUnavailable as exc:
+            raise ImportSourceUnavailable(self.describe(), f"{exc.detail} ({self.url})") from exc
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.backlog import SCHEMA, Backlog
+from zimmer_backlog.config import GithubSettings
+from zimmer_backlog.holds import Holds
+from zimmer_backlog.liveness import LivenessSweep
+from zimmer_backlog.snapshot import GithubSnapshot, issues_view
 from zimmer_backlog.importer import ImportSourceUnavailable, import_once_at_start
 from zimmer_backlog.metrics import BacklogMetrics
 from zimmer_backlog.pull import Puller
 from zimmer_backlog.start import Starter
 from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.spot import SESSION_CREATED, SESSION_STATUS_CHANGED
@@ -40,15 +45,19 @@ class BacklogApp:
     puller: Puller
     starter: Starter
     metrics: BacklogMetrics
+    holds: Holds
+    liveness: LivenessSweep
+    snapshot: GithubSnapshot
 
 METRICS_REFRESH_SECONDS = 15.0
 log = logging.getLogger("zimmer.backlog")
 
 
-def build(settings: Settings) -> Service:
+def build(settings: Settings, clock: Clock | None = None, github: GithubSettings | None = None) -> Service:
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_backlog.migrations",
-                      jobs=[outbox_prune_job(SCHEMA)])
-    attach_pager(service)
+                      jobs=[outbox_prune_job(SCHEMA)], clock=clock)
+    pager = attach_pager(service)
+    github = github or GithubSettings()
 
     def engine() -> AsyncEngine:
         assert service.engine is not None, "used before start"
@@ -63,7 +72,8 @@ def build(settings: Settings) -> Service:
             service.relay.kick()
 
     metrics = BacklogMetrics(service.metrics.registry)
-    backlog = Backlog(engine, lambda: service.relay)
+    github_client = github.client(on_request=metrics.github_request)
+    backlog = Backlog(engine, lambda: service.relay, clock=service.clock)
     backlog.batcher.bound(settings.max_batch_pending, "backlog appends",
                           service.metrics.batch_pending.labels(NAME, "appends").set,
                           service.metrics.batch_size.labels(NAME, "appends").observe)
@@ -71,7 +81,11 @@ def build(settings: Settings) -> Service:
     backlog.on_removed = lambda reason: metrics.removals.labels(reason).inc()
     starter = Starter(engine, bus, kick)
     puller = Puller(engine, bus, starter, kick, on_removed=backlog.on_removed)
-    service.app = BacklogApp(backlog, puller, starter, metrics)
+    holds = Holds(engine, service.clock, kick)
+    sweep = LivenessSweep(engine, lambda: github_client, lambda: pager, service.clock, metrics)
+    snapshot = GithubSnapshot(engine, lambda: github_client, service.clock, github.repos(),
+                              on_listed=lambda repo, n: metrics.github_open_issues.labels(repo).set(n))
+    service.app = BacklogApp(backlog, puller, starter, metrics, holds, sweep, snapshot)
 
     async def pull(req: c.PullItems) -> c.PullResult:
         result = await puller.pull(req)
@@ -90,6 +104,17 @@ def build(settings: Settings) -> Service:
     service.rpc(c.PIN)(backlog.pin)
     service.rpc(c.UNPIN)(backlog.unpin)
     service.rpc(c.REMOVE)(backlog.remove)
+
+    async def hold(req: c.HoldItem) -> c.ItemView:
+        item = await holds.hold(req)
+        metrics.holds.inc()
+        return item
+
+    async def view_issues(req: c.IssuesViewQuery) -> c.IssuesView:
+        return await issues_view(engine(), service.clock.now(), req.limit)
+
+    service.rpc(c.HOLD)(hold)
+    service.rpc(c.ISSUES_VIEW)(view_issues)
     service.consume(ConsumerSpec("backlog_session_events", Stream.EVENTS,
                                  (SESSION_CREATED, SESSION_STATUS_CHANGED)))(backlog.on_session_event)
 
@@ -101,11 +126,20 @@ def build(settings: Settings) -> Service:
 
     service.job_specs.append(JobSpec("recover_starting", "default", recover_starting))
 
+    async def liveness_sweep(ctx: JobContext) -> None:
+        await sweep.run()
+
+    async def github_snapshot(ctx: JobContext) -> None:
+        await snapshot.run()
+
+    service.job_specs.append(JobSpec("liveness_sweep", "pollers", liveness_sweep))
+    service.job_specs.append(JobSpec("github_snapshot", "pollers", github_snapshot))
+
     async def refresh_metrics() -> None:
         while not service.stopping:
             try:
                 async with engine().connect() as conn:
-                    metrics.observe(await store.status_counts(conn), await store.counts(conn))
+                    metrics.observe(await store.status_counts(conn), await store.counts(conn, service.clock.now()))
             except Exception as exc:  # noqa: BLE001 - a missed refresh keeps the last values
                 log.warning("backlog metrics refresh failed", extra=kv(error=repr(exc)))
             await service.pause(METRICS_REFRESH_SECONDS)

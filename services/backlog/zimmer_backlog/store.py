@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -16,10 +16,12 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, distinct_on, insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from zimmer_backlog.domain import liveness
 from zimmer_backlog.domain.ranking import RankedItem, plan_rerank
 from zimmer_backlog.tables import SCHEMA, items, produced
 from zimmer_common.contracts.backlog import AppendItem, Counts, ItemView
 from zimmer_common.contracts.spot import SessionView
+from zimmer_common.columns import TIMESTAMPTZ
 from zimmer_common.errors import ErrorCode, ZimmerError
 
 __all__ = ["SCHEMA"]
@@ -47,6 +49,29 @@ OPEN = is_(items.c.status, "queued", "starting")
 ORDER_OF_QUEUE = (items.c.precedence.desc(), items.c.added_at, items.c.id)
 
 IN_FLIGHT = is_(produced.c.status, "running", "waiting")
+ENDED = ("archived", "failed")
+CLAIMED = is_(produced.c.status, "running", "waiting", "needs_input")  # DESIGN §9: in_flight ∪ parked
+# Seed 000 "Where the count shows up": the rows the liveness sweep has not resolved, by the stored
+# verdict alone. A hold in force moves a row to awaiting_decision; a held row reading pr_open is in
+# neither (a moving PR suspends the hold); a lapsed hold is stranded again at its original age.
+LEFT_QUEUE = is_(items.c.status, "started", "removed")
+UNRESOLVED = is_(items.c.liveness_state, *sorted(liveness.UNRESOLVED))
+NOT_CLAIMED = ~func.coalesce(CLAIMED, False)
+LEFT_QUEUE_AT = func.coalesce(items.c.started_at, items.c.removed_at)
+
+
+def hold_in_force(now: Any) -> ColumnElement[bool]:
+    return func.coalesce(items.c.held_until > now, False)
+
+
+def stranded(now: Any) -> ColumnElement[bool]:
+    return and_(LEFT_QUEUE, UNRESOLVED, NOT_CLAIMED, ~hold_in_force(now))
+
+
+def awaiting_decision(now: Any) -> ColumnElement[bool]:
+    return and_(LEFT_QUEUE, UNRESOLVED, NOT_CLAIMED, hold_in_force(now))
+
+
 STATUS_FILTERS: dict[str, ColumnElement[bool]] = {
     "queued": QUEUED,
     "started": is_(items.c.status, "started"),
@@ -55,8 +80,17 @@ STATUS_FILTERS: dict[str, ColumnElement[bool]] = {
     "in_flight": IN_FLIGHT,
     "spot_held": and_(IN_FLIGHT, produced.c.spot_held),
     "parked": is_(produced.c.status, "needs_input"),
-    "claimed": is_(produced.c.status, "running", "waiting", "needs_input"),  # DESIGN §9: in_flight ∪ parked
+    "claimed": CLAIMED,
 }
+
+
+def status_filter(status: str, now: Any) -> ColumnElement[bool]:
+    if status == "stranded":
+        return stranded(now)
+    if status == "awaiting_decision":
+        return awaiting_decision(now)
+    return STATUS_FILTERS[status]
+
 
 
 def view(row: Row[Any]) -> ItemView:
@@ -123,25 +157,42 @@ async def fetch(conn: AsyncConnection, item_id: int) -> ItemView:
     return view(row)
 
 
-async def search(conn: AsyncConnection, status: str, limit: int, offset: int) -> tuple[list[ItemView], int]:
-    where = STATUS_FILTERS[status]
-    rows = await conn.execute(SELECT_ITEMS.where(where).order_by(QUEUED.desc(), *ORDER_OF_QUEUE)
-                              .limit(limit).offset(offset))
+async def search(conn: AsyncConnection, status: str, limit: int, offset: int,
+                 now: datetime | None = None) -> tuple[list[ItemView], int]:
+    """Queued rows in rank order; stranded and awaiting_decision oldest first (by when they left the
+    queue); others in rank order after the queued ones."""
+    where = status_filter(status, _now(now))
+    order = (LEFT_QUEUE_AT, items.c.id) if status in ("stranded", "awaiting_decision") else (
+        QUEUED.desc(), *ORDER_OF_QUEUE)
+    rows = await conn.execute(SELECT_ITEMS.where(where).order_by(*order).limit(limit).offset(offset))
     total = (await conn.execute(select(func.count()).select_from(WITH_SESSION).where(where))).scalar_one()
     return [view(r) for r in rows], int(total)
 
 
+_NOW = bindparam("now", type_=TIMESTAMPTZ)
+_LEFT = select(func.count().filter(stranded(_NOW)).label("stranded"),
+               func.count().filter(awaiting_decision(_NOW)).label("awaiting"),
+               func.count().filter(hold_in_force(_NOW)).label("held")).select_from(WITH_SESSION).where(
+    LEFT_QUEUE, items.c.held_until.is_not(None) | UNRESOLVED).subquery()  # a small population (partial index)
 COUNTS = select(
     select(func.count()).select_from(items).where(QUEUED).scalar_subquery().label("queued"),
     func.count().filter(IN_FLIGHT).label("in_flight"),
     func.count().filter(and_(IN_FLIGHT, produced.c.spot_held)).label("spot_held"),
-    func.count().filter(STATUS_FILTERS["parked"]).label("parked")).select_from(produced)
+    func.count().filter(STATUS_FILTERS["parked"]).label("parked"),
+    select(_LEFT.c.stranded).scalar_subquery().label("stranded"),
+    select(_LEFT.c.awaiting).scalar_subquery().label("awaiting_decision"),
+    select(_LEFT.c.held).scalar_subquery().label("held")).select_from(produced)
 
 
-async def counts(conn: AsyncConnection) -> Counts:
-    row = (await conn.execute(COUNTS)).one()
+def _now(now: datetime | None) -> Any:
+    return func.now() if now is None else literal(now, TIMESTAMPTZ)
+
+
+async def counts(conn: AsyncConnection, now: datetime | None = None) -> Counts:
+    row = (await conn.execute(COUNTS, {"now": now or datetime.now(UTC)})).one()
     return Counts(queued=row.queued, in_flight=row.in_flight, spot_held=row.spot_held, parked=row.parked,
-                  claimed=row.in_flight + row.parked)
+                  claimed=row.in_flight + row.parked, stranded=row.stranded, awaiting_decision=row.awaiting_decision,
+                  held=row.held)
 
 
 def spot_held(session: SessionView) -> bool:
@@ -152,15 +203,20 @@ def spot_held(session: SessionView) -> bool:
 async def record_session(conn: AsyncConnection, session_id: int, item_id: int, status: str, spot_held: bool,
                          as_of: datetime, version: int) -> None:
     """Keep the newest word on a session: events may arrive out of order, and an older one (a
-    lower version of the session, as spot-gate numbers its changes) must not roll it back."""
+    lower version of the session, as spot-gate numbers its changes) must not roll it back. A
+    session that ended (archived or failed) keeps the moment it first ended: the liveness sweep's
+    grace runs from it; a session brought back forgets it."""
+    ended_at = as_of if status in ENDED else None
     word = select(literal(session_id, BigInteger), literal(item_id, BigInteger), literal(status, Text),
-                  literal(spot_held), literal(as_of), literal(version, BigInteger)).where(
-        exists().where(items.c.id == item_id))
+                  literal(spot_held), literal(as_of), literal(version, BigInteger), literal(ended_at, TIMESTAMPTZ)
+                  ).where(exists().where(items.c.id == item_id))
     stmt = insert(produced).from_select(
-        ["session_id", "item_id", "status", "spot_held", "updated_at", "version"], word)
+        ["session_id", "item_id", "status", "spot_held", "updated_at", "version", "ended_at"], word)
     await conn.execute(stmt.on_conflict_do_update(
         index_elements=[produced.c.session_id],
-        set_={c: stmt.excluded[c] for c in ("status", "spot_held", "updated_at", "version")},
+        set_={**{c: stmt.excluded[c] for c in ("status", "spot_held", "updated_at", "version")},
+              "ended_at": case((stmt.excluded.ended_at.is_(None), null()),
+                               else_=func.coalesce(produced.c.ended_at, stmt.excluded.ended_at))},
         where=produced.c.version < stmt.excluded.version))
 
 

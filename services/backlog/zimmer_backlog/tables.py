@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Double, ForeignKey, Integer, Text
+from sqlalchemy import ARRAY, BigInteger, Boolean, Double, ForeignKey, Integer, Text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import SQLModel
 
@@ -76,6 +76,7 @@ class ProducedSession(SQLModel, table=True):
     spot_held: bool = col(Boolean, default="false")
     updated_at: datetime | None = col(TIMESTAMPTZ, default="now()")
     version: int = col(BigInteger, default="-1")
+    ended_at: datetime | None = col(TIMESTAMPTZ, null=True)  # archived or failed, as spot-gate said
 
 
 class ImportRun(SQLModel, table=True):
@@ -93,6 +94,68 @@ class ImportRun(SQLModel, table=True):
     error: str | None = col(Text, null=True)
 
 
+class AlertMark(SQLModel, table=True):
+    """An expiring high-water mark: the band the stranded alert last paged for, or the probe key."""
+
+    __tablename__ = "alert_marks"
+    __table_args__ = ARGS
+
+    name: str = col(Text, primary_key=True)
+    weeks: int = col(Integer, default="0")
+    row_band: int = col(Integer, default="0")
+    token: str | None = col(Text, null=True)
+    paged_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    expires_at: datetime = col(TIMESTAMPTZ)
+
+
+class LivenessPass(SQLModel, table=True):
+    """One liveness pass: what it examined, what it could not read, and what it paged."""
+
+    __tablename__ = "liveness_passes"
+    __table_args__ = ARGS
+
+    id: int | None = identity()
+    started_at: datetime = col(TIMESTAMPTZ)
+    finished_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    examined: int = col(Integer, default="0")
+    unknown: int = col(Integer, default="0")
+    requests: int = col(Integer, default="0")
+    unreadable_repos: list[str] = col(ARRAY(Text), default="'{}'")
+    rate_limited: bool = col(Boolean, default="false")
+    stranded: int | None = col(Integer, null=True)
+    oldest_stranded_age_seconds: float | None = col(Double, null=True)
+    paged: str | None = col(Text, null=True)
+
+
+class GithubIssue(SQLModel, table=True):
+    """What the snapshot job last saw of a gated repository's issue."""
+
+    __tablename__ = "github_issues"
+    __table_args__ = ARGS
+
+    repo: str = col(Text, primary_key=True)  # owner/name, lower case
+    number: int = col(Integer, primary_key=True, autoincrement=False)
+    title: str = col(Text, default="''")
+    state: str = col(Text)
+    seen_at: datetime = col(TIMESTAMPTZ)
+
+
+class GithubOpenIssueCount(SQLModel, table=True):
+    """A gated repository's open-issue count at one snapshot (the Issues view's trend chart)."""
+
+    __tablename__ = "github_open_issue_counts"
+    __table_args__ = ARGS
+
+    repo: str = col(Text, primary_key=True)
+    taken_at: datetime = col(TIMESTAMPTZ, primary_key=True)
+    open_issues: int = col(Integer)
+    complete: bool = col(Boolean)
+
+
 items = WorkBacklogItem.__table__
 produced = ProducedSession.__table__
 import_runs = ImportRun.__table__
+alert_marks = AlertMark.__table__
+liveness_passes = LivenessPass.__table__
+github_issues = GithubIssue.__table__
+github_open_issue_counts = GithubOpenIssueCount.__table__

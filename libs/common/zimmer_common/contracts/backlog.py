@@ -18,7 +18,8 @@ from zimmer_common.contracts.subjects import event_subject
 CTX = "backlog"
 Cost = Literal["small", "medium", "large"]
 ItemStatus = Literal["queued", "starting", "started", "removed"]
-StatusFilter = Literal["queued", "started", "removed", "all", "in_flight", "spot_held", "parked", "claimed"]
+StatusFilter = Literal["queued", "started", "removed", "all", "in_flight", "spot_held", "parked", "claimed",
+                       "stranded", "awaiting_decision"]
 RemovalReason = Literal["issue_closed", "issue_has_open_pr", "session_already_working", "trust_failed"]
 AddedVia = Literal["rest", "mcp", "operator", "import"]
 
@@ -27,6 +28,7 @@ ITEM_STARTED = event_subject(CTX, "item_started")
 ITEM_REMOVED = event_subject(CTX, "item_removed")
 ITEM_PINNED = event_subject(CTX, "item_pinned")
 ITEM_UNPINNED = event_subject(CTX, "item_unpinned")
+ITEM_HELD = event_subject(CTX, "item_held")
 
 
 class ItemView(Payload):
@@ -72,6 +74,9 @@ class Counts(Payload):
     spot_held: int  # of those, waiting at the spot gate before their first turn
     parked: int  # produced sessions in needs_input: waiting on a person
     claimed: int  # in_flight ∪ parked (DESIGN §9)
+    stranded: int = 0  # left the queue, and the liveness sweep's stored verdict says nothing resolves it
+    awaiting_decision: int = 0  # stranded but held for a human decision
+    held: int = 0  # rows with a hold in force: awaiting_decision plus those a moving PR suspends
 
 
 class ItemQuery(Request):
@@ -217,9 +222,65 @@ class RemoveItem(ItemRef):
     reason: Annotated[LongText, Field(min_length=1)]  # a human's judgement, in words
 
 
+class HoldItem(ItemRef):
+    """Record that what remains of a stranded row is a person's call (seed 000 "Held for a human
+    decision"). Not a removal; the status does not change."""
+
+    reason: Annotated[LongText, Field(min_length=1, description=(
+        "The decision owed, who owes it, and where it is laid out"))]
+
+    @model_validator(mode="after")
+    def _reason_has_words(self) -> HoldItem:
+        if not self.reason.strip():
+            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                type=PydanticCustomError("blank", "a hold needs its reason in words"), loc=("reason",),
+                input=self.reason)])
+        return self
+
+
 class StartNowResult(Payload):
     item: ItemView
     session_id: int
+
+
+class IssuesViewQuery(Request):
+    limit: int = Field(default=200, ge=1, le=1000)  # rows per section
+
+
+class GithubIssue(Payload):
+    repo: str
+    number: int
+    title: str
+    url: str
+
+
+class TrendPoint(Payload):
+    at: datetime
+    open_issues: int
+
+
+class TrendSeries(Payload):
+    repo: str
+    points: list[TrendPoint]
+
+
+class IssuesView(Payload):
+    """The Issues view's GitHub side (seed 000 "Where the count shows up"): Stranded and Awaiting
+    your decision by the stored verdict, less the rows whose issue the GitHub snapshot shows closed
+    (counted apart, never written back); open issues of the gated repositories with no row at all;
+    and the open-issue count per repository over time."""
+
+    stranded: list[ItemView]
+    stranded_total: int
+    stranded_closed_in_github: int
+    awaiting: list[ItemView]
+    awaiting_total: int
+    awaiting_closed_in_github: int
+    held: int  # holds in force, including those a moving PR suspends
+    not_on_queue: list[GithubIssue]
+    not_on_queue_total: int
+    trend: list[TrendSeries]
+    snapshot_at: datetime | None
 
 
 GET_ITEMS = RpcSpec(CTX, "list_items", ItemQuery, ItemList)
@@ -229,3 +290,5 @@ PIN = RpcSpec(CTX, "pin_item", PinItem, ItemView)
 UNPIN = RpcSpec(CTX, "unpin_item", ItemRef, ItemView)
 REMOVE = RpcSpec(CTX, "remove_item", RemoveItem, ItemView)
 START_NOW = RpcSpec(CTX, "start_now", ItemRef, StartNowResult)
+HOLD = RpcSpec(CTX, "hold_item", HoldItem, ItemView)
+ISSUES_VIEW = RpcSpec(CTX, "issues_view", IssuesViewQuery, IssuesView)

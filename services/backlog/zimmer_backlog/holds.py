@@ -1,0 +1,51 @@
+"""WorkBacklog::Hold (seed 000 "Held for a human decision"): the one operation behind MCP
+hold_work_backlog_item_for_decision, POST /api/v1/work_backlog_items/{id}/hold and the Issues
+page's Hold form. It stamps the reason, who and when, and the verdict the hold was placed against;
+it is not a removal and changes no status. The hold lapses after HOLD_DURATION on its own clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_backlog import store
+from zimmer_backlog.domain.liveness import HOLD_DURATION, HoldCandidate, hold_refusal
+from zimmer_backlog.tables import items
+from zimmer_common.clock import Clock
+from zimmer_common.contracts.backlog import ITEM_HELD, HoldItem, ItemEvent, ItemView
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.outbox import emit
+
+
+class Holds:
+    def __init__(self, engine: Callable[[], AsyncEngine], clock: Clock, kick: Callable[[], None] = lambda: None):
+        self._engine = engine
+        self.clock = clock
+        self._kick = kick
+
+    async def hold(self, req: HoldItem) -> ItemView:
+        now = self.clock.now()
+        async with self._engine().begin() as conn:
+            row = (await conn.execute(
+                select(items.c.status, items.c.liveness_state, items.c.held_until,
+                       store.CLAIMED.label("claimed")).select_from(store.WITH_SESSION)
+                .where(items.c.id == req.item_id).with_for_update(of=items))).first()
+            if row is None:
+                raise ZimmerError(ErrorCode.NOT_FOUND, f"work backlog item {req.item_id} does not exist",
+                                  {"item_id": req.item_id})
+            refused = hold_refusal(HoldCandidate(row.status, bool(row.claimed), row.liveness_state, row.held_until),
+                                   now)
+            if refused is not None:
+                code, why = refused
+                raise ZimmerError(ErrorCode.REFUSED, f"item {req.item_id} cannot be held: {why}",
+                                  {"item_id": req.item_id, "refusal": code.value})
+            by = req.by or (f"session {req.acting_session_id}" if req.acting_session_id else "unknown")
+            await conn.execute(update(items).where(items.c.id == req.item_id).values(
+                held_at=now, held_until=now + HOLD_DURATION, held_by=by, held_by_session_id=req.acting_session_id,
+                hold_reason=req.reason.strip(), held_liveness_state=row.liveness_state))
+            item = await store.fetch(conn, req.item_id)
+            await emit(conn, store.SCHEMA, ITEM_HELD, "item_held", ItemEvent(item=item))
+        self._kick()
+        return item

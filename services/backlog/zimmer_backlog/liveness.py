@@ -1,0 +1,295 @@
+"""WorkBacklogLivenessSweepJob (seed 000 "When a row leaves the queue and goes nowhere"; seed 003).
+
+Hourly, it re-checks rows that LEFT the queue and records what GitHub says in liveness_state. It
+changes no status and puts nothing back: a merged PR without a closing keyword is either finished
+work or a deliberate remainder, and telling them apart is a judgement per issue. After the pass it
+pages on lapsed holds and on the stranded population's band (`domain.bands`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import BigInteger, Text, and_, bindparam, case, column, delete, exists, func, or_, select, update
+from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.orm import aliased
+
+from zimmer_backlog import store
+from zimmer_backlog.domain import bands
+from zimmer_backlog.domain.liveness import (
+    GRACE, MAX_EXAMINED_PER_SWEEP, PROVISIONAL_REMOVALS, SETTLED, Verdict, classify, hold_survives)
+from zimmer_backlog.github import IssueRef, Probe
+from zimmer_backlog.tables import alert_marks, items, liveness_passes, produced
+from zimmer_common.clock import Clock
+from zimmer_common.contracts.backlog import GITHUB_ISSUE_URL
+from zimmer_common.logs import kv
+
+log = logging.getLogger("zimmer.backlog.liveness")
+
+BAND_MARK = "stranded"
+PROBE_MARK = "probe"
+HOLD_COLUMNS = ("held_at", "held_until", "held_by", "held_by_session_id", "hold_reason", "held_liveness_state")
+NO_HOLD = {c: None for c in HOLD_COLUMNS}
+
+
+def issue_ref(issue_url: str) -> IssueRef | None:
+    """The repository the issue URL names (#1188: never the row's `repo`, where a session checks out)."""
+    m = GITHUB_ISSUE_URL.match(issue_url or "")
+    return IssueRef(f"{m['owner']}/{m['repo']}".lower(), int(m["number"])) if m else None
+
+
+_newer = aliased(items)
+SUPERSEDED = exists().where(_newer.c.key == items.c.key, _newer.c.id > items.c.id)
+
+
+def candidates(now: datetime, limit: int = MAX_EXAMINED_PER_SWEEP) -> Any:
+    """Started rows whose session ended more than GRACE ago (or, for history whose session this
+    backlog never heard of, that started that long ago), and rows removed on a reason with a shelf
+    life. Verdicts that can still change first, settled ones last; least recently checked first."""
+    over = now - GRACE
+    started = and_(store.is_(items.c.status, "started"),
+                   or_(produced.c.ended_at < over, and_(produced.c.session_id.is_(None), items.c.started_at < over)))
+    removed = and_(store.is_(items.c.status, "removed"), items.c.removal_reason.in_(PROVISIONAL_REMOVALS))
+    settled = case((items.c.liveness_state.in_([v.value for v in SETTLED]), 1), else_=0)
+    return (select(items.c.id, items.c.key, items.c.issue_url, items.c.liveness_state,
+                   SUPERSEDED.label("superseded"))
+            .select_from(store.WITH_SESSION)
+            .where(items.c.issue_url.is_not(None), or_(started, removed))
+            .order_by(settled, items.c.liveness_checked_at.asc().nulls_first(), items.c.id).limit(limit))
+
+
+_VERDICTS = func.unnest(bindparam("ids", type_=ARRAY(BigInteger)), bindparam("vs", type_=ARRAY(Text)),
+                        bindparam("void", type_=ARRAY(BigInteger))).table_valued(
+    column("id", BigInteger), column("v", Text), column("void", BigInteger)).render_derived(name="w")
+
+
+@dataclass
+class PassReport:
+    started_at: datetime
+    examined: int = 0
+    verdicts: Counter[str] = field(default_factory=Counter)
+    voided: list[str] = field(default_factory=list)  # keys whose hold the new evidence voided
+    unreadable_repos: set[str] = field(default_factory=set)
+    rate_limited: bool = False
+    requests: int = 0
+    stranded: int | None = None
+    oldest_stranded_age: timedelta | None = None
+    paged: list[str] = field(default_factory=list)  # band, lapse, band_store
+
+    @property
+    def read_everything(self) -> bool:
+        return not self.unreadable_repos and not self.rate_limited
+
+
+class LivenessSweep:
+    def __init__(self, engine: Any, github: Any, pager: Any, clock: Clock, metrics: Any = None):
+        self._engine = engine  # () -> AsyncEngine, wired at start-up
+        self._github = github  # () -> GithubClient
+        self._pager = pager  # () -> Pager
+        self.clock = clock
+        self.metrics = metrics
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine()
+
+    async def run(self) -> PassReport:
+        now = self.clock.now()
+        report = PassReport(started_at=now)
+        async with self.engine.begin() as conn:
+            pass_id = (await conn.execute(insert(liveness_passes).values(started_at=now)
+                                          .returning(liveness_passes.c.id))).scalar_one()
+            rows = list((await conn.execute(candidates(now))).all())
+        verdicts = await self._judge(rows, now, report)
+        await self._record(verdicts, now, report)
+        async with self.engine.connect() as conn:
+            report.stranded, oldest = await population(conn, now)
+        report.oldest_stranded_age = None if oldest is None else now - oldest
+        if report.read_everything:  # a pass that could not read a repo says nothing at all
+            await self._page_lapsed_holds(now, report)
+            await self._alert_if_overdue(now, report)
+        await self._finish(pass_id, report)
+        return report
+
+    async def _judge(self, rows: list[Any], now: datetime, report: PassReport) -> dict[int, Verdict]:
+        verdicts: dict[int, Verdict] = {}
+        to_probe: dict[int, IssueRef] = {}
+        for r in rows:
+            ref = issue_ref(r.issue_url)
+            if r.superseded:
+                verdicts[r.id] = Verdict.SUPERSEDED
+            elif ref is None:
+                verdicts[r.id] = Verdict.UNKNOWN  # a URL written before the issue-URL rule; nothing to ask
+            else:
+                to_probe[r.id] = ref
+        probe: Probe = await self._github().probe(to_probe.values()) if to_probe else Probe()
+        report.requests, report.unreadable_repos = probe.requests, set(probe.unreadable_repos)
+        report.rate_limited = probe.rate_limited is not None
+        for item_id, ref in to_probe.items():
+            evidence = probe.evidence.get(ref)
+            verdicts[item_id] = Verdict.UNKNOWN if evidence is None else classify(evidence, now)
+        report.examined = len(verdicts)
+        report.verdicts = Counter(v.value for v in verdicts.values())
+        if probe.rate_limited is not None:
+            log.warning("liveness sweep stopped: GitHub's rate limit is spent; the rows not read are unknown",
+                        extra=kv(not_read=len(probe.unreadable), reset_at=probe.rate_limited.reset_at))
+        return verdicts
+
+    async def _record(self, verdicts: dict[int, Verdict], now: datetime, report: PassReport) -> None:
+        """Every verdict in one transaction. Whether a hold survives is judged on the row as it is
+        now (locked), so a hold placed while GitHub was being read is judged too."""
+        if not verdicts:
+            return
+        async with self.engine.begin() as conn:
+            held = (await conn.execute(select(items.c.id, items.c.key, items.c.held_liveness_state)
+                                       .where(items.c.id.in_(list(verdicts)), items.c.held_at.is_not(None))
+                                       .with_for_update())).all()
+            void = [r.id for r in held if not hold_survives(r.held_liveness_state, verdicts[r.id])]
+            report.voided = sorted(r.key for r in held if r.id in void)
+            ids = list(verdicts)
+            stmt = update(items).where(items.c.id == _VERDICTS.c.id).values(
+                liveness_state=_VERDICTS.c.v, liveness_checked_at=now,
+                **{c: case((_VERDICTS.c.void == 1, None), else_=items.c[c]) for c in HOLD_COLUMNS})
+            await conn.execute(stmt, {"ids": ids, "vs": [verdicts[i].value for i in ids],
+                                      "void": [int(i in void) for i in ids]})
+        if report.voided:
+            log.info("holds voided: the liveness sweep recorded a different verdict", extra=kv(keys=report.voided))
+
+    async def _page_lapsed_holds(self, now: datetime, report: PassReport) -> None:
+        """A lapsed hold pages once, whatever band the sweep last paged for, on the first pass that
+        can read GitHub after its row is stranded again; only then is the spent hold cleared."""
+        async with self.engine.connect() as conn:
+            lapsed = (await conn.execute(
+                select(items.c.id, items.c.key, items.c.held_at, items.c.held_by, items.c.hold_reason,
+                       store.LEFT_QUEUE_AT.label("left_at"))
+                .select_from(store.WITH_SESSION)
+                .where(store.stranded(now), items.c.held_until.is_not(None)).order_by(items.c.id))).all()
+            mark = await _read_mark(conn, BAND_MARK)
+        if not lapsed:
+            return
+        band = mark.band if mark is not None and mark.expires_at > now else None
+        ages = {r.key: (now - r.left_at).days for r in lapsed}
+        page = await self._pager().report(
+            title="Work backlog: a hold for a human decision lapsed; the decision is still owed",
+            level="error", log_level="warning",
+            fingerprint=["backlog", "hold_lapsed", band.describe() if band else "no band", now.isoformat()],
+            message="; ".join(f"{r.key} (held by {r.held_by} on {r.held_at:%Y-%m-%d}: {r.hold_reason}) is "
+                              f"stranded again, {ages[r.key]} days since it left the queue" for r in lapsed),
+            context={"keys": [r.key for r in lapsed], "band": band.describe() if band else None},
+            source="backlog/liveness_sweep")
+        if page is None:
+            return  # not sent: the holds stay lapsed, and the next pass pages them
+        async with self.engine.begin() as conn:
+            await conn.execute(update(items).where(items.c.id.in_([r.id for r in lapsed]),
+                                                   items.c.held_until <= now).values(**NO_HOLD))
+        report.paged.append("lapse")
+
+    async def _alert_if_overdue(self, now: datetime, report: PassReport) -> None:
+        """Runs on every pass that read GitHub, even one with nothing to examine: a population that
+        cleared forgets its band on the empty pass."""
+        try:
+            async with self.engine.connect() as conn:
+                mark = await _read_mark(conn, BAND_MARK)
+        except Exception as exc:  # noqa: BLE001 - paged in its own right
+            await self._band_store_failed(exc, "read")
+            return
+        count = report.stranded or 0
+        oldest = report.oldest_stranded_age or timedelta(0)
+        decision = bands.decide(count, oldest, mark, now)
+        if decision.page is not None:
+            try:
+                await self._probe_band_store(now)
+            except Exception as exc:  # noqa: BLE001 - a store that cannot remember: stay silent on purpose
+                await self._band_store_failed(exc, "write")
+                return
+            page = await self._pager().report(
+                title=f"Work backlog: stranded rows unresolved for {decision.page.describe()}",
+                level="error", log_level="warning",
+                fingerprint=["backlog", "stranded", f"{decision.page.weeks}w", f"{decision.page.rows}+",
+                             now.isoformat()],
+                message=(f"{count} work backlog rows left the queue and nothing resolves them; the oldest has "
+                         f"waited {oldest.days} days. Triage them on the Issues view (Stranded): put work back "
+                         "with append_work_backlog_item, close or remove what is done, or hold a row for the "
+                         "decision a person owes."),
+                context={"stranded": count, "oldest_days": oldest.days, "weeks": decision.page.weeks,
+                         "row_band": decision.page.rows}, source="backlog/liveness_sweep")
+            if page is None:
+                return  # not sent: nothing remembered, so the next pass tries again
+            report.paged.append("band")
+        if decision.mark != mark:
+            try:
+                async with self.engine.begin() as conn:
+                    await _write_mark(conn, BAND_MARK, decision.mark, now)
+            except Exception as exc:  # noqa: BLE001
+                await self._band_store_failed(exc, "write")
+
+    async def _probe_band_store(self, now: datetime) -> None:
+        """Write a throwaway token to the probe key and read it back, before paging; the probe is a
+        separate key so failing it can never leave a band written that no page went out for."""
+        token = uuid.uuid4().hex
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(alert_marks).values(name=PROBE_MARK, token=token, expires_at=now)
+                               .on_conflict_do_update(index_elements=[alert_marks.c.name],
+                                                      set_={"token": token, "expires_at": now}))
+        async with self.engine.connect() as conn:
+            read = (await conn.execute(select(alert_marks.c.token).where(alert_marks.c.name == PROBE_MARK))
+                    ).scalar_one_or_none()
+        if read != token:
+            raise RuntimeError("the band store did not remember the probe token")
+
+    async def _band_store_failed(self, exc: BaseException, doing: str) -> None:
+        await self._pager().report(
+            title="Work backlog: the stranded alert's band store cannot be used; the stranded alert is silent",
+            level="error", fingerprint=["backlog", "stranded_band_store", doing, type(exc).__name__],
+            message=f"The liveness sweep could not {doing} backlog.alert_marks, so it will not page for the "
+                    "stranded band (an hourly page nothing can throttle would flood the channel). Fix the store; "
+                    "until then read counts.stranded and the Issues view.",
+            context={"error": repr(exc)[:500]}, snippet_source=exc, source="backlog/liveness_sweep")
+        report_store_failure = getattr(self.metrics, "band_store_failures", None)
+        if report_store_failure is not None:
+            report_store_failure.inc()
+
+    async def _finish(self, pass_id: int, report: PassReport) -> None:
+        age = report.oldest_stranded_age
+        async with self.engine.begin() as conn:
+            await conn.execute(update(liveness_passes).where(liveness_passes.c.id == pass_id).values(
+                finished_at=self.clock.now(), examined=report.examined, unknown=report.verdicts.get("unknown", 0),
+                requests=report.requests, unreadable_repos=sorted(report.unreadable_repos),
+                rate_limited=report.rate_limited, stranded=report.stranded,
+                oldest_stranded_age_seconds=None if age is None else age.total_seconds(),
+                paged=",".join(report.paged) or None))
+        fields = kv(examined=report.examined, verdicts=dict(report.verdicts), requests=report.requests,
+                    stranded=report.stranded, oldest_stranded_days=None if age is None else round(age / timedelta(days=1), 2),
+                    unreadable_repos=sorted(report.unreadable_repos), rate_limited=report.rate_limited,
+                    voided_holds=report.voided, paged=report.paged)
+        # Production exports WARN and above (#584): WARN only when a repository could not be read.
+        (log.info if report.read_everything else log.warning)("liveness sweep pass", extra=fields)
+        if self.metrics is not None:
+            self.metrics.observe_pass(report)
+
+
+async def population(conn: AsyncConnection, now: datetime) -> tuple[int, datetime | None]:
+    """The stranded population by its stored verdicts: how many, and when the oldest left the queue."""
+    row = (await conn.execute(select(func.count(), func.min(store.LEFT_QUEUE_AT))
+                              .select_from(store.WITH_SESSION).where(store.stranded(now)))).one()
+    return int(row[0]), row[1]
+
+
+async def _read_mark(conn: AsyncConnection, name: str) -> bands.Mark | None:
+    row = (await conn.execute(select(alert_marks).where(alert_marks.c.name == name))).first()
+    return None if row is None else bands.Mark(bands.Band(row.weeks, row.row_band), row.expires_at)
+
+
+async def _write_mark(conn: AsyncConnection, name: str, mark: bands.Mark | None, now: datetime) -> None:
+    if mark is None:
+        await conn.execute(delete(alert_marks).where(alert_marks.c.name == name))
+        return
+    values = {"weeks": mark.band.weeks, "row_band": mark.band.rows, "expires_at": mark.expires_at, "paged_at": now}
+    await conn.execute(insert(alert_marks).values(name=name, **values)
+                       .on_conflict_do_update(index_elements=[alert_marks.c.name], set_=values))

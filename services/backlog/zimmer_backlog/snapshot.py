@@ -1,0 +1,147 @@
+"""The Issues view's GitHub side (seed 000 "Reading the queue as a human"): every 10 minutes the
+snapshot job lists the open issues of each gated repository, records their titles and states, and
+the open-issue count per repository over time; `issues_view` joins that to the stranded and held
+rows. A row whose issue the snapshot shows closed is left out of its section and count, and nothing
+is written back (#173: closed at 21:57 and still listed as stranded an hour later).
+
+An issue is recorded closed when a complete listing no longer has it; an issue the snapshot never
+held, or a listing cut short, changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Integer, Text, and_, cast, delete, exists, func, literal, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_backlog import store
+from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited
+from zimmer_backlog.tables import github_issues, github_open_issue_counts, items
+from zimmer_common.clock import Clock
+from zimmer_common.contracts import backlog as c
+from zimmer_common.logs import kv
+
+log = logging.getLogger("zimmer.backlog.snapshot")
+
+MAX_REPOS = 20
+BUDGET = timedelta(minutes=3)  # the job's own bound: repositories not reached wait for the next tick
+TREND_KEPT = timedelta(days=90)
+TREND_SHOWN = timedelta(days=30)
+SECTION_LIMIT = 200
+
+# The repository and number an item's issue URL names, in SQL (the URL shape is a CHECK).
+ISSUE_REPO = func.lower(func.substring(items.c.issue_url, r"^https://github\.com/([^/]+/[^/]+)/issues/"))
+ISSUE_NUMBER = cast(func.substring(items.c.issue_url, r"/issues/([0-9]+)$"), Integer)
+SHOWN_CLOSED = exists().where(github_issues.c.repo == ISSUE_REPO, github_issues.c.number == ISSUE_NUMBER,
+                              github_issues.c.state == "closed")
+
+
+@dataclass
+class SnapshotReport:
+    repos: list[str] = field(default_factory=list)
+    listed: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    not_reached: list[str] = field(default_factory=list)
+
+
+class GithubSnapshot:
+    def __init__(self, engine: Callable[[], AsyncEngine], github: Callable[[], GithubClient], clock: Clock,
+                 gated_repos: list[str], on_listed: Callable[[str, int], None] = lambda repo, n: None):
+        self._engine = engine
+        self._github = github
+        self.clock = clock
+        self.gated_repos = [r.strip().lower() for r in gated_repos if r.strip()]
+        self.on_listed = on_listed
+
+    async def repos(self) -> list[str]:
+        """The configured gated repositories, else those the backlog's issue URLs name."""
+        if self.gated_repos:
+            return self.gated_repos[:MAX_REPOS]
+        async with self._engine().connect() as conn:
+            return list((await conn.execute(select(ISSUE_REPO).where(items.c.issue_url.is_not(None))
+                                            .distinct().order_by(ISSUE_REPO).limit(MAX_REPOS))).scalars())
+
+    async def run(self) -> SnapshotReport:
+        report = SnapshotReport(repos=await self.repos())
+        started = self.clock.monotonic()
+        for n, repo in enumerate(report.repos):
+            if self.clock.monotonic() - started > BUDGET.total_seconds():
+                report.not_reached = report.repos[n:]
+                break
+            try:
+                listing = await self._github().open_issues(repo)
+            except RateLimited as exc:
+                report.failed[repo] = str(exc)
+                report.not_reached = report.repos[n + 1:]
+                break
+            except GithubUnavailable as exc:
+                report.failed[repo] = str(exc)
+                continue
+            await self._record(repo, listing.issues, listing.complete)
+            report.listed[repo] = len(listing.issues)
+            self.on_listed(repo, len(listing.issues))
+        (log.warning if report.failed or report.not_reached else log.info)(
+            "github snapshot", extra=kv(listed=report.listed, failed=report.failed, not_reached=report.not_reached))
+        return report
+
+    async def _record(self, repo: str, issues: list[Any], complete: bool) -> None:
+        now = self.clock.now()
+        async with self._engine().begin() as conn:
+            if issues:
+                rows = [{"repo": repo, "number": i.number, "title": i.title[:2000], "state": "open", "seen_at": now}
+                        for i in issues]
+                stmt = insert(github_issues).values(rows)
+                await conn.execute(stmt.on_conflict_do_update(
+                    index_elements=[github_issues.c.repo, github_issues.c.number],
+                    set_={"title": stmt.excluded.title, "state": "open", "seen_at": now}))
+            if complete:  # open before, absent from a complete listing now: closed (or moved away)
+                await conn.execute(update(github_issues).where(
+                    github_issues.c.repo == repo, github_issues.c.state == "open",
+                    github_issues.c.number.not_in([i.number for i in issues])).values(state="closed", seen_at=now))
+            await conn.execute(insert(github_open_issue_counts).values(
+                repo=repo, taken_at=now, open_issues=len(issues), complete=complete).on_conflict_do_nothing())
+            await conn.execute(delete(github_open_issue_counts).where(
+                github_open_issue_counts.c.taken_at < now - TREND_KEPT))
+
+
+async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_LIMIT) -> c.IssuesView:  # noqa: C901
+    """Stranded and Awaiting your decision as the page shows them (the stored verdict, minus rows
+    whose issue the snapshot shows closed), "In GitHub, not on the queue", and the trend."""
+    async with engine.connect() as conn:
+        async def section(where: Any) -> tuple[list[c.ItemView], int, int]:
+            shown = and_(where, ~SHOWN_CLOSED)
+            rows = await conn.execute(store.SELECT_ITEMS.where(shown).order_by(store.LEFT_QUEUE_AT, items.c.id)
+                                      .limit(limit))
+            counted = (await conn.execute(select(func.count().filter(shown), func.count().filter(SHOWN_CLOSED))
+                                          .select_from(store.WITH_SESSION).where(where))).one()
+            return [store.view(r) for r in rows], int(counted[0]), int(counted[1])
+
+        stranded, stranded_total, stranded_closed = await section(store.stranded(now))
+        awaiting, awaiting_total, awaiting_closed = await section(store.awaiting_decision(now))
+        held = (await conn.execute(select(func.count()).select_from(items).where(
+            store.LEFT_QUEUE, store.hold_in_force(now)))).scalar_one()
+        url = literal("https://github.com/") + github_issues.c.repo + "/issues/" + cast(github_issues.c.number, Text)
+        on_queue = exists().where(func.lower(items.c.issue_url) == url)
+        missing = select(github_issues).where(github_issues.c.state == "open", ~on_queue)
+        not_on_queue = [c.GithubIssue(repo=r.repo, number=r.number, title=r.title,
+                                      url=f"https://github.com/{r.repo}/issues/{r.number}") for r in await conn.execute(missing.order_by(github_issues.c.repo, github_issues.c.number)
+                                                    .limit(limit))]
+        not_on_queue_total = (await conn.execute(select(func.count()).select_from(missing.subquery()))).scalar_one()
+        points = await conn.execute(select(github_open_issue_counts).where(
+            github_open_issue_counts.c.taken_at >= now - TREND_SHOWN).order_by(
+            github_open_issue_counts.c.repo, github_open_issue_counts.c.taken_at))
+        trend: dict[str, list[c.TrendPoint]] = {}
+        for p in points:
+            trend.setdefault(p.repo, []).append(c.TrendPoint(at=p.taken_at, open_issues=p.open_issues))
+        snapshot_at = (await conn.execute(select(func.max(github_open_issue_counts.c.taken_at)))).scalar_one()
+    return c.IssuesView(
+        stranded=stranded, stranded_total=stranded_total, stranded_closed_in_github=stranded_closed,
+        awaiting=awaiting, awaiting_total=awaiting_total, awaiting_closed_in_github=awaiting_closed, held=int(held),
+        not_on_queue=not_on_queue, not_on_queue_total=int(not_on_queue_total),
+        trend=[c.TrendSeries(repo=repo, points=pts) for repo, pts in trend.items()], snapshot_at=snapshot_at)
