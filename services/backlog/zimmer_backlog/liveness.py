@@ -112,8 +112,7 @@ class LivenessSweep:
             report.stranded, oldest = await population(conn, now)
         report.oldest_stranded_age = None if oldest is None else now - oldest
         if report.read_everything:  # a pass that could not read a repo says nothing at all
-            await self._page_lapsed_holds(now, report)
-            await self._alert_if_overdue(now, report)
+            await self._alert(now, report)
         await self._finish(pass_id, report)
         return report
 
@@ -161,73 +160,85 @@ class LivenessSweep:
         if report.voided:
             log.info("holds voided: the liveness sweep recorded a different verdict", extra=kv(keys=report.voided))
 
-    async def _page_lapsed_holds(self, now: datetime, report: PassReport) -> None:
-        """A lapsed hold pages once, whatever band the sweep last paged for, on the first pass that
-        can read GitHub after its row is stranded again; only then is the spent hold cleared."""
+    async def _alert(self, now: datetime, report: PassReport) -> None:
+        """Runs after every pass that read GitHub, even one with nothing to examine: a population
+        that cleared forgets its band on the empty pass. One page a pass at most: the band's, or a
+        lapse (which pages whatever band the sweep last paged for, once per hold, on the first pass
+        that can read GitHub after its row is stranded again; only then is the spent hold cleared).
+        A lapse that coincides with a band step is told in that one page."""
         async with self.engine.connect() as conn:
             lapsed = (await conn.execute(
                 select(items.c.id, items.c.key, items.c.held_at, items.c.held_by, items.c.hold_reason,
                        store.LEFT_QUEUE_AT.label("left_at"))
                 .select_from(store.WITH_SESSION)
                 .where(store.stranded(now), items.c.held_until.is_not(None)).order_by(items.c.id))).all()
-            mark = await _read_mark(conn, BAND_MARK)
-        if not lapsed:
-            return
-        band = mark.band if mark is not None and mark.expires_at > now else None
-        ages = {r.key: (now - r.left_at).days for r in lapsed}
-        page = await self._pager().report(
-            title="Work backlog: a hold for a human decision lapsed; the decision is still owed",
-            level="error", log_level="warning",
-            fingerprint=["backlog", "hold_lapsed", band.describe() if band else "no band", now.isoformat()],
-            message="; ".join(f"{r.key} (held by {r.held_by} on {r.held_at:%Y-%m-%d}: {r.hold_reason}) is "
-                              f"stranded again, {ages[r.key]} days since it left the queue" for r in lapsed),
-            context={"keys": [r.key for r in lapsed], "band": band.describe() if band else None},
-            source="backlog/liveness_sweep")
-        if page is None:
-            return  # not sent: the holds stay lapsed, and the next pass pages them
-        async with self.engine.begin() as conn:
-            await conn.execute(update(items).where(items.c.id.in_([r.id for r in lapsed]),
-                                                   items.c.held_until <= now).values(**NO_HOLD))
-        report.paged.append("lapse")
-
-    async def _alert_if_overdue(self, now: datetime, report: PassReport) -> None:
-        """Runs on every pass that read GitHub, even one with nothing to examine: a population that
-        cleared forgets its band on the empty pass."""
         try:
             async with self.engine.connect() as conn:
                 mark = await _read_mark(conn, BAND_MARK)
         except Exception as exc:  # noqa: BLE001 - paged in its own right
             await self._band_store_failed(exc, "read")
+            mark, decision = None, bands.Decision(None, None)
+            store_ok = False
+        else:
+            count, oldest = report.stranded or 0, report.oldest_stranded_age or timedelta(0)
+            decision = bands.decide(count, oldest, mark, now)
+            store_ok = True
+            if decision.page is not None:
+                try:
+                    await self._probe_band_store(now)
+                except Exception as exc:  # noqa: BLE001 - a store that cannot remember: no band page
+                    await self._band_store_failed(exc, "write")
+                    decision, store_ok = bands.Decision(None, mark), False
+        if decision.page is None and not lapsed:
+            if store_ok and decision.mark != mark:
+                await self._remember(decision.mark, now)
             return
-        count = report.stranded or 0
-        oldest = report.oldest_stranded_age or timedelta(0)
-        decision = bands.decide(count, oldest, mark, now)
-        if decision.page is not None:
-            try:
-                await self._probe_band_store(now)
-            except Exception as exc:  # noqa: BLE001 - a store that cannot remember: stay silent on purpose
-                await self._band_store_failed(exc, "write")
-                return
-            page = await self._pager().report(
-                title=f"Work backlog: stranded rows unresolved for {decision.page.describe()}",
-                level="error", log_level="warning",
-                fingerprint=["backlog", "stranded", f"{decision.page.weeks}w", f"{decision.page.rows}+",
-                             now.isoformat()],
-                message=(f"{count} work backlog rows left the queue and nothing resolves them; the oldest has "
-                         f"waited {oldest.days} days. Triage them on the Issues view (Stranded): put work back "
-                         "with append_work_backlog_item, close or remove what is done, or hold a row for the "
-                         "decision a person owes."),
-                context={"stranded": count, "oldest_days": oldest.days, "weeks": decision.page.weeks,
-                         "row_band": decision.page.rows}, source="backlog/liveness_sweep")
-            if page is None:
-                return  # not sent: nothing remembered, so the next pass tries again
-            report.paged.append("band")
-        if decision.mark != mark:
-            try:
-                async with self.engine.begin() as conn:
-                    await _write_mark(conn, BAND_MARK, decision.mark, now)
-            except Exception as exc:  # noqa: BLE001
-                await self._band_store_failed(exc, "write")
+        band = decision.page or (mark.band if mark else bands.band_of(report.stranded or 0,
+                                                                      report.oldest_stranded_age or timedelta(0)))
+        page = await self._pager().report(**(self._lapse_page(lapsed, band, now) if lapsed else
+                                             self._band_page(band, report, now)))
+        if page is None:
+            return  # not sent: nothing remembered and no hold cleared, so the next pass tries again
+        report.paged.append("lapse" if lapsed else "band")
+        if lapsed:
+            async with self.engine.begin() as conn:
+                await conn.execute(update(items).where(items.c.id.in_([r.id for r in lapsed]),
+                                                       items.c.held_until <= now).values(**NO_HOLD))
+        if store_ok and decision.mark != mark:
+            await self._remember(decision.mark, now)
+
+    @staticmethod
+    def _lapse_page(lapsed: list[Any], band: bands.Band | None, now: datetime) -> dict[str, Any]:
+        said = band.describe() if band else "below the alert's bar"
+        return dict(
+            title="Work backlog: a hold for a human decision lapsed; the decision is still owed",
+            level="error", log_level="warning", source="backlog/liveness_sweep",
+            fingerprint=["backlog", "hold_lapsed", said, now.isoformat()],
+            message="; ".join(f"{r.key} (held by {r.held_by} on {r.held_at:%Y-%m-%d}: {r.hold_reason}) is stranded "
+                              f"again, {(now - r.left_at).days} days since it left the queue" for r in lapsed)
+                    + f". Stranded band: {said}.",
+            context={"keys": [r.key for r in lapsed], "band": band.describe() if band else None})
+
+    @staticmethod
+    def _band_page(band: bands.Band, report: PassReport, now: datetime) -> dict[str, Any]:
+        count, oldest = report.stranded or 0, report.oldest_stranded_age or timedelta(0)
+        return dict(
+            title=f"Work backlog: stranded rows unresolved for {band.describe()}",
+            level="error", log_level="warning", source="backlog/liveness_sweep",
+            # Every page is its own issue: the band, then the pass's time (seed: #1175).
+            fingerprint=["backlog", "stranded", f"{band.weeks}w", f"{band.rows}+", now.isoformat()],
+            message=(f"{count} work backlog rows left the queue and nothing resolves them; the oldest has waited "
+                     f"{oldest.days} days. Triage them on the Issues view (Stranded): put work back with "
+                     "append_work_backlog_item, close or remove what is done, or hold a row for the decision a "
+                     "person owes."),
+            context={"stranded": count, "oldest_days": oldest.days, "weeks": band.weeks, "row_band": band.rows})
+
+    async def _remember(self, mark: bands.Mark | None, now: datetime) -> None:
+        try:
+            async with self.engine.begin() as conn:
+                await _write_mark(conn, BAND_MARK, mark, now)
+        except Exception as exc:  # noqa: BLE001
+            await self._band_store_failed(exc, "write")
 
     async def _probe_band_store(self, now: datetime) -> None:
         """Write a throwaway token to the probe key and read it back, before paging; the probe is a
