@@ -225,7 +225,7 @@ class BenchContext:
 @dataclass(frozen=True)
 class Group:
     name: str
-    needs: str  # "nats" | "pg" | "pg+nats"
+    needs: str  # "nats" | "pg" | "pg+nats" | "none" (no embedded server)
     run: Callable[[Sizes, BenchContext], Awaitable[list[Entry]]]
     description: str
 

@@ -39,7 +39,7 @@ if __package__ in (None, ""):
     # repository root, so make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import backlog, spot_gate  # noqa: E402
+from bench import backlog, backlog_liveness, spot_gate  # noqa: E402
 from bench.foundation import bench_pg_copy, bench_pg_tx, bench_rpc  # noqa: E402
 from bench.harness import (  # noqa: E402
     FULL,
@@ -75,6 +75,9 @@ GROUPS: list[Group] = [
           "Backlog appends/s via REST (aiohttp) and NATS RPC, 32 appenders, vs advisory-lock tx/s; "
           "the client's GET /healthz rate beside REST"),
     Group("backlog_pull_list", "pg+nats", backlog.bench_pull_list, "Backlog pull-1 and list-100 latency, 5,000 queued"),
+    Group("backlog_liveness", "none", backlog_liveness.bench_liveness,
+          "Liveness sweep: 200 issues over 5 repositories probed 40 a request vs one request per row (fake GitHub); "
+          "the band decision over 100,000 simulated passes vs a plain loop"),
 ]
 
 

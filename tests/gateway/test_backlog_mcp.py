@@ -16,7 +16,8 @@ from mcp_client import call, mcp_session, tool_error
 from zimmer_gateway.mcp.registry import KNOWN_GROUPS
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
-BACKLOG_TOOLS = {"get_work_backlog", "append_work_backlog_item", "pull_work_backlog_items"}
+BACKLOG_TOOLS = {"get_work_backlog", "append_work_backlog_item", "pull_work_backlog_items",
+                 "hold_work_backlog_item_for_decision"}
 # A discretionary operation, by name (snake_case words) and by description (whole words; an
 # underscore joins a word, so spot policy's `promote_genesis` action is not a backlog promotion).
 DISCRETIONARY_NAME_WORDS = {"pin", "unpin", "place", "placement", "remove", "promote", "now", "prioritize"}

@@ -2,7 +2,8 @@
 
 get_work_backlog (read), append_work_backlog_item (append a cleared issue),
 pull_work_backlog_items (pull the top N or named keys into spot sessions, with mechanical
-removals from a fixed vocabulary). Nothing here is in `core`: a connection has to name the
+removals from a fixed vocabulary), hold_work_backlog_item_for_decision (record that what remains
+of a stranded row is a person's call). Nothing here is in `core`: a connection has to name the
 group, so neither the unscoped server nor `sessions` carries backlog writes.
 
 The discretionary operations (pin, unpin, hand-place, removal by judgement, start now /
@@ -46,7 +47,9 @@ def describe_counts(counts: c.Counts) -> str:
     held = (f", {counts.spot_held} of them held at the spot gate before a turn (waiting on quota or a slot, "
             "not being advanced)") if counts.spot_held else ""
     return (f"{counts.queued} queued; {counts.in_flight} in flight (running or waiting){held}; "
-            f"{counts.parked} parked in needs_input, waiting on a person and not part of the WIP arithmetic.")
+            f"{counts.parked} parked in needs_input, waiting on a person and not part of the WIP arithmetic; "
+            f"{counts.stranded} stranded (left the queue, nothing resolves them: triage them); "
+            f"{counts.awaiting_decision} awaiting a person's decision (held).")
 
 
 @tool(group=GROUP, read_only=True, destructive=False, idempotent=True)
@@ -55,14 +58,19 @@ async def get_work_backlog(
     status: Annotated[c.StatusFilter, Field(
         description="queued (default), started, removed, all; or by the session an item became: in_flight "
                     "(running or waiting), spot_held (waiting at the spot gate before its first turn), parked "
-                    "(needs_input), claimed (in_flight or parked)")] = "queued",
+                    "(needs_input), claimed (in_flight or parked); or by the liveness sweep's stored verdict: "
+                    "stranded (left the queue and unresolved: pr_stalled, pr_merged_issue_open, no_pr, unknown), "
+                    "awaiting_decision (stranded but held for a person's decision)")] = "queued",
     limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     offset: Annotated[int, Field(ge=0, le=ID_MAX)] = 0,
 ) -> WorkBacklogReport:
     """The work backlog, highest precedence first (the order a pull takes them), with `counts`
     of the sessions this backlog produced: queued, in_flight (running or waiting), spot_held (the
     part of in_flight held at the spot gate before a first turn), parked (needs_input: waiting on a
-    person, not in flight) and claimed."""
+    person, not in flight), claimed, stranded and awaiting_decision. Stranded rows list oldest first,
+    each with its liveness_state: triage one by appending its key again (work left), by asking a
+    human to close the issue or retire the row (nothing left), or with
+    hold_work_backlog_item_for_decision (what remains is a person's call)."""
     listing = await _bus(service).request(c.GET_ITEMS, c.ItemQuery(status=status, limit=limit, offset=offset))
     return WorkBacklogReport(**listing.model_dump(), summary=describe_counts(listing.counts))
 
@@ -131,3 +139,25 @@ async def pull_work_backlog_items(
     return await _bus(service).request(c.PULL, c.PullItems(
         count=count, keys=keys, removals=removals or [], acting_session_id=acting_session,
         idempotency_key=idempotency_key, wip_ceiling=wip_ceiling))
+
+
+@tool(group=GROUP, read_only=False, destructive=False, idempotent=False)
+async def hold_work_backlog_item_for_decision(
+    service: Service,
+    item_id: Annotated[int, Field(ge=1, le=ID_MAX, description="The stranded row's id (get_work_backlog status=stranded)")],
+    reason: Annotated[LongText, Field(min_length=1, description=(
+        "The decision owed, who owes it, and where it is laid out, e.g. \"pick one of #80/#81/#82: the maintainers; "
+        "laid out in #83\""))],
+    acting_session: int | None = None,
+) -> c.ItemView:
+    """Hold a stranded row for a human decision when what remains is a person's call (pick one of
+    overlapping issues, seed a secret only a human holds, rule on a declined PR). Not a removal: the
+    status stays. The row moves to awaiting_decision and out of the stranded alert for 14 days; then
+    the hold lapses, the row is stranded again at its original age and the lapse pages once. Refused
+    (`refused`, details.refusal) for a row that is not stranded (queued, in flight, parked or
+    resolved: not_stranded), one the sweep has not read (not_read), one a newer row superseded
+    (superseded), one already held (already_held: a hold cannot be extended) and one whose lapsed
+    hold has not paged yet (lapse_not_paged)."""
+    by = f"session {acting_session}" if acting_session else "an agent"
+    return await _bus(service).request(c.HOLD, c.HoldItem(item_id=item_id, reason=reason, by=by,
+                                                          acting_session_id=acting_session))

@@ -60,6 +60,12 @@ class PullBody(c.PullItems):
         None, description="The pulling session: the parent of what it starts; provenance, never authorization")
 
 
+class HoldBody(StrictBody):
+    reason: Annotated[LongText, Field(min_length=1, description=(
+        "The decision owed, who owes it, and where it is laid out"))]
+    acting_session_id: RowId | None = Field(None, description="The triaging session: provenance, never authorization")
+
+
 class PinBody(StrictBody):
     precedence: Precedence | None = Field(None, description="Hand-place it here; omitted: pin it where it sits")
 
@@ -75,12 +81,15 @@ async def list_items(
     status_: Annotated[c.StatusFilter, Query(
         alias="status", description="queued (default), started, removed, all; or by the produced session: "
                                     "in_flight (running or waiting), spot_held (waiting at the spot gate before "
-                                    "its first turn), parked (needs_input), claimed (in_flight or parked)")] = "queued",
+                                    "its first turn), parked (needs_input), claimed (in_flight or parked); or by the "
+                                    "liveness sweep's stored verdict: stranded (left the queue, unresolved), "
+                                    "awaiting_decision (stranded, held for a person's decision)")] = "queued",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=ID_MAX)] = 0,
 ) -> c.ItemList:
-    """Highest precedence first (the order a pull takes them). `counts` (queued, in_flight,
-    spot_held, parked, claimed) is of the sessions this backlog produced."""
+    """Highest precedence first (the order a pull takes them); stranded and awaiting_decision oldest
+    first. `counts`: queued; in_flight, spot_held, parked, claimed (of the sessions this backlog
+    produced); stranded, awaiting_decision and held (by the liveness sweep's stored verdict)."""
     return await bus.request(c.GET_ITEMS, c.ItemQuery(status=status_, limit=limit, offset=offset))
 
 
@@ -154,3 +163,19 @@ async def remove_item(item_id: ItemIdPath, body: RemoveBody, bus: BusDep,
 async def start_now(item_id: ItemIdPath, bus: BusDep,
                     _realm: Annotated[Realm, Depends(operator_only)]) -> c.StartNowResult:
     return await bus.request(c.START_NOW, c.ItemRef(item_id=item_id, by=OPERATOR))
+
+
+@router.post("/{item_id}/hold", summary="Hold a stranded row for a human decision", response_model=c.ItemView,
+             responses=problem_responses(404, 409))
+async def hold_item(item_id: ItemIdPath, body: HoldBody, bus: BusDep,
+                    realm: Annotated[Realm, Depends(authenticated)]) -> c.ItemView:
+    """Records that what remains is a person's call: the reason (the decision owed, who owes it,
+    where it is laid out), who and when. Not a removal; the status stays. The row moves from
+    stranded to awaiting_decision for 14 days, then the hold lapses and the lapse pages once.
+    409 `refused` with `details.refusal`: not_stranded (queued, in flight, parked or resolved),
+    not_read (the sweep has not read it, or read unknown), superseded, already_held (no extension),
+    lapse_not_paged (no renewal before the lapse has paged)."""
+    by = OPERATOR if realm is Realm.OPERATOR else (
+        f"session {body.acting_session_id}" if body.acting_session_id else "fleet")
+    return await bus.request(c.HOLD, c.HoldItem(item_id=item_id, reason=body.reason, by=by,
+                                                acting_session_id=body.acting_session_id))

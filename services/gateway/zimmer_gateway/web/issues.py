@@ -3,14 +3,17 @@ with the In flight header split as the seed words it, the Queued, In flight and 
 and the operator's forms: Promote (start now as priority), Pin (with a precedence), Unpin and
 Remove (with a reason in words). Each form makes the RPC the operator-only REST route makes.
 
-Stranded, Awaiting your decision and "In GitHub, not on the queue" arrive with the liveness
-sweep: their places are in the layout, saying so, with no data until then.
+Its GitHub side (`backlog.issues_view`): Stranded (verdict, age, the Hold form), Awaiting your
+decision (naming how many rows are held), "In GitHub, not on the queue" and the open-issue trend.
+A row whose issue the GitHub snapshot shows closed is left out of its section and count (#173);
+the page writes nothing back.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -27,13 +30,52 @@ QUEUE_PAGE = 200  # queued rows per page: each carries four small forms
 SECTION_LIMIT = 200
 OPERATOR = "operator"
 ItemId = Annotated[int, Path(ge=1, le=ID_MAX)]
-RPCS: dict[str, Any] = {"promoted": c.START_NOW, "pinned": c.PIN, "unpinned": c.UNPIN, "removed": c.REMOVE}
+RPCS: dict[str, Any] = {"promoted": c.START_NOW, "pinned": c.PIN, "unpinned": c.UNPIN, "removed": c.REMOVE,
+                        "held": c.HOLD}
 DONE = {  # what a form did, said back on the page (a fixed vocabulary: the query names which)
     "promoted": "Started {key} now as a priority session.",
     "pinned": "Pinned {key}.",
     "unpinned": "Unpinned {key}; it moved back into its band if it was outside it.",
     "removed": "Removed {key}.",
+    "held": "Held {key} for a decision; it is in Awaiting your decision for 14 days.",
 }
+# What each stored verdict means, in the seed's words (the Stranded and Awaiting sections).
+VERDICTS = {
+    "pr_stalled": "the only open PRs referencing it have gone quiet (14 days)",
+    "pr_merged_issue_open": "a merged PR references it, but the issue is still open",
+    "no_pr": "no PR has ever referenced it",
+    "unknown": "GitHub could not be read; re-checked next pass",
+    "pr_open": "an open PR referencing it moved within 14 days",
+    "issue_closed": "the issue is closed",
+    "superseded": "a newer row carries the same key",
+}
+CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 640, 200, 28
+
+
+def trend_chart(trend: list[c.TrendSeries]) -> dict[str, Any] | None:
+    """The open-issue trend as SVG polylines (one per repository) on shared axes; None when the
+    snapshot has not run. Server-drawn: no script, and the numbers are in a table beside it."""
+    points = [p for series in trend for p in series.points]
+    if not points:
+        return None
+    start, end = min(p.at for p in points), max(p.at for p in points)
+    span = max((end - start).total_seconds(), 1.0)
+    top = max(max(p.open_issues for p in points), 1)
+    width, height = CHART_WIDTH - 2 * CHART_PAD, CHART_HEIGHT - 2 * CHART_PAD
+
+    def xy(p: c.TrendPoint) -> str:
+        x = CHART_PAD + width * (p.at - start).total_seconds() / span
+        y = CHART_PAD + height * (1 - p.open_issues / top)
+        return f"{x:.1f},{y:.1f}"
+
+    return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "pad": CHART_PAD, "top": top, "start": start, "end": end,
+            "lines": [{"repo": s.repo, "points": " ".join(xy(p) for p in s.points), "last": s.points[-1]}
+                      for s in trend]}
+
+
+def days_since(item: c.ItemView, now: datetime) -> int:
+    left = item.started_at or item.removed_at
+    return 0 if left is None else max((now - left).days, 0)
 
 
 def in_flight_header(counts: c.Counts) -> str:
@@ -53,16 +95,20 @@ def create_issues(service: Service) -> APIRouter:
         session = signed_in(request)
         bus = bus_of(service)
         try:
-            queued, flying, parked = await asyncio.gather(
+            queued, flying, parked, github = await asyncio.gather(
                 bus.request(c.GET_ITEMS, c.ItemQuery(status="queued", limit=QUEUE_PAGE, offset=offset)),
                 bus.request(c.GET_ITEMS, c.ItemQuery(status="in_flight", limit=SECTION_LIMIT)),
-                bus.request(c.GET_ITEMS, c.ItemQuery(status="parked", limit=SECTION_LIMIT)))
+                bus.request(c.GET_ITEMS, c.ItemQuery(status="parked", limit=SECTION_LIMIT)),
+                bus.request(c.ISSUES_VIEW, c.IssuesViewQuery(limit=SECTION_LIMIT)))
         except ZimmerError as exc:
             return refusal(request, exc)
         notice = DONE[done].format(key=key or "the item") if done in DONE else None
+        now = datetime.now(UTC)
         return render(request, "issues.html", title="Issues", csrf=session.csrf, counts=queued.counts,
                       in_flight_header=in_flight_header(queued.counts), queued=queued, in_flight=flying,
-                      parked=parked, offset=offset, page=QUEUE_PAGE, notice=notice)
+                      parked=parked, offset=offset, page=QUEUE_PAGE, notice=notice, github=github,
+                      verdicts=VERDICTS, chart=trend_chart(github.trend),
+                      age={i.id: days_since(i, now) for i in [*github.stranded, *github.awaiting]})
 
     async def act(request: Request, done: str, build: Callable[[FormData], Any]) -> Response:
         try:
@@ -71,6 +117,11 @@ def create_issues(service: Service) -> APIRouter:
             return refused.response
         item = answer.item if isinstance(answer, c.StartNowResult) else answer
         return back_to("/issues", done, key=item.key)
+
+    @router.post("/issues/{item_id}/hold")
+    async def hold(request: Request, item_id: ItemId) -> Response:
+        return await act(request, "held", lambda form: c.HoldItem(
+            item_id=item_id, by=OPERATOR, reason=str(form.get("reason") or "").strip()))
 
     @router.post("/issues/{item_id}/promote")
     async def promote(request: Request, item_id: ItemId) -> Response:
