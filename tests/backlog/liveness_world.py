@@ -132,3 +132,25 @@ async def eventually(check: Any, what: str, tries: int = 200) -> Any:
             return value
         await asyncio.sleep(0.05)
     raise AssertionError(f"{what} did not happen")
+
+
+def world_in_stack(services: dict[str, Any], gh: FakeGithub) -> World:
+    """A World over the stack fixture's backlog (its real clock: rows are written relative to now)."""
+    return World(services["backlog"], services["gateway"].bus, gh, FrozenClock(datetime.now(UTC)))
+
+
+class GithubForTheStack:
+    """For a module's `stack_setup`: a fake GitHub the stack's backlog reads (through the
+    environment its settings come from), started before the services and stopped after."""
+
+    def __init__(self, monkeypatch: Any):
+        self.gh = FakeGithub(TOKEN)
+        monkeypatch.setenv("ZIMMER_GITHUB_API_URL", self.gh.url)
+        monkeypatch.setenv("ZIMMER_GITHUB_TOKEN", TOKEN)
+        monkeypatch.setenv("ZIMMER_GATED_REPOS", REPO)
+
+    def __enter__(self) -> FakeGithub:
+        return self.gh.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.gh.__exit__(*exc)
