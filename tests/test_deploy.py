@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from zimmer_alerts.config import AlertSettings
+from zimmer_backlog.config import GithubSettings
 from zimmer_common.settings import Settings
 
 from zimmer_cli.registry import SERVICES
@@ -33,7 +35,8 @@ GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
 
 # Every setting Zimmer reads from the environment, derived from the Settings model itself: a
 # misspelt variable in the compose file or the image is not one of these and fails here.
-KNOWN_ZIMMER_ENV = {f"ZIMMER_{name.upper()}" for name in Settings.model_fields}
+KNOWN_ZIMMER_ENV = {f"ZIMMER_{name.upper()}" for name in
+                    [*Settings.model_fields, *GithubSettings.model_fields, *AlertSettings.model_fields]}
 ZIMMER_ENVS = {"production", "staging", "development", "test"}
 SECRETS = ("ZIMMER_API_KEY", "ZIMMER_OPERATOR_TOKEN")
 
@@ -310,7 +313,8 @@ def test_alert_rules() -> None:
         assert re.fullmatch(r"\d+[smh]", str(rule["for"])), rule
     names = {rule["alert"] for rule in rules}
     assert {"ZimmerServiceDown", "ZimmerOutboxBacklog", "ZimmerJobFailures", "ZimmerDependencyDown",
-            "ZimmerRequestsPastTheirDeadline", "ZimmerBusy", "ZimmerAlertSinkFailing"} <= names
+            "ZimmerRequestsPastTheirDeadline", "ZimmerBusy", "ZimmerAlertSinkFailing", "ZimmerGithubUnreadable",
+            "ZimmerLivenessSweepStale", "ZimmerStrandedBandStoreFailing"} <= names
     assert len(names) == len(rules), "duplicate alert names"
 
 
@@ -379,6 +383,11 @@ def test_grafana_provisioning() -> None:
         "zimmer_spot_spend_dollars",
         "zimmer_backlog_count",
         "zimmer_spot_pool_accounts",
+        "zimmer_backlog_stranded_oldest_age_seconds",  # the Issues page's GitHub side (issue 12)
+        "zimmer_backlog_issues_view",
+        "zimmer_backlog_github_open_issues",
+        "zimmer_backlog_github_requests_total",
+        "zimmer_backlog_liveness_passes_total",
     ):
         assert needle in joined, f"dashboard has no panel with {needle}"
     for panel in dashboard["panels"]:

@@ -37,6 +37,9 @@ class BacklogMetrics:
                                            "Passes whose alert band store could not be used", registry=r)
         self.github_requests = Counter("zimmer_backlog_github_requests_total", "Requests to GitHub, by outcome",
                                        ["api", "outcome"], registry=r)
+        self.issues_view = Gauge("zimmer_backlog_issues_view", "The Issues view's GitHub-side figures: stranded and "
+                                 "awaiting rows shown, those left out because the snapshot shows their issue closed, "
+                                 "open issues with no row", ["figure"], registry=r)
         self.github_open_issues = Gauge("zimmer_backlog_github_open_issues",
                                         "Open issues per gated repository at the last snapshot", ["repo"], registry=r)
 
@@ -45,6 +48,11 @@ class BacklogMetrics:
             self.items.labels(status).set(by_status.get(status, 0))
         for kind, value in counts.model_dump().items():
             self.counts.labels(kind).set(value)
+
+    def observe_view(self, view: Any) -> None:
+        for figure in ("stranded_total", "stranded_closed_in_github", "awaiting_total", "awaiting_closed_in_github",
+                       "held", "not_on_queue_total"):
+            self.issues_view.labels(figure).set(getattr(view, figure))
 
     def observe_pass(self, report: Any) -> None:
         outcome = "rate_limited" if report.rate_limited else "unreadable" if report.unreadable_repos else "read_all"

@@ -140,6 +140,7 @@ def build(settings: Settings, clock: Clock | None = None, github: GithubSettings
             try:
                 async with engine().connect() as conn:
                     metrics.observe(await store.status_counts(conn), await store.counts(conn, service.clock.now()))
+                metrics.observe_view(await issues_view(engine(), service.clock.now(), limit=1))
             except Exception as exc:  # noqa: BLE001 - a missed refresh keeps the last values
                 log.warning("backlog metrics refresh failed", extra=kv(error=repr(exc)))
             await service.pause(METRICS_REFRESH_SECONDS)
