@@ -140,11 +140,15 @@ class GithubClient:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
 
-    async def _send(self, api: str, method: str, path: str, **kw: Any) -> httpx.Response:
+    def _client(self) -> httpx.AsyncClient:
+        """One HTTP client per operation (a pass's probe, a listing): building one loads the CA
+        bundle (~20 ms), which would otherwise be most of each request's cost."""
+        return httpx.AsyncClient(timeout=self.timeout, follow_redirects=True)
+
+    async def _send(self, client: httpx.AsyncClient, api: str, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
             async with asyncio.timeout(self.total_timeout):
-                async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client:
-                    resp = await client.request(method, f"{self.api_url}{path}", **kw)
+                resp = await client.request(method, f"{self.api_url}{path}", **kw)
         except (TimeoutError, httpx.TimeoutException) as exc:
             self.on_request(api, "timeout")
             raise GithubUnavailable("timeout", f"GitHub did not answer within {self.total_timeout:g}s") from exc
@@ -164,16 +168,17 @@ class GithubClient:
     # ---- contents (the import) ---------------------------------------------------------------
 
     async def contents(self, repo: str, path: str, ref: str) -> bytes:
-        resp = await self._send("rest", "GET", f"/repos/{repo}/contents/{path}", params={"ref": ref},
-                                headers=self._headers("application/vnd.github.raw+json"))
+        async with self._client() as client:
+            resp = await self._send(client, "rest", "GET", f"/repos/{repo}/contents/{path}", params={"ref": ref},
+                                    headers=self._headers("application/vnd.github.raw+json"))
         if resp.status_code != 200:
             raise GithubUnavailable("refused", f"GitHub answered {resp.status_code} for {repo}/{path}@{ref}")
         return resp.content
 
     # ---- issue timelines (the liveness sweep) -------------------------------------------------
 
-    async def _graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        resp = await self._send("graphql", "POST", "/graphql", json={"query": query, "variables": variables},
+    async def _graphql(self, client: httpx.AsyncClient, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        resp = await self._send(client, "graphql", "POST", "/graphql", json={"query": query, "variables": variables},
                                 headers=self._headers())
         if resp.status_code != 200:
             raise GithubUnavailable("refused", f"GitHub answered {resp.status_code} to a GraphQL query")
@@ -195,12 +200,17 @@ class GithubClient:
         unreadable) and is returned, not raised."""
         todo = sorted(set(refs))
         out = Probe()
+        async with self._client() as client:
+            await self._probe(client, todo, out)
+        return out
+
+    async def _probe(self, client: httpx.AsyncClient, todo: list[IssueRef], out: Probe) -> None:
         for start in range(0, len(todo), ISSUES_PER_REQUEST):
             batch = todo[start:start + ISSUES_PER_REQUEST]
             try:
                 out.requests += 1
-                body = await self._graphql(*timeline_query(batch))
-                await self._read_batch(batch, body, out)
+                body = await self._graphql(client, *timeline_query(batch))
+                await self._read_batch(client, batch, body, out)
             except RateLimited as exc:
                 out.rate_limited = exc
                 for ref in todo[start:]:
@@ -213,9 +223,8 @@ class GithubClient:
                     if ref not in out.evidence:
                         out.unreadable[ref] = str(exc)
                         out.unreadable_repos.add(ref.repo)
-        return out
 
-    async def _read_batch(self, batch: list[IssueRef], body: dict[str, Any], out: Probe) -> None:
+    async def _read_batch(self, client: httpx.AsyncClient, batch: list[IssueRef], body: dict[str, Any], out: Probe) -> None:
         data = body["data"]
         errors = {tuple(e.get("path") or ()): e for e in body.get("errors") or []}
         repos = sorted({ref.repo for ref in batch})
@@ -238,7 +247,7 @@ class GithubClient:
                 prs = _pull_requests(timeline.get("nodes") or [])
                 if timeline["pageInfo"]["hasNextPage"]:
                     try:
-                        more = await self._rest_of_timeline(ref, timeline["pageInfo"]["endCursor"], out)
+                        more = await self._rest_of_timeline(client, ref, timeline["pageInfo"]["endCursor"], out)
                     except RateLimited:
                         raise
                     except GithubUnavailable as exc:
@@ -251,11 +260,12 @@ class GithubClient:
                     prs += more
                 out.evidence[ref] = IssueEvidence(open=issue["state"] == "OPEN", pull_requests=tuple(prs))
 
-    async def _rest_of_timeline(self, ref: IssueRef, cursor: str, out: Probe) -> list[PullRequest] | None:
+    async def _rest_of_timeline(self, client: httpx.AsyncClient, ref: IssueRef, cursor: str,
+                                out: Probe) -> list[PullRequest] | None:
         prs: list[PullRequest] = []
         for _ in range(TIMELINE_PAGES_MAX - 1):
             out.requests += 1
-            body = await self._graphql(_more_query(), {"o": ref.owner, "n": ref.name, "num": ref.number,
+            body = await self._graphql(client, _more_query(), {"o": ref.owner, "n": ref.name, "num": ref.number,
                                                        "after": cursor})
             timeline = (((body["data"].get("repository") or {}).get("issue") or {}).get("timelineItems"))
             if timeline is None:
@@ -270,8 +280,12 @@ class GithubClient:
 
     async def open_issues(self, repo: str) -> Listing:
         found: list[ListedIssue] = []
+        async with self._client() as client:
+            return await self._list(client, repo, found)
+
+    async def _list(self, client: httpx.AsyncClient, repo: str, found: list[ListedIssue]) -> Listing:
         for page in range(1, LISTING_PAGES_MAX + 1):
-            resp = await self._send("rest", "GET", f"/repos/{repo}/issues", headers=self._headers(),
+            resp = await self._send(client, "rest", "GET", f"/repos/{repo}/issues", headers=self._headers(),
                                     params={"state": "open", "per_page": 100, "page": page})
             if resp.status_code != 200:
                 raise GithubUnavailable("refused", f"GitHub answered {resp.status_code} listing {repo}'s issues")
