@@ -9,8 +9,9 @@
   null at its path with a NOT_FOUND error, as GitHub does.
 
 Every request needs `Authorization: Bearer <token>` (401 otherwise). Faults on demand: `stall`
-(hold each answer for some seconds), `fail_next` (5xx), `rate_limit_next` (403 with
-x-ratelimit-remaining: 0), `hidden_repos` (NOT_FOUND as a whole).
+(hold each answer for some seconds), `fail_next` (a status: 5xx; 200 answers HTML, 201 answers
+JSON of the wrong shape), `rate_limit_next` (403 with x-ratelimit-remaining: 0), `hidden_repos`
+(NOT_FOUND as a whole).
 """
 
 from __future__ import annotations
@@ -151,6 +152,10 @@ class FakeGithub:
         if status == 403:
             return _answer(h, 403, {"message": "API rate limit exceeded"},
                            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(time.time()) + 3600)})
+        if status == 200:  # a 200 that is not what was asked for: a proxy's HTML page
+            return _send(h, 200, b"<html>502 Bad Gateway</html>", "text/html")
+        if status == 201:  # JSON of the wrong shape
+            return _answer(h, 200, {"data": {"r0": {"i1": {"number": 1, "state": "OPEN"}}}})
         if status is not None:
             return _answer(h, status, {"message": "Server Error"})
         parts = unquote(url.path).split("/", 5)  # "", repos, owner, repo, contents|issues, path

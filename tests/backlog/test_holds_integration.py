@@ -213,3 +213,20 @@ async def test_the_sweep_judges_a_hold_placed_while_github_was_being_read(world:
     world.gh.issues[(REPO, 90)].state = "CLOSED"
     await world.sweep()
     assert (await world.row(item)).held_at is None
+
+
+async def test_ten_concurrent_holds_of_one_row_place_exactly_one(world: World) -> None:
+    import asyncio
+
+    item = await stranded_no_pr(world, 95)
+    await world.sweep()
+    outcomes = await asyncio.gather(*(world.hold(item, f"reason {i}") for i in range(10)), return_exceptions=True)
+    placed = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, ZimmerError)]
+    assert len(placed) == 1 and len(refused) == 9
+    assert {e.details["refusal"] for e in refused} == {"already_held"}
+    assert (await world.row(item)).hold_reason == placed[0].hold_reason
+    async with world.engine.connect() as conn:
+        held_events = (await conn.execute(text("SELECT count(*) FROM backlog.outbox WHERE event_type = 'item_held'"))
+                       ).scalar_one()
+    assert held_events == 1

@@ -193,3 +193,16 @@ async def test_every_pass_logs_what_it_examined_and_the_oldest_stranded_age(worl
     assert line.levelname == "INFO"  # production exports WARN and above (#584)
     fields = line.__dict__["fields"]
     assert fields["examined"] == 1 and fields["oldest_stranded_days"] == 4.0 and fields["stranded"] == 1
+
+
+async def test_answers_of_the_wrong_shape_read_unknown_and_the_pass_goes_on(world: World) -> None:
+    for n in range(1, 42):  # two batches: the first answered with HTML, the second with the wrong shape
+        world.gh.issue(REPO, n)
+        await world.left_queue(n, ago=9 * DAY)
+    world.gh.fail_next(200)
+    world.gh.fail_next(201)
+    report = await world.sweep()
+    assert report.verdicts == {"unknown": 41} and report.unreadable_repos == {REPO}
+    assert await world.new_pages() == []
+    report = await world.sweep()
+    assert report.verdicts == {"no_pr": 41}

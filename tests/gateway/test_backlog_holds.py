@@ -48,10 +48,11 @@ async def test_stranded_rows_and_holds_over_rest(stack, stack_setup) -> None:  #
         again = await http.post(f"{ITEMS}/{first}/hold", json={"reason": "again"})
         assert again.status_code == 409 and again.json()["code"] == "refused"
         assert again.json()["details"]["refusal"] == "already_held"
-        for bad in ({"reason": ""}, {"reason": "   "}, {}, {"reason": "x", "extra": 1}, {"reason": 5},
-                    {"reason": "nul\u0000"}):
-            r = await http.post(f"{ITEMS}/{first + 2}/hold", json=bad)
-            assert r.status_code == 422, (bad, r.text)
+        for bad in (b'{"reason": ""}', b'{"reason": "   "}', b"{}", b'{"reason": "x", "extra": 1}', b'{"reason": 5}',
+                    b'{"reason": "nul\\u0000"}', b'{"reason": "lone \\ud800"}', b'{"reason": "' + b"x" * 200_000 + b'"}',
+                    b'{"reason": ', b"[]"):
+            r = await http.post(f"{ITEMS}/{first + 2}/hold", content=bad, headers={"Content-Type": "application/json"})
+            assert r.status_code == 422, (bad[:60], r.text[:300])
         assert (await http.post(f"{ITEMS}/999999/hold", json={"reason": "x"})).status_code == 404
         assert (await http.post(f"{ITEMS}/0/hold", json={"reason": "x"})).status_code == 422
         counts = (await http.get(ITEMS, params={"status": "awaiting_decision"})).json()

@@ -218,10 +218,12 @@ class GithubClient:
                         out.unreadable[ref] = "rate limited: not probed this pass"
                         out.unreadable_repos.add(ref.repo)
                 break
-            except GithubUnavailable as exc:
+            except (GithubUnavailable, KeyError, TypeError, ValueError, AttributeError) as exc:
+                # An answer of the wrong shape is as unreadable as no answer: no conclusion from it.
+                why = str(exc) if isinstance(exc, GithubUnavailable) else f"bad_answer: {type(exc).__name__}: {exc}"
                 for ref in batch:
                     if ref not in out.evidence:
-                        out.unreadable[ref] = str(exc)
+                        out.unreadable[ref] = why
                         out.unreadable_repos.add(ref.repo)
 
     async def _read_batch(self, client: httpx.AsyncClient, batch: list[IssueRef], body: dict[str, Any], out: Probe) -> None:
