@@ -73,7 +73,8 @@ async def test_append_list_and_pull_with_spot_gate_running(http: httpx.AsyncClie
     queued = await listed(http, "queued")
     assert [i["key"] for i in queued["items"]] == ["zimmer#1", "zimmer#2", "zimmer#3", "manual-tidy-readme"]
     assert queued["total"] == 4
-    assert queued["counts"] == {"queued": 4, "in_flight": 0, "spot_held": 0, "parked": 0, "claimed": 0}
+    assert queued["counts"] == {"queued": 4, "in_flight": 0, "spot_held": 0, "parked": 0, "claimed": 0,
+                                "stranded": 0, "awaiting_decision": 0, "held": 0}
     page = (await http.get(ITEMS, params={"status": "all", "limit": 2, "offset": 1})).json()
     assert [i["key"] for i in page["items"]] == ["zimmer#2", "zimmer#3"] and page["total"] == 4
     assert "status" in invalid_fields(await http.get(ITEMS, params={"status": "busy"}))

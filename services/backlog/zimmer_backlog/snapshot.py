@@ -110,7 +110,7 @@ class GithubSnapshot:
                 github_open_issue_counts.c.taken_at < now - TREND_KEPT))
 
 
-async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_LIMIT) -> c.IssuesView:  # noqa: C901
+async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_LIMIT) -> c.IssuesView:
     """Stranded and Awaiting your decision as the page shows them (the stored verdict, minus rows
     whose issue the snapshot shows closed), "In GitHub, not on the queue", and the trend."""
     async with engine.connect() as conn:
