@@ -88,6 +88,9 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
                   description="Re-check held spot sessions whose spot_hold_retry_at has come, carrying the turn they hold"),
     ScheduleEntry("spot-gate", "hold_repair", "0 */5 * * * *", "default", ALL,
                   description="SpotHoldSweepJob: put held sessions >10 min overdue back on the ladder, 10 a sweep, over 3 min"),
+    ScheduleEntry("spot-gate", "ceiling_sweep", "20 */5 * * * *", "default", ALL,
+                  description="SpotCeilingSweepJob: pause running spot sessions at the utilization limit; resume "
+                              "paused ones with headroom, 5 a sweep"),
     ScheduleEntry("spot-gate", "quota_calibration", "0 */15 * * * *", "default", ALL,
                   description="QuotaCapacityCalibrationJob: price each window in dollars from own spend ÷ pool utilization"),
     ScheduleEntry("spot-gate", "burn_rate_recompute", "0 */20 * * * *", "default", ALL,

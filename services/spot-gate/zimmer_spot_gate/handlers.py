@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
@@ -48,6 +49,7 @@ class SpotGate:
         self.admissions = Admissions(engine, gate, self._kick)
         self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
         self.metrics: SpotMetrics | None = None
+        self.ceiling: Any = None  # wired by the service: the ceiling sweep (zimmer_spot_gate.ceiling)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -164,6 +166,19 @@ class SpotGate:
             raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id}: {exc}",
                               {"status": before.status, "wanted": req.status}) from None
         view: SessionView | None = None
+        wanted = req.status
+        paused = before.paused_by is not None
+        if paused and before.status == RUNNING and wanted in (SessionStatus.NEEDS_INPUT.value,
+                                                              SessionStatus.WAITING.value):
+            # The runtime's acknowledgement of the stop: the pause callback carries the session to
+            # waiting, never needs_input (that is the action queue, for work a person must act on),
+            # and the queued turns wait for the resume.
+            row = await store.update_fields(conn, req.session_id, status=SessionStatus.WAITING.value,
+                                            spot_pause_acked_at=func.now())
+            view = store.to_view(row, (await quota.policy(conn)).overrides)
+            await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
+                session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
+            return view
         if before.status != req.status:
             fields: dict[str, Any] = {"status": req.status}
             if req.status in (SessionStatus.ARCHIVED.value, SessionStatus.FAILED.value):

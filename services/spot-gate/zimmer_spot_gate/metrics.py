@@ -43,12 +43,19 @@ class SpotMetrics:
                              "reading is out and one says when (absent otherwise)", registry=r)
         self.spend = Gauge("zimmer_spot_spend_dollars", "Spend recorded in the last 5 hours / 7 days", ["window"],
                            registry=r)
+        self.paused = Gauge("zimmer_spot_paused_sessions", "Sessions asleep in the spot queue, by pause reason "
+                            "(at_utilization_limit: paused mid-run by the ceiling; user_spot_queue: parked by a person)",
+                            ["reason"], registry=r)
+        self.ceiling = Counter("zimmer_spot_ceiling_sessions_total", "Sessions the ceiling sweep paused or resumed",
+                               ["outcome"], registry=r)
         self.burn_rates = Gauge("zimmer_spot_burn_rate_dollars_per_minute", "Burn rate per harness and model",
                                 ["harness", "model"], registry=r)
 
     def observe(self, view: PolicyView) -> None:
         for reason, n in view.held.items():
             self.held.labels(reason).set(n)
+        for reason, n in view.paused.items():
+            self.paused.labels(reason).set(n)
         for cls, n in view.running.items():
             self.running.labels(cls).set(n)
         for w in view.windows:

@@ -64,7 +64,8 @@ class PolicyOps:
         return PolicyView(
             gating_enabled=policy.policy.gating_enabled, max_sessions=policy.policy.max_sessions, windows=windows,
             reserve_percent={w.value: round(policy.policy.reserve.get(w, 0.0) * 100, 3) for w in Window},
-            accounts_in_pool=pool.pool_size, running=running, held=held, running_slots=snap.fleet.running_slots,
+            accounts_in_pool=pool.pool_size, running=running, held=held, paused=await triggers.paused_counts(conn),
+            running_slots=snap.fleet.running_slots,
             decision=decision_view(decision),
             unblock=UnblockView(state=unblock.state, at=unblock.at, accounts_out=unblock.accounts_out,
                                 accounts_read=unblock.accounts_read, sentence=unblock.sentence,

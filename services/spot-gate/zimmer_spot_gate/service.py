@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
+from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
@@ -24,6 +25,7 @@ from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.config import SpotSettings
 from zimmer_spot_gate.handlers import SpotGate
+from zimmer_spot_gate.ceiling import CeilingSweep
 from zimmer_spot_gate.jobs import spot_jobs
 from zimmer_spot_gate.metrics import REFRESH_SECONDS, SpotMetrics
 from zimmer_spot_gate.policy import PolicyOps
@@ -98,6 +100,16 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     metrics = SpotMetrics(service.metrics.registry)
     app.metrics = metrics
     gate.on_decision = lambda reason: metrics.decisions.labels(reason).inc()
+
+    ceiling = CeilingSweep(engine, gate, service.clock.now,
+                           on_commit=lambda: service.relay.kick() if service.relay else None,
+                           on_outcome=lambda kind, n: metrics.ceiling.labels(kind).inc(n))
+    app.ceiling = ceiling
+
+    async def ceiling_sweep(ctx: JobContext) -> None:
+        await ceiling.run()
+
+    service.job_specs.append(JobSpec("ceiling_sweep", "default", ceiling_sweep))
 
     async def refresh_metrics() -> None:
         while not service.stopping:

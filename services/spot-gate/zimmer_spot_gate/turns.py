@@ -132,7 +132,7 @@ class TurnGate:
 
     async def process(self, conn: AsyncConnection, requests: list[TurnRequest],
                       policy: quota.PolicyRow | None = None) -> list[Result]:
-        parts, failure = await self._pool_parts(conn)  # before the lock, on this connection
+        parts, failure = await self.pool_parts(conn)  # before the lock, on this connection
         await self.lock_admissions(conn)
         rows = {r.id: dict(r._mapping) for r in
                 await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
@@ -155,7 +155,7 @@ class TurnGate:
             self.on_decision(decision.reason.value)
         return await self._write(conn, rows, plan, policy.overrides)
 
-    async def _pool_parts(self, conn: AsyncConnection) -> tuple[PoolParts | None, BaseException | None]:
+    async def pool_parts(self, conn: AsyncConnection) -> tuple[PoolParts | None, BaseException | None]:
         try:
             return await self.pool.get(conn), None
         except Exception as exc:
@@ -199,6 +199,9 @@ class TurnGate:
             runtime=rows[sid]["runtime"], harness=rows[sid]["harness"], model=rows[sid]["model"]))
             for sid, t in plan.starts]
         await emit_many(conn, SCHEMA, events + commands)
+        for sid, _t in plan.starts:  # a paused session that starts again (a direct follow-up): its pause is over
+            if rows[sid].get("paused_by") is not None:
+                await store.end_pause(conn, sid)
         return [_result(o, views, seen) for o in plan.outcomes]
 
 

@@ -11,6 +11,7 @@ from zimmer_common.contracts.fields import Name, RowId, Time
 from zimmer_common.contracts.subjects import ingest_subject, runtime_command_subject
 
 START_TURN = runtime_command_subject("start_turn")
+STOP_TURN = runtime_command_subject("stop_turn")
 SAMPLE_QUOTA = runtime_command_subject("sample_quota")
 
 INGEST_SESSION_STATUS = ingest_subject("session_status")
@@ -32,6 +33,17 @@ class StartTurn(Payload):
     runtime: str
     harness: str
     model: str
+
+
+class StopTurn(Payload):
+    """Tells the runtime to stop a session's turn: `graceful` lets the tool call in flight finish,
+    `halt` terminates the CLI process now. The runtime acknowledges with the session's status
+    report once the process is gone (needs_input or waiting); a paused session reported
+    needs_input is carried to waiting (seed 004: the pause callback)."""
+
+    session_id: int
+    mode: Literal["graceful", "halt"] = "halt"
+    reason: str = ""
 
 
 class SampleQuota(Payload):

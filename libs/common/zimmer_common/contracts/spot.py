@@ -25,6 +25,7 @@ SESSION_CREATED = event_subject(CTX, "session_created")
 SESSION_STATUS_CHANGED = event_subject(CTX, "session_status_changed")
 SESSION_CLASS_CHANGED = event_subject(CTX, "session_class_changed")
 SESSION_PRECEDENCE_CHANGED = event_subject(CTX, "session_precedence_changed")
+SESSION_PAUSED = event_subject(CTX, "session_paused")
 
 
 class SessionView(Payload):
@@ -58,6 +59,14 @@ class SessionView(Payload):
     # Incremented by every change of the row, in the same UPDATE: the order of a session's
     # events, which consumers keep the highest of (never timestamps from two clocks).
     version: int = 0
+    # The budget is a ceiling (seed 004): a session the ceiling sweep paused mid-run, or parked in
+    # the spot queue, sleeps in waiting with these set; `pause_sentence` says why and when it resumes.
+    paused_by: Literal["spot_quota"] | None = None
+    spot_pause_at: datetime | None = None
+    spot_pause_reason: Literal["at_utilization_limit", "user_spot_queue"] | None = None
+    spot_pause_detail: str | None = None
+    spot_pause_count: int = 0
+    pause_sentence: str | None = None
 
 
 class SessionEvent(Payload):

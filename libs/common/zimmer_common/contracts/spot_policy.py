@@ -69,6 +69,9 @@ class PolicyView(Payload):
     accounts_in_pool: int
     running: dict[str, int]  # by class
     held: dict[str, int]  # by hold reason
+    # Asleep in the spot queue, by pause reason: at_utilization_limit (paused mid-run by the ceiling
+    # sweep) and user_spot_queue (parked by a person; not part of what the ceiling cost).
+    paused: dict[str, int] = Field(default_factory=dict)
     running_slots: int
     decision: DecisionView  # what the gate says now for a new spot session
     unblock: UnblockView

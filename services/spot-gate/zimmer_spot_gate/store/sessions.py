@@ -48,7 +48,8 @@ def to_view(row: Row[Any], overrides: Mapping[Genesis, SchedulingClass]) -> Sess
 VIEW_COLUMNS = ("id", "parent_session_id", "forked_from_session_id", "genesis", "scheduling_class", "precedence",
                 "status", "runtime", "harness", "model", "title", "goal", "prompt", "trigger_id", "clone_path",
                 "is_status_summary_fork", "ever_started", "spot_hold_reason", "spot_hold_retry_at",
-                "spot_hold_count", "held_turn_kind", "created_at", "updated_at", "version")
+                "spot_hold_count", "held_turn_kind", "created_at", "updated_at", "version", "paused_by",
+                "spot_pause_at", "spot_pause_reason", "spot_pause_detail", "spot_pause_count")
 
 
 def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) -> SessionView:
@@ -56,7 +57,21 @@ def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) 
     return SessionView(
         **{k: s[k] for k in VIEW_COLUMNS}, metadata=s["metadata"] or {},
         priority_class=resolve_class(own, Genesis(s["genesis"]), overrides).value,
-        queued_prompt_coming=s["held_turn_kind"] is not None or s["enqueued"] > 0, enqueued_messages=s["enqueued"])
+        queued_prompt_coming=s["held_turn_kind"] is not None or s["enqueued"] > 0, enqueued_messages=s["enqueued"],
+        pause_sentence=pause_sentence(s))
+
+
+def pause_sentence(s: Mapping[str, Any]) -> str | None:
+    """Why a paused session sleeps and what brings it back (get_session, the session page)."""
+    if s.get("paused_by") is None:
+        return None
+    if s["spot_pause_reason"] == "user_spot_queue":
+        why = "Parked in the spot queue by a person"
+    else:
+        why = f"Paused mid-run for quota headroom: {s['spot_pause_detail']}"
+    return (f"{why} It resumes when the windows have 5 points more headroom than their reserve, highest "
+            "precedence first (oldest pause first within a tie), up to 5 a sweep every 5 minutes; making it "
+            "priority resumes it on the next sweep.")
 
 
 FETCH = SESSION.where(s.c.id == bindparam("id"))
@@ -143,6 +158,12 @@ async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -
     if row is None:
         raise ZimmerError(ErrorCode.NOT_FOUND, f"session {session_id} does not exist", {"session_id": session_id})
     return row
+
+
+async def end_pause(conn: AsyncConnection, session_id: int) -> None:
+    await conn.execute(update(s).where(s.c.id == session_id).values(
+        paused_by=None, spot_pause_at=None, spot_pause_reason=None, spot_pause_detail=None, spot_pause_acked_at=None,
+        resume_prompt=None))
 
 
 _next_enqueued = (select(m.c.id).where(m.c.session_id == bindparam("s"), m.c.delivered_at.is_(None))

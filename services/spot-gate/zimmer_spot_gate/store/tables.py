@@ -63,6 +63,13 @@ class SessionRow(SQLModel, table=True):
     updated_at: datetime = col(TIMESTAMPTZ, default="now()")
     version: int = col(BigInteger, default="0")
     idempotency_scope: str = col(Text, default="''")
+    paused_by: str | None = col(Text, null=True)
+    spot_pause_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    spot_pause_reason: str | None = col(Text, null=True)
+    spot_pause_detail: str | None = col(Text, null=True)
+    spot_pause_count: int = col(Integer, default="0")
+    spot_pause_acked_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    resume_prompt: str | None = col(Text, null=True)
 
 
 class EnqueuedMessageRow(SQLModel, table=True):

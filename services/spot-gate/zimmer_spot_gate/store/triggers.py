@@ -66,6 +66,17 @@ HELD = (select(s.spot_hold_reason.label("reason"), func.count().label("n"))
         .where(s.spot_hold_reason.is_not(None)).group_by(s.spot_hold_reason))
 
 
+PAUSED = select(s.spot_pause_reason.label("reason"), func.count().label("n")).where(
+    s.paused_by.is_not(None)).group_by(s.spot_pause_reason)
+
+
+async def paused_counts(conn: AsyncConnection) -> dict[str, int]:
+    """Sessions asleep in the spot queue: paused mid-run by the ceiling, and parked there by a person."""
+    found = {r.reason: int(r.n) for r in (await conn.execute(PAUSED)).all()}
+    return {"at_utilization_limit": found.get("at_utilization_limit", 0),
+            "user_spot_queue": found.get("user_spot_queue", 0)}
+
+
 async def counts(conn: AsyncConnection, resolved_class: ColumnElement[str]) -> tuple[dict[str, int], dict[str, int]]:
     """Running sessions by resolved class (`sessions.class_expr`), and held sessions by hold reason."""
     cls = resolved_class.label("cls")

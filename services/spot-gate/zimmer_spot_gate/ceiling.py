@@ -1,0 +1,137 @@
+"""SpotCeilingSweepJob (seed 004 "The budget is a ceiling"; seed 003): the edge around
+`domain/ceiling.py`. One transaction under the admission lock, so a sweep and the turns being
+decided see each other: a pause, its stop_turn command and its event commit together, and so does
+a resume's turn (through the ordinary gate, as any turn).
+
+A pause stops the turn (the runtime terminates the CLI process) and leaves the session dormant in
+waiting with `paused_by: spot_quota`, which keeps every other recovery path out of it. Until the
+runtime's status report acknowledges the stop, the session keeps its slot (its process may still
+be running). The resume carries the standard system-recovery nudge, or the session's "Resume
+with" prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
+from zimmer_common.contracts.spot import SESSION_PAUSED, SessionEvent
+from zimmer_common.logs import kv
+from zimmer_common.outbox import emit_many
+from zimmer_spot_gate.domain.ceiling import CeilingPlan, Sleeper, plan_ceiling
+from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, Snapshot, decide, unavailable
+from zimmer_spot_gate.domain.model import Reason, TurnKind
+from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.store.tables import sessions as s
+from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest, exemption, takes_slot
+
+log = logging.getLogger("zimmer.spot_gate.ceiling")
+
+SPOT_QUOTA = "spot_quota"
+RECOVERY_NUDGE = ("SYSTEM RECOVERY: this session was paused mid-run for quota headroom and has been resumed. "
+                  "The tool call that was in flight when it stopped was lost; what you had written to disk is still "
+                  "there. Check the state of your work and pick up where you left off.")
+
+RUNNING = store.SESSION.where(s.c.status == "running", s.c.paused_by.is_(None)).with_for_update(of=s)
+PAUSED = store.SESSION.where(s.c.paused_by == SPOT_QUOTA, s.c.status == "waiting",
+                             s.c.spot_pause_acked_at.is_not(None)).with_for_update(of=s)
+
+
+@dataclass
+class CeilingReport:
+    decision: Decision
+    paused: list[int] = field(default_factory=list)
+    resumed: list[int] = field(default_factory=list)
+    still_paused: int = 0
+
+
+def _sleeper(row: Any, overrides: Any, burn: dict[tuple[str, str], float], since: datetime) -> Sleeper:
+    r = row._mapping
+    return Sleeper(r["id"], r["precedence"], since, exemption(dict(r), overrides),
+                   burn.get((r["harness"], r["model"]), 0.0), takes_slot(dict(r)))
+
+
+class CeilingSweep:
+    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
+                 on_commit: Callable[[], None] = lambda: None, on_outcome: Callable[[str, int], None] = lambda k, n: None):
+        self._engine = engine
+        self.gate = gate
+        self.now = now
+        self.on_commit = on_commit
+        self.on_outcome = on_outcome  # metrics: ("paused" | "resumed", how many)
+
+    async def run(self) -> CeilingReport:
+        async with self._engine().begin() as conn:
+            report = await self._sweep(conn)
+        self.on_commit()
+        self.on_outcome("paused", len(report.paused))
+        self.on_outcome("resumed", len(report.resumed))
+        if report.paused or report.resumed:
+            log.info("ceiling sweep", extra=kv(reason=report.decision.reason.value, paused=report.paused,
+                                               resumed=report.resumed, still_paused=report.still_paused))
+        return report
+
+    async def _sweep(self, conn: AsyncConnection) -> CeilingReport:
+        parts, failure = await self.gate.pool_parts(conn)  # before the lock, on this connection
+        await self.gate.lock_admissions(conn)
+        policy = await quota.policy(conn)
+        fleet = await quota.fleet(conn)
+        now = self.now()
+        burn = parts.burn_rates if parts else {}
+        running = [_sleeper(r, policy.overrides, burn, r.created_at) for r in await conn.execute(RUNNING)]
+        paused_rows = {r.id: r for r in await conn.execute(PAUSED)}
+        paused = [_sleeper(r, policy.overrides, burn, r.spot_pause_at) for r in paused_rows.values()]
+
+        def gate(candidate: Candidate, at: FleetState, margin: float) -> Decision:
+            if parts is None:
+                return unavailable(failure or RuntimeError("no pool reading"))
+            try:
+                return decide(Snapshot(policy.policy, parts.windows, at, candidate, parts.accounts_averaged,
+                                       parts.pool_size), reserve_margin=margin)
+            except Exception as exc:  # noqa: BLE001 - an error evaluating the gate changes nothing
+                return unavailable(exc)
+
+        plan = plan_ceiling(running, paused, fleet, gate)
+        await self._pause(conn, plan, now)
+        resumed = [*plan.promoted, *plan.resume]
+        await self._resume(conn, resumed, paused_rows)
+        return CeilingReport(plan.decision, list(plan.pause), resumed, plan.still_paused)
+
+    async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime) -> None:
+        if not plan.pause:
+            return
+        d = plan.decision
+        window = d.holding_window.value if d.holding_window else "a window"
+        ran_out = "its spot budget" if d.ceiling and d.ceiling.value == "spot_budget" else "room under its pacing curve"
+        events: list[tuple[str, str, Any]] = []
+        overrides = (await quota.policy(conn)).overrides
+        for sid in plan.pause:
+            row = await store.update_fields(conn, sid, paused_by=SPOT_QUOTA, spot_pause_at=now,
+                                            spot_pause_reason=Reason.AT_UTILIZATION_LIMIT.value,
+                                            spot_pause_detail=d.sentence, spot_pause_count=s.c.spot_pause_count + 1,
+                                            spot_pause_acked_at=None)
+            events.append((STOP_TURN, "stop_turn", StopTurn(session_id=sid, mode="halt", reason=d.sentence)))
+            events.append((SESSION_PAUSED, "session_paused", SessionEvent(
+                session=store.to_view(row, overrides), previous={"paused_by": None},
+                spawned_by=(row.metadata or {}).get("spawned_by"))))
+            # The session's log gets a warning naming the window, what it ran out of, and what brings it back.
+            log.warning("spot session paused mid-run for quota headroom", extra=kv(
+                session_id=sid, window=window, ran_out_of=ran_out, detail=d.sentence,
+                resumes="when the window has 5 points more headroom than its reserve, highest precedence first"))
+        await emit_many(conn, SCHEMA, events)
+
+    async def _resume(self, conn: AsyncConnection, ids: list[int], rows: dict[int, Any]) -> None:
+        if not ids:
+            return
+        for sid in ids:
+            await store.update_fields(conn, sid, paused_by=None, spot_pause_at=None, spot_pause_reason=None,
+                                      spot_pause_detail=None, spot_pause_acked_at=None, resume_prompt=None)
+        await self.gate.process(conn, [TurnRequest(sid, TurnKind.RESTART, rows[sid].resume_prompt or RECOVERY_NUDGE)
+                                       for sid in ids])

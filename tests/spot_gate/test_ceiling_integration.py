@@ -1,0 +1,163 @@
+"""The ceiling sweep against real PostgreSQL and NATS with a frozen clock (seed 004 "The budget is
+a ceiling", seed 003 SpotCeilingSweepJob): 2026-08-20, when twelve sessions ran a window past its
+target because admission only stopped new work, is what it prevents."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from zimmer_common.contracts import spot as c
+from zimmer_common.contracts import spot_policy as p
+from zimmer_common.contracts.runtime import SessionStatusReport
+from zimmer_spot_gate.ceiling import RECOVERY_NUDGE
+
+
+async def spawn(spot, genesis: str = "schedule", precedence: int = 0, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+    result = await spot.bus.request(c.SPAWN, c.SpawnSession(genesis=genesis, precedence=precedence, prompt="go", **kw))
+    return result.session
+
+
+async def session(spot, sid: int) -> c.SessionView:  # type: ignore[no-untyped-def]
+    return await spot.bus.request(c.GET_SESSION, c.SessionRef(session_id=sid))
+
+
+async def ack_stops(spot, ids: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """The runtime stops each process and reports the turn ended, as it does after any turn."""
+    for sid in ids:
+        await spot.app.report_status(SessionStatusReport(session_id=sid, status="needs_input"))
+
+
+async def commands(spot, kind: str) -> list[dict]:  # type: ignore[type-arg]
+    import base64
+    import json
+
+    from zimmer_common.contracts.subjects import Stream
+
+    for _ in range(100):
+        if await spot.service.relay.pending() == 0:
+            break
+        import asyncio
+        await asyncio.sleep(0.05)
+    info = await spot.bus.js_api(f"STREAM.INFO.{Stream.RUNTIME.value}")
+    out = []
+    if info["state"]["messages"]:
+        for seq in range(info["state"]["first_seq"], info["state"]["last_seq"] + 1):
+            msg = await spot.bus.js_api(f"STREAM.MSG.GET.{Stream.RUNTIME.value}", {"seq": seq})
+            if "message" in msg and msg["message"]["subject"].endswith(kind):
+                out.append(json.loads(base64.b64decode(msg["message"]["data"]))["data"])
+    return out
+
+
+async def test_at_the_limit_running_spot_work_is_paused_and_nothing_else(spot, caplog) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.1, 0.1))
+    spots = [await spawn(spot, precedence=n) for n in range(3)]
+    priority = await spawn(spot, genesis="web_ui")
+    codex = await spawn(spot, runtime="codex", harness="codex", model="gpt-5")
+    fork = await spawn(spot, is_status_summary_fork=True)
+    assert {(await session(spot, s.id)).status for s in [*spots, priority, codex, fork]} == {"running"}
+    await spot.readings((0.95, 0.3))  # the 5-hour window is past its 80% budget
+    with caplog.at_level(logging.WARNING, logger="zimmer.spot_gate.ceiling"):
+        report = await spot.app.ceiling.run()
+    assert report.decision.reason.value == "at_utilization_limit" and sorted(report.paused) == [s.id for s in spots]
+    stops = await commands(spot, "stop_turn")
+    assert sorted(x["session_id"] for x in stops) == [s.id for s in spots] and {x["mode"] for x in stops} == {"halt"}
+    warned = [r for r in caplog.records if r.getMessage() == "spot session paused mid-run for quota headroom"]
+    assert len(warned) == 3 and warned[0].__dict__["fields"]["window"] == "five_hour"
+    paused = await session(spot, spots[0].id)
+    assert (paused.paused_by, paused.spot_pause_reason, paused.spot_pause_count) == (
+        "spot_quota", "at_utilization_limit", 1)
+    assert paused.status == "running"  # until the runtime says the process is gone, it keeps its slot
+    assert paused.pause_sentence and "Paused mid-run for quota headroom" in paused.pause_sentence
+    assert "5-hour" in (paused.spot_pause_detail or "")
+    for other in (priority, codex, fork):
+        assert (await session(spot, other.id)).paused_by is None
+    # The runtime's acknowledgement: needs_input is carried to waiting (not the action queue).
+    await ack_stops(spot, [s.id for s in spots])
+    assert {(await session(spot, s.id)).status for s in spots} == {"waiting"}
+    policy = await spot.bus.request(p.GET_POLICY, p.PolicyQuery())
+    assert policy.paused == {"at_utilization_limit": 3, "user_spot_queue": 0}
+    # Still at the limit: the next sweep pauses nothing more and resumes nothing.
+    again = await spot.app.ceiling.run()
+    assert (again.paused, again.resumed, again.still_paused) == ([], [], 3)
+
+
+async def test_headroom_brings_them_back_in_precedence_order_five_a_sweep_against_the_margin(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.bus.request(p.SET_POLICY, p.SetPolicy(max_sessions=20))
+    await spot.readings((0.1, 0.1))
+    sessions = [await spawn(spot, precedence=prec) for prec in (5, 50, 5, 0, 99, 7, 1)]
+    await spot.readings((0.95, 0.3))
+    await spot.app.ceiling.run()
+    await ack_stops(spot, [s.id for s in sessions])
+    await spot.readings((0.77, 0.3))  # inside the 80% budget, not inside the 75% the resume margin asks
+    report = await spot.app.ceiling.run()
+    assert report.decision.allowed and report.resumed == [] and report.still_paused == 7
+    await spot.readings((0.3, 0.3))
+    report = await spot.app.ceiling.run()
+    by_id = {s.id: s.precedence for s in sessions}
+    assert [by_id[i] for i in report.resumed] == [99, 50, 7, 5, 5] and report.still_paused == 2
+    assert report.resumed[3] < report.resumed[4]  # oldest pause first in a tie (paused together: then id)
+    starts = [x for x in await commands(spot, "start_turn") if x["turn_kind"] == "restart"]
+    assert [x["session_id"] for x in starts] == report.resumed and {x["prompt"] for x in starts} == {RECOVERY_NUDGE}
+    resumed = await session(spot, report.resumed[0])
+    assert (resumed.status, resumed.paused_by, resumed.spot_pause_count) == ("running", None, 1)
+    report = await spot.app.ceiling.run()
+    assert [by_id[i] for i in report.resumed] == [1, 0] and report.still_paused == 0  # they kept their place
+
+
+async def test_never_more_than_the_free_slots_and_fleet_at_cap_pauses_nothing(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.bus.request(p.SET_POLICY, p.SetPolicy(max_sessions=3))
+    await spot.readings((0.1, 0.1))
+    first = [await spawn(spot) for _ in range(3)]
+    await spot.readings((0.95, 0.3))
+    await spot.app.ceiling.run()
+    await ack_stops(spot, [s.id for s in first])
+    await spot.readings((0.1, 0.1))
+    busy = [await spawn(spot, genesis="web_ui") for _ in range(2)]  # priority work takes two of three slots
+    report = await spot.app.ceiling.run()
+    assert len(report.resumed) == 1 and report.still_paused == 2
+    report = await spot.app.ceiling.run()  # the fleet is at its cap: nothing paused, nothing resumed
+    assert report.decision.reason.value == "fleet_at_cap" and (report.paused, report.resumed) == ([], [])
+    assert all([(await session(spot, s.id)).status == "running" for s in busy])
+
+
+async def test_a_paused_session_made_priority_resumes_whatever_the_windows_say(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.1, 0.1))
+    one = await spawn(spot)
+    await spot.readings((0.95, 0.3))
+    await spot.app.ceiling.run()
+    report = await spot.app.ceiling.run()
+    assert report.resumed == []  # not acknowledged yet: its process may still be running
+    await ack_stops(spot, [one.id])
+    await spot.bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=one.id, scheduling_class="priority"))
+    report = await spot.app.ceiling.run()
+    assert report.decision.reason.value == "at_utilization_limit" and report.resumed == [one.id]
+    assert (await session(spot, one.id)).status == "running"
+
+
+async def test_a_direct_follow_up_goes_through_the_gate_and_ends_the_pause_when_admitted(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.1, 0.1))
+    one = await spawn(spot)
+    await spot.readings((0.95, 0.3))
+    await spot.app.ceiling.run()
+    await ack_stops(spot, [one.id])
+    held = await spot.bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=one.id, kind="follow_up", prompt="more"))
+    assert held.outcome == "held" and held.session.paused_by == "spot_quota"
+    await spot.readings((0.1, 0.1))
+    await spot.app.ceiling.run()  # the sweep resumes it; its held follow-up waits behind the resumed turn
+    now = await session(spot, one.id)
+    assert (now.status, now.paused_by) == ("running", None)
+
+
+@pytest.mark.parametrize("reported", ["needs_input", "waiting"])
+async def test_the_stop_acknowledgement_never_delivers_a_queued_turn(spot, reported: str) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.1, 0.1))
+    one = await spawn(spot)
+    queued = await spot.bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=one.id, kind="follow_up", prompt="next"))
+    assert queued.outcome == "queued"
+    await spot.readings((0.95, 0.3))
+    await spot.app.ceiling.run()
+    await spot.app.report_status(SessionStatusReport(session_id=one.id, status=reported))
+    after = await session(spot, one.id)
+    assert (after.status, after.enqueued_messages) == ("waiting", 1)
