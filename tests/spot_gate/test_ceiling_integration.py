@@ -161,3 +161,67 @@ async def test_the_stop_acknowledgement_never_delivers_a_queued_turn(spot, repor
     await spot.app.report_status(SessionStatusReport(session_id=one.id, status=reported))
     after = await session(spot, one.id)
     assert (after.status, after.enqueued_messages) == ("waiting", 1)
+
+
+# ---- joining the queue on purpose, and starting a queued session now ------------------------------
+
+
+async def park(spot, sid: int, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+    return await spot.bus.request(c.PAUSE_INTO_SPOT_QUEUE, c.PauseIntoSpotQueue(session_id=sid, **kw))
+
+
+async def test_a_parked_priority_session_becomes_spot_and_resumes_with_its_prompt(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.1, 0.1))
+    boss = await spawn(spot, genesis="web_ui", precedence=40)
+    parked = await park(spot, boss.id, resume_with="Resume with: check the deploy first")
+    assert (parked.priority_class, parked.precedence, parked.paused_by, parked.spot_pause_reason) == (
+        "spot", 40, "spot_quota", "user_spot_queue")
+    assert parked.status == "running" and not [x for x in await commands(spot, "stop_turn")]  # the turn finishes
+    await ack_stops(spot, [boss.id])
+    policy = await spot.bus.request(p.GET_POLICY, p.PolicyQuery())
+    assert policy.paused == {"at_utilization_limit": 0, "user_spot_queue": 1}  # not what the ceiling cost
+    assert "Parked in the spot queue" in (await session(spot, boss.id)).pause_sentence
+    report = await spot.app.ceiling.run()
+    assert report.resumed == [boss.id]
+    [start] = [x for x in await commands(spot, "start_turn") if x["turn_kind"] == "restart"]
+    assert start["prompt"] == "Resume with: check the deploy first"
+
+
+async def test_park_with_halt_stops_the_turn_and_an_ended_session_is_refused(spot) -> None:  # type: ignore[no-untyped-def]
+    from zimmer_common.errors import ZimmerError
+
+    await spot.readings((0.1, 0.1))
+    one = await spawn(spot)
+    await park(spot, one.id, halt=True)
+    assert [x["mode"] for x in await commands(spot, "stop_turn")] == ["halt"]
+    await spot.app.report_status(SessionStatusReport(session_id=one.id, status="archived"))
+    with pytest.raises(ZimmerError) as refused:
+        await park(spot, one.id)
+    assert refused.value.code.value == "refused"
+
+
+async def test_start_now_in_its_three_cases_and_gated_for_spot_work(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.95, 0.3))
+    held = await spawn(spot)  # held at the gate before its first turn
+    before = await session(spot, held.id)
+    assert before.spot_hold_reason == "at_utilization_limit"
+    answer = await spot.bus.request(c.START_NOW, c.StartNow(session_id=held.id))
+    assert answer.did == "held" and "5-hour" in answer.sentence  # not a queue jump
+    after = await session(spot, held.id)
+    assert (after.spot_hold_count, after.spot_hold_retry_at) == (before.spot_hold_count, before.spot_hold_retry_at)
+    await spot.readings((0.1, 0.1))
+    answer = await spot.bus.request(c.START_NOW, c.StartNow(session_id=held.id))
+    assert answer.did == "rechecked" and answer.session.status == "running"
+    [first] = [x for x in await commands(spot, "start_turn") if x["session_id"] == held.id]
+    assert first["prompt"] == "go"  # prompt intact
+
+    await spot.readings((0.95, 0.3))
+    await spot.app.ceiling.run()
+    await ack_stops(spot, [held.id])
+    await spot.readings((0.1, 0.1))
+    answer = await spot.bus.request(c.START_NOW, c.StartNow(session_id=held.id))
+    assert answer.did == "resumed" and (answer.session.status, answer.session.paused_by) == ("running", None)
+
+    await spot.app.report_status(SessionStatusReport(session_id=held.id, status="needs_input"))
+    answer = await spot.bus.request(c.START_NOW, c.StartNow(session_id=held.id))
+    assert answer.did == "nudged" and answer.session.status == "running"

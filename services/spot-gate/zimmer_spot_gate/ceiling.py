@@ -79,29 +79,15 @@ class CeilingSweep:
         return report
 
     async def _sweep(self, conn: AsyncConnection) -> CeilingReport:
-        parts, failure = await self.gate.pool_parts(conn)  # before the lock, on this connection
-        await self.gate.lock_admissions(conn)
-        policy = await quota.policy(conn)
-        fleet = await quota.fleet(conn)
+        g = await read_gate(self.gate, conn)
         now = self.now()
-        burn = parts.burn_rates if parts else {}
-        running = [_sleeper(r, policy.overrides, burn, r.created_at) for r in await conn.execute(RUNNING)]
+        running = [_sleeper(r, g.policy.overrides, g.burn, r.created_at) for r in await conn.execute(RUNNING)]
         paused_rows = {r.id: r for r in await conn.execute(PAUSED)}
-        paused = [_sleeper(r, policy.overrides, burn, r.spot_pause_at) for r in paused_rows.values()]
-
-        def gate(candidate: Candidate, at: FleetState, margin: float) -> Decision:
-            if parts is None:
-                return unavailable(failure or RuntimeError("no pool reading"))
-            try:
-                return decide(Snapshot(policy.policy, parts.windows, at, candidate, parts.accounts_averaged,
-                                       parts.pool_size), reserve_margin=margin)
-            except Exception as exc:  # noqa: BLE001 - an error evaluating the gate changes nothing
-                return unavailable(exc)
-
-        plan = plan_ceiling(running, paused, fleet, gate)
+        paused = [_sleeper(r, g.policy.overrides, g.burn, r.spot_pause_at) for r in paused_rows.values()]
+        plan = plan_ceiling(running, paused, g.fleet, g.decide)
         await self._pause(conn, plan, now)
         resumed = [*plan.promoted, *plan.resume]
-        await self._resume(conn, resumed, paused_rows)
+        await resume(self.gate, conn, resumed, {sid: paused_rows[sid].resume_prompt for sid in resumed})
         return CeilingReport(plan.decision, list(plan.pause), resumed, plan.still_paused)
 
     async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime) -> None:
@@ -127,11 +113,41 @@ class CeilingSweep:
                 resumes="when the window has 5 points more headroom than its reserve, highest precedence first"))
         await emit_many(conn, SCHEMA, events)
 
-    async def _resume(self, conn: AsyncConnection, ids: list[int], rows: dict[int, Any]) -> None:
-        if not ids:
-            return
-        for sid in ids:
-            await store.update_fields(conn, sid, paused_by=None, spot_pause_at=None, spot_pause_reason=None,
-                                      spot_pause_detail=None, spot_pause_acked_at=None, resume_prompt=None)
-        await self.gate.process(conn, [TurnRequest(sid, TurnKind.RESTART, rows[sid].resume_prompt or RECOVERY_NUDGE)
-                                       for sid in ids])
+
+@dataclass(frozen=True)
+class GateReading:
+    """The gate's inputs as one transaction reads them, under the admission lock."""
+
+    policy: Any
+    fleet: FleetState
+    burn: dict[tuple[str, str], float]
+    readable: bool  # False: the pool could not be read (the gate would fail open, `unavailable`)
+    decide: Callable[[Candidate, FleetState, float], Decision]
+
+
+async def read_gate(turn_gate: TurnGate, conn: AsyncConnection) -> GateReading:
+    parts, failure = await turn_gate.pool_parts(conn)  # before the lock, on this connection
+    await turn_gate.lock_admissions(conn)
+    policy = await quota.policy(conn)
+
+    def gate(candidate: Candidate, at: FleetState, margin: float) -> Decision:
+        if parts is None:
+            return unavailable(failure or RuntimeError("no pool reading"))
+        try:
+            return decide(Snapshot(policy.policy, parts.windows, at, candidate, parts.accounts_averaged,
+                                   parts.pool_size), reserve_margin=margin)
+        except Exception as exc:  # noqa: BLE001 - an error evaluating the gate is `unavailable`
+            return unavailable(exc)
+
+    return GateReading(policy, await quota.fleet(conn), parts.burn_rates if parts else {}, parts is not None, gate)
+
+
+async def resume(turn_gate: TurnGate, conn: AsyncConnection, ids: list[int], prompts: dict[int, str | None]) -> list[Any]:
+    """A pause's own resume: the record cleared and a restart turn carrying the session's "Resume
+    with" prompt or the recovery nudge, through the gate like any turn."""
+    if not ids:
+        return []
+    for sid in ids:
+        await store.end_pause(conn, sid)
+    return await turn_gate.process(conn, [TurnRequest(sid, TurnKind.RESTART, prompts.get(sid) or RECOVERY_NUDGE)
+                                          for sid in ids])

@@ -27,6 +27,7 @@ from zimmer_spot_gate.config import SpotSettings
 from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.ceiling import CeilingSweep
 from zimmer_spot_gate.jobs import spot_jobs
+from zimmer_spot_gate.queue_ops import QueueOps
 from zimmer_spot_gate.metrics import REFRESH_SECONDS, SpotMetrics
 from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import quota
@@ -105,6 +106,9 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
                            on_commit=lambda: service.relay.kick() if service.relay else None,
                            on_outcome=lambda kind, n: metrics.ceiling.labels(kind).inc(n))
     app.ceiling = ceiling
+    queue_ops = QueueOps(engine, gate, service.clock.now, kick=lambda: service.relay.kick() if service.relay else None)
+    service.rpc(c.PAUSE_INTO_SPOT_QUEUE)(queue_ops.pause_into_spot_queue)
+    service.rpc(c.START_NOW)(queue_ops.start_now)
 
     async def ceiling_sweep(ctx: JobContext) -> None:
         await ceiling.run()

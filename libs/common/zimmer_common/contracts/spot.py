@@ -9,7 +9,7 @@ from pydantic import Field
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
-    IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, Title)
+    IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Title)
 from zimmer_common.contracts.runtime import (
     QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName)
 from zimmer_common.contracts.subjects import event_subject
@@ -208,7 +208,36 @@ class Ok(Payload):
     ok: bool = True
 
 
+class PauseIntoSpotQueue(Request):
+    """Park a session in the spot queue on purpose (seed 004 "Joining the queue on purpose"): it
+    sleeps in waiting until the ceiling sweep reaches it in precedence order. A priority session
+    becomes spot; `resume_with` is delivered in place of the recovery nudge; `halt` stops a running
+    turn now (the default lets it finish)."""
+
+    session_id: RowId
+    resume_with: Prompt | None = None
+    halt: bool = False
+    by: ShortText | None = None
+
+
+class StartNow(Request):
+    session_id: RowId
+
+
+class StartNowResult(Payload):
+    """What start now did: `rechecked` (a held session's re-check pulled forward), `resumed` (a
+    paused session's own resume), `nudged` (the continue nudge), or `held` (the gate holds it: nothing
+    changed, the sentence says why)."""
+
+    did: Literal["rechecked", "resumed", "nudged", "held"]
+    sentence: str
+    session: SessionView
+    turn: TurnResult | None = None
+
+
 SPAWN = RpcSpec(CTX, "spawn_session", SpawnSession, SpawnResult)
+PAUSE_INTO_SPOT_QUEUE = RpcSpec(CTX, "pause_into_spot_queue", PauseIntoSpotQueue, SessionView)
+START_NOW = RpcSpec(CTX, "start_now", StartNow, StartNowResult)
 GET_SESSION = RpcSpec(CTX, "get_session", SessionRef, SessionView)
 SESSION_BY_KEY = RpcSpec(CTX, "session_by_key", SessionByKey, SessionView)
 LIST_SESSIONS = RpcSpec(CTX, "list_sessions", SessionQuery, SessionList)

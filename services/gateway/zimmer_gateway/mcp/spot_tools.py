@@ -144,20 +144,38 @@ async def start_session(
 @tool(group="sessions", read_only=False, destructive=False, idempotent=True)
 async def action_session(
     service: Service, session_id: SessionId,
-    action: Literal["change_scheduling_class", "change_precedence"],
+    action: Literal["change_scheduling_class", "change_precedence", "pause_into_spot_queue", "start_now"],
     scheduling_class: Annotated[ClassOrDerive | None, Field(
         description='For change_scheduling_class; "derive" follows the genesis default again. '
                     "Making a held session priority starts it now")] = None,
     precedence: Annotated[OptPrecedence, Field(
         description="For change_precedence, or alongside change_scheduling_class")] = None,
-) -> c.SessionView:
-    """Change one session's scheduling class or its precedence (all or nothing)."""
-    given = {"scheduling_class": scheduling_class, "precedence": precedence}
+    resume_with: Annotated[Prompt | None, Field(
+        description="pause_into_spot_queue: delivered when the sweep resumes it, in place of the recovery nudge")] = None,
+    halt: Annotated[bool | None, Field(
+        description="pause_into_spot_queue: stop a running turn now (default: let it finish)")] = None,
+) -> c.SessionView | c.StartNowResult:
+    """Change one session's scheduling class or its precedence (all or nothing); park it in the
+    spot queue (pause_into_spot_queue: it sleeps until the ceiling sweep reaches it in precedence
+    order; a priority session becomes spot); or start it now (start_now: a held session's re-check
+    pulled forward, a paused session's resume, otherwise the continue nudge; a spot session still
+    answers to the gate, so this is not a queue jump)."""
+    given = {"scheduling_class": scheduling_class, "precedence": precedence, "resume_with": resume_with,
+             "halt": halt}
+    bus = _bus(service)
+    if action == "pause_into_spot_queue":
+        _check(action, given, needs=(), allows=("resume_with", "halt"))
+        return await bus.request(c.PAUSE_INTO_SPOT_QUEUE, c.PauseIntoSpotQueue(
+            session_id=session_id, resume_with=resume_with, halt=bool(halt), by="an agent"))
+    if action == "start_now":
+        _check(action, given, needs=())
+        return await bus.request(c.START_NOW, c.StartNow(session_id=session_id))
     if action == "change_scheduling_class":
         _check(action, given, needs=("scheduling_class",), allows=("precedence",))
     else:
         _check(action, given, needs=("precedence",))
-    return await _bus(service).request(c.UPDATE_SESSION, c.UpdateSession(session_id=session_id, **given))
+    return await bus.request(c.UPDATE_SESSION, c.UpdateSession(
+        session_id=session_id, scheduling_class=scheduling_class, precedence=precedence))
 
 
 class TriggerActionResult(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import spot as c
@@ -143,3 +143,31 @@ async def enqueued_messages(session_id: SessionIdPath, bus: BusDep,
     """Prompts that arrived while a turn was in flight or held, delivered in order at the
     session's next turn boundary; `delivered_at` is null while one still waits."""
     return await bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=limit))
+
+
+class ParkBody(StrictBody):
+    resume_with: Prompt | None = Field(None, description='Delivered when the sweep resumes it, in place of the '
+                                                        "recovery nudge")
+    halt: bool = Field(False, description="Stop a running turn now; the default lets it finish")
+
+
+@router.post("/{session_id}/pause_into_spot_queue", summary="Park a session in the spot queue",
+             response_model=c.SessionView, responses=problem_responses(404, 409))
+async def pause_into_spot_queue(session_id: SessionIdPath, bus: BusDep,
+                                body: Annotated[ParkBody | None, Body()] = None) -> c.SessionView:
+    """The session sleeps in waiting until the ceiling sweep reaches it, in precedence order,
+    against the reserve + 5 points (seed 004 "Joining the queue on purpose"). A priority session
+    becomes spot; its precedence is unchanged. 409 `refused` for an ended session."""
+    body = body or ParkBody()
+    return await bus.request(c.PAUSE_INTO_SPOT_QUEUE, c.PauseIntoSpotQueue(
+        session_id=session_id, resume_with=body.resume_with, halt=body.halt, by="the API"))
+
+
+@router.post("/{session_id}/start_now", summary="Start a queued session now (still gated for spot work)",
+             response_model=c.StartNowResult, responses=problem_responses(404, 409))
+async def start_now(session_id: SessionIdPath, bus: BusDep) -> c.StartNowResult:
+    """Held: its re-check is pulled forward (one turn, prompt intact). Paused: the pause's own
+    resume. Neither: the continue nudge. A spot session still answers to the gate: when it would be
+    held, nothing changes and `did` is `held` with the gate's sentence. 409 `refused` for an ended
+    session, or when the spot queue cannot be read."""
+    return await bus.request(c.START_NOW, c.StartNow(session_id=session_id))
