@@ -55,6 +55,13 @@ def _check(action: str, given: dict[str, Any], *, needs: tuple[str, ...] = (), a
 # ---- core -------------------------------------------------------------------------------
 
 
+class SessionAction(c.SessionView):
+    """The session after the action; for start_now also what it did and why."""
+
+    did: str | None = Field(None, description="start_now: rechecked, resumed, nudged, or held (nothing changed)")
+    sentence: str | None = Field(None, description="start_now: what happened, or why the gate holds it")
+
+
 class SessionReport(c.SessionView):
     summary: str = Field(description="The session's class, rank and hold in plain words")
 
@@ -154,7 +161,7 @@ async def action_session(
         description="pause_into_spot_queue: delivered when the sweep resumes it, in place of the recovery nudge")] = None,
     halt: Annotated[bool | None, Field(
         description="pause_into_spot_queue: stop a running turn now (default: let it finish)")] = None,
-) -> c.SessionView | c.StartNowResult:
+) -> SessionAction:
     """Change one session's scheduling class or its precedence (all or nothing); park it in the
     spot queue (pause_into_spot_queue: it sleeps until the ceiling sweep reaches it in precedence
     order; a priority session becomes spot); or start it now (start_now: a held session's re-check
@@ -165,17 +172,20 @@ async def action_session(
     bus = _bus(service)
     if action == "pause_into_spot_queue":
         _check(action, given, needs=(), allows=("resume_with", "halt"))
-        return await bus.request(c.PAUSE_INTO_SPOT_QUEUE, c.PauseIntoSpotQueue(
+        view = await bus.request(c.PAUSE_INTO_SPOT_QUEUE, c.PauseIntoSpotQueue(
             session_id=session_id, resume_with=resume_with, halt=bool(halt), by="an agent"))
+        return SessionAction(**view.model_dump())
     if action == "start_now":
         _check(action, given, needs=())
-        return await bus.request(c.START_NOW, c.StartNow(session_id=session_id))
+        done = await bus.request(c.START_NOW, c.StartNow(session_id=session_id))
+        return SessionAction(**done.session.model_dump(), did=done.did, sentence=done.sentence)
     if action == "change_scheduling_class":
         _check(action, given, needs=("scheduling_class",), allows=("precedence",))
     else:
         _check(action, given, needs=("precedence",))
-    return await bus.request(c.UPDATE_SESSION, c.UpdateSession(
+    view = await bus.request(c.UPDATE_SESSION, c.UpdateSession(
         session_id=session_id, scheduling_class=scheduling_class, precedence=precedence))
+    return SessionAction(**view.model_dump())
 
 
 class TriggerActionResult(BaseModel):

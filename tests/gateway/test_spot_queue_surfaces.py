@@ -1,0 +1,60 @@
+"""Pause into the spot queue and start now over REST and MCP (action_session), end to end:
+httpx and the MCP SDK's client → gateway → NATS → spot-gate. Seed 004's parity table lists both
+for agents; start now stays gated for spot sessions, so it is not a queue jump."""
+
+from __future__ import annotations
+
+import httpx
+from mcp_client import call, mcp_session, tool_error
+from problems import invalid_fields, refused
+
+from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn
+
+
+async def readings(services, utilization: float) -> None:  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    await services["spot-gate"].app.record_reading(QuotaReadingIn(
+        account="acct-0", status="active", read_at=now,
+        five_hour=WindowReadingIn(utilization=utilization, resets_at=now + timedelta(hours=2)),
+        seven_day=WindowReadingIn(utilization=0.2, resets_at=now + timedelta(days=3))))
+    services["spot-gate"].app.gate.pool.invalidate()
+
+
+async def test_park_and_start_now_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+    services, _url = stack
+    await readings(services, 0.1)
+    sid = (await http.post("/api/v1/sessions", json={"genesis": "web_ui", "prompt": "go"})).json()["session"]["id"]
+    r = await http.post(f"/api/v1/sessions/{sid}/pause_into_spot_queue", json={"resume_with": "pick up", "halt": True})
+    assert r.status_code == 200, r.text
+    assert (r.json()["paused_by"], r.json()["spot_pause_reason"], r.json()["priority_class"]) == (
+        "spot_quota", "user_spot_queue", "spot")
+    assert invalid_fields(await http.post(f"/api/v1/sessions/{sid}/pause_into_spot_queue", json={"halt": "x"})) == [
+        "halt"]
+    assert (await http.post("/api/v1/sessions/999999/start_now")).status_code == 404
+    early = await http.post(f"/api/v1/sessions/{sid}/start_now")  # the stop is not acknowledged yet
+    assert early.status_code == 409 and "being stopped" in refused(early, 409)["detail"]
+    await http.post(f"/api/v1/sessions/{sid}/status", json={"status": "needs_input"})
+    assert (await http.get(f"/api/v1/sessions/{sid}")).json()["status"] == "waiting"
+    started = await http.post(f"/api/v1/sessions/{sid}/start_now")
+    assert started.status_code == 200 and started.json()["did"] == "resumed", started.text
+    assert started.json()["session"]["status"] == "running"
+
+
+async def test_park_and_start_now_over_mcp(stack) -> None:  # type: ignore[no-untyped-def]
+    services, url = stack
+    await readings(services, 0.1)
+    async with mcp_session(url, "sessions") as mcp:
+        spawned = await call(mcp, "start_session", {"prompt": "go", "title": "t"})
+        sid = spawned["session"]["id"]
+        parked = await call(mcp, "action_session", {"session_id": sid, "action": "pause_into_spot_queue"})
+        assert parked["paused_by"] == "spot_quota"
+        wrong = await tool_error(mcp, "action_session", {"session_id": sid, "action": "start_now", "precedence": 5})
+        assert "precedence does not apply to start_now" in wrong
+        await readings(services, 0.95)
+        await services["spot-gate"].app.report_status(
+            __import__("zimmer_common.contracts.runtime", fromlist=["x"]).SessionStatusReport(
+                session_id=sid, status="needs_input"))
+        held = await call(mcp, "action_session", {"session_id": sid, "action": "start_now"})
+        assert held["did"] == "held" and "5-hour" in held["sentence"]
