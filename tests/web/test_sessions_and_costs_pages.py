@@ -107,3 +107,44 @@ async def test_costs_show_get_costs_figures(stack, browser) -> None:  # type: ig
     assert "No burn rate yet" in await page.locator("#burn").inner_text()  # the hourly job has not run
     assert await accessibility_problems(page) == []
     await screenshot(page, "costs")
+
+
+async def test_a_paused_session_shows_its_banner_and_quotas_counts_it(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    """Seed 004 "What a pause does": the session page's "Paused mid-run for quota headroom" banner
+    with "Make this session priority"; the spot gate card counts what the ceiling paused."""
+    services, base = stack
+    now = datetime.now(UTC)
+    async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
+        async def reading(utilization: float) -> None:
+            r = await http.post("/api/v1/quota/readings", json={
+                "account": "acct-1", "status": "active",
+                "five_hour": {"utilization": utilization, "resets_at": (now + timedelta(hours=2)).isoformat()},
+                "seven_day": {"utilization": 0.2, "resets_at": (now + timedelta(days=3)).isoformat()}})
+            assert r.status_code == 202
+            services["spot-gate"].app.gate.pool.invalidate()
+        await reading(0.1)
+        spawned = await http.post("/api/v1/sessions", json={"genesis": "api", "title": "spot work", "prompt": "go"})
+        sid = spawned.json()["session"]["id"]
+        assert spawned.json()["session"]["status"] == "running"
+        await reading(0.97)
+        report = await services["spot-gate"].app.ceiling.run()
+        assert report.paused == [sid]
+        await http.post(f"/api/v1/sessions/{sid}/status", json={"status": "needs_input"})
+    page = await browser.new_page()
+    await sign_in(page, base, f"/sessions/{sid}")
+    assert await page.get_by_role("heading", name="Paused mid-run for quota headroom").count() == 1
+    sentence = await page.locator("[data-pause-sentence]").inner_text()
+    assert "5-hour" in sentence and "5 points more headroom" in sentence
+    assert await page.locator("[data-status]").inner_text() == "waiting"
+    assert await accessibility_problems(page) == []
+    await screenshot(page, "session-paused")
+    await page.goto(f"{base}/quotas")
+    assert await page.locator('[data-figure="paused.at_utilization_limit"]').inner_text() == "1"
+    assert await page.locator('[data-figure="paused.user_spot_queue"]').inner_text() == "0"
+    await page.goto(f"{base}/sessions/{sid}")
+    await page.get_by_role("button", name="Make this session priority").click()
+    assert await page.get_by_role("status").inner_text() == "Made this session priority."
+    await services["spot-gate"].app.ceiling.run()  # the next sweep resumes it, whatever the windows say
+    await page.reload()
+    assert await page.locator("[data-pause]").count() == 0
+    assert await page.locator("[data-status]").inner_text() == "running"

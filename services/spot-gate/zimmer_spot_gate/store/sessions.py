@@ -66,9 +66,9 @@ def pause_sentence(s: Mapping[str, Any]) -> str | None:
     if s.get("paused_by") is None:
         return None
     if s["spot_pause_reason"] == "user_spot_queue":
-        why = "Parked in the spot queue by a person"
+        why = "Parked in the spot queue by a person."
     else:
-        why = f"Paused mid-run for quota headroom: {s['spot_pause_detail']}"
+        why = f"Paused mid-run for quota headroom. {str(s['spot_pause_detail'] or '').rstrip('.')}."
     return (f"{why} It resumes when the windows have 5 points more headroom than their reserve, highest "
             "precedence first (oldest pause first within a tie), up to 5 a sweep every 5 minutes; making it "
             "priority resumes it on the next sweep.")
