@@ -388,6 +388,8 @@ def test_grafana_provisioning() -> None:
         "zimmer_backlog_github_open_issues",
         "zimmer_backlog_github_requests_total",
         "zimmer_backlog_liveness_passes_total",
+        "zimmer_spot_paused_sessions",  # the ceiling (issue 13)
+        "zimmer_spot_ceiling_sessions_total",
     ):
         assert needle in joined, f"dashboard has no panel with {needle}"
     for panel in dashboard["panels"]:
