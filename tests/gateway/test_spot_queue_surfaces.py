@@ -58,3 +58,36 @@ async def test_park_and_start_now_over_mcp(stack) -> None:  # type: ignore[no-un
                 session_id=sid, status="needs_input"))
         held = await call(mcp, "action_session", {"session_id": sid, "action": "start_now"})
         assert held["did"] == "held" and "5-hour" in held["sentence"]
+
+
+async def test_reorder_demote_and_run_as_spot_over_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+    _services, url = stack
+
+    async def spawn(**body: object) -> dict:  # type: ignore[type-arg]
+        r = await http.post("/api/v1/sessions", json={"genesis": "api", "start": False, **body})
+        assert r.status_code == 201, r.text
+        return r.json()["session"]
+
+    upper, lower, moved = await spawn(precedence=21), await spawn(precedence=20), await spawn(precedence=0)
+    r = await http.patch(f"/api/v1/sessions/{moved['id']}/reorder_precedence",
+                         json={"above_session_id": upper["id"], "below_session_id": lower["id"]})
+    assert r.status_code == 200, r.text
+    assert r.json()["session"]["precedence"] == 20 and len(r.json()["nudged"]) == 2
+    assert invalid_fields(await http.patch(f"/api/v1/sessions/{moved['id']}/reorder_precedence", json={})) != []
+    assert (await http.patch(f"/api/v1/sessions/{moved['id']}/reorder_precedence",
+                             json={"above_session_id": 999999})).status_code == 404
+    boss = await spawn(genesis="web_ui", precedence=3)
+    r = await http.patch(f"/api/v1/sessions/{boss['id']}", json={"scheduling_class": "spot", "place": "top_of_spot"})
+    assert r.status_code == 200 and r.json()["precedence"] == 27, r.text  # 22 (nudged) + 5
+    assert (await http.patch(f"/api/v1/sessions/{boss['id']}", json={"place": "top_of_spot"})).status_code == 422
+    async with mcp_session(url, "sessions") as mcp:
+        spawned = await call(mcp, "start_session", {"prompt": "go", "scheduling_class": "spot", "genesis": "web_ui",
+                                                    "precedence_above_top_spot": True})
+        assert spawned["session"]["precedence"] == 32
+        both = await tool_error(mcp, "start_session", {"precedence": 1, "precedence_above_top_spot": True})
+        assert "not both" in both
+        other = await call(mcp, "start_session", {"prompt": "x", "genesis": "web_ui"})
+        demoted = await call(mcp, "action_session", {"session_id": other["session"]["id"],
+                                                     "action": "change_scheduling_class", "scheduling_class": "spot",
+                                                     "place": "top_of_spot"})
+        assert demoted["precedence"] == 37

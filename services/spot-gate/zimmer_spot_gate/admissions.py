@@ -8,7 +8,7 @@ turns, and the batch holds one database connection however many requests it carr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -19,6 +19,7 @@ from zimmer_common.contracts.spot import SESSION_CREATED, SessionEvent, SessionV
 from zimmer_common.errors import ZimmerError
 from zimmer_common.outbox import emit
 from zimmer_spot_gate.domain.classes import originate
+from zimmer_spot_gate.domain.precedence import above_top_of_spot
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, TurnKind
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
@@ -116,6 +117,11 @@ async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: A
                        declared_class=SchedulingClass(req.scheduling_class) if req.scheduling_class else None,
                        declared_precedence=req.precedence, default_genesis=item.default_genesis,
                        trigger_class=item.trigger_class, trigger_precedence=item.trigger_precedence)
+    if req.precedence is None and (req.precedence_above_top_spot or (
+            parent is None and origin.genesis is Genesis.WEB_UI and origin.scheduling_class is SchedulingClass.SPOT)):
+        # "Run as spot", and a web-UI spot submission (a child lands above its parent instead):
+        # SLOT_GAP above the top of the spot queue.
+        origin = replace(origin, precedence=above_top_of_spot(await store.top_of_spot(conn, overrides)))
     row = await store.insert(conn, req, origin, item.trigger_id)
     if row is None:  # a concurrent spawn with the same key committed first
         raced = await store.by_idempotency_key(conn, req.idempotency_key or "")

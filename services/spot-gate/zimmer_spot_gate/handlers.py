@@ -15,13 +15,15 @@ from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport,
 from zimmer_common.contracts.spot import (
     SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList, EnqueuedMessage,
     EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent,
-    SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession, TurnResult, UpdateSession)
+    ReorderResult, ReorderSession, SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession,
+    TurnResult, UpdateSession)
 from zimmer_common import idempotency
 from zimmer_common.logs import kv
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.admissions import Admissions, SpawnRequest, insert_session
+from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
 from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
 from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, dearest, price_for, spend_dollars
 from zimmer_spot_gate.store import quota
@@ -127,6 +129,8 @@ class SpotGate:
                 changes["scheduling_class"] = None if req.scheduling_class == "derive" else req.scheduling_class
             if req.precedence is not None:
                 changes["precedence"] = req.precedence
+            if req.place == "top_of_spot":
+                changes["precedence"] = above_top_of_spot(await store.top_of_spot(conn, overrides, req.session_id))
             view = store.to_view(await store.update_fields(conn, req.session_id, **changes), overrides)
             if view.priority_class != old_view.priority_class or view.scheduling_class != old_view.scheduling_class:
                 await emit(conn, SCHEMA, SESSION_CLASS_CHANGED, "session_class_changed", SessionEvent(
@@ -141,6 +145,39 @@ class SpotGate:
                 view = result.session if result else view
         self._kick()
         return view
+
+    async def reorder(self, req: ReorderSession) -> ReorderResult:
+        """Drop a session between two neighbours: their midpoint, or a nudge where none exists (no
+        cascade). One transaction; each changed session announces its new precedence."""
+        async with self.engine.begin() as conn:
+            await self.gate.lock_admissions(conn)  # before the row locks: the order every batch takes
+            ids = [i for i in (req.session_id, req.above_session_id, req.below_session_id) if i is not None]
+            rows = {r.id: r for r in await store.fetch_many(conn, sorted(ids), lock=True)}
+            for sid in ids:
+                if sid not in rows:
+                    raise ZimmerError(ErrorCode.NOT_FOUND, f"session {sid} does not exist", {"session_id": sid})
+            placed = between(rows[req.above_session_id].precedence if req.above_session_id else None,
+                             rows[req.below_session_id].precedence if req.below_session_id else None)
+            moves = {req.session_id: placed.value}
+            for side, value in placed.nudged.items():
+                moves[req.above_session_id if side == "above" else req.below_session_id] = value  # type: ignore[index]
+            overrides = (await quota.policy(conn)).overrides
+            views: dict[int, SessionView] = {}
+            for sid, value in moves.items():
+                try:
+                    check_changeable(SessionStatus(rows[sid].status))
+                except IllegalTransition as exc:
+                    raise ZimmerError(ErrorCode.REFUSED, f"session {sid}: {exc}; reload the list",
+                                      {"session_id": sid, "status": rows[sid].status}) from None
+                if value == rows[sid].precedence:
+                    views[sid] = store.to_view(rows[sid], overrides)
+                    continue
+                views[sid] = store.to_view(await store.update_fields(conn, sid, precedence=value), overrides)
+                await emit(conn, SCHEMA, SESSION_PRECEDENCE_CHANGED, "session_precedence_changed",
+                           SessionEvent(session=views[sid], previous={"precedence": rows[sid].precedence}))
+        self._kick()
+        return ReorderResult(session=views[req.session_id],
+                             nudged=[views[sid] for sid in moves if sid != req.session_id])
 
     async def request_turn(self, req: RequestTurn) -> TurnResult:
         """Concurrent requests are decided together, one transaction per batch. With an

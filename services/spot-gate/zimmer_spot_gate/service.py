@@ -67,6 +67,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     service.rpc(c.SESSION_BY_KEY)(app.by_key)
     service.rpc(c.LIST_SESSIONS)(app.search)
     service.rpc(c.UPDATE_SESSION)(app.update)
+    service.rpc(c.REORDER)(app.reorder)
     service.rpc(c.REQUEST_TURN)(app.request_turn)
     service.rpc(c.REPORT_STATUS)(app.report_status)
     service.rpc(c.GATE_DECISIONS)(app.decisions)

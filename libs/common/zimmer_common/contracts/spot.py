@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
@@ -96,6 +96,14 @@ class SpawnSession(Request):
     metadata: JsonObject = Field(default_factory=dict)
     is_status_summary_fork: bool = False
     start: bool = True  # ask for the first turn right away
+    # "Run as spot": land SLOT_GAP (5) above the top of the spot queue instead of a declared precedence.
+    precedence_above_top_spot: bool = False
+
+    @model_validator(mode="after")
+    def _one_placement(self) -> SpawnSession:
+        if self.precedence_above_top_spot and self.precedence is not None:
+            raise ValueError("give precedence or precedence_above_top_spot, not both")
+        return self
 
 
 class SpawnResult(Payload):
@@ -134,6 +142,36 @@ class UpdateSession(Request):
     # "derive" clears the stored class so the session follows its genesis default again.
     scheduling_class: Literal["priority", "spot", "derive"] | None = None
     precedence: Int32 | None = None
+    # Demote to spot and land SLOT_GAP (5) above the top of the spot queue (the Ranked view's ⋮ menu).
+    place: Literal["top_of_spot"] | None = None
+
+    @model_validator(mode="after")
+    def _place_needs_spot(self) -> UpdateSession:
+        if self.place is not None and (self.scheduling_class != "spot" or self.precedence is not None):
+            raise ValueError("place=top_of_spot goes with scheduling_class spot and no precedence")
+        return self
+
+
+class ReorderSession(Request):
+    """Drop a session between two neighbours in the ranked list (either may be omitted at an end):
+    it takes their midpoint, or, where none exists, they are nudged one apart each."""
+
+    session_id: RowId
+    above_session_id: RowId | None = None
+    below_session_id: RowId | None = None
+
+    @model_validator(mode="after")
+    def _a_neighbour(self) -> ReorderSession:
+        if self.above_session_id is None and self.below_session_id is None:
+            raise ValueError("give above_session_id, below_session_id or both")
+        if self.session_id in (self.above_session_id, self.below_session_id):
+            raise ValueError("a session is not its own neighbour")
+        return self
+
+
+class ReorderResult(Payload):
+    session: SessionView
+    nudged: list[SessionView]  # neighbours moved one apart to open a gap
 
 
 class RequestTurn(Request):
@@ -238,6 +276,7 @@ class StartNowResult(Payload):
 SPAWN = RpcSpec(CTX, "spawn_session", SpawnSession, SpawnResult)
 PAUSE_INTO_SPOT_QUEUE = RpcSpec(CTX, "pause_into_spot_queue", PauseIntoSpotQueue, SessionView)
 START_NOW = RpcSpec(CTX, "start_now", StartNow, StartNowResult)
+REORDER = RpcSpec(CTX, "reorder_precedence", ReorderSession, ReorderResult)
 GET_SESSION = RpcSpec(CTX, "get_session", SessionRef, SessionView)
 SESSION_BY_KEY = RpcSpec(CTX, "session_by_key", SessionByKey, SessionView)
 LIST_SESSIONS = RpcSpec(CTX, "list_sessions", SessionQuery, SessionList)

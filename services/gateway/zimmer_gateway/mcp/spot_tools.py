@@ -139,11 +139,13 @@ async def start_session(
     harness: Name | None = None,
     model: Name | None = None,
     idempotency_key: Annotated[IdempotencyKey | None, Field(description="Same key, same session")] = None,
+    precedence_above_top_spot: Annotated[bool | None, Field(
+        description='"Run as spot": land 5 above the top of the spot queue (instead of a precedence)')] = None,
 ) -> c.SpawnResult:
     """Spawn a session and ask the gate for its first turn (`turn.outcome`: admitted, held or passed)."""
     given = dict(prompt=prompt, title=title, scheduling_class=scheduling_class, precedence=precedence,
                  parent_session_id=parent_session_id, genesis=genesis, runtime=runtime, harness=harness, model=model,
-                 idempotency_key=idempotency_key)
+                 idempotency_key=idempotency_key, precedence_above_top_spot=precedence_above_top_spot)
     spawn = c.SpawnSession(**{k: v for k, v in given.items() if v is not None})
     return await _bus(service).request(c.SPAWN, spawn)
 
@@ -161,6 +163,8 @@ async def action_session(
         description="pause_into_spot_queue: delivered when the sweep resumes it, in place of the recovery nudge")] = None,
     halt: Annotated[bool | None, Field(
         description="pause_into_spot_queue: stop a running turn now (default: let it finish)")] = None,
+    place: Annotated[Literal["top_of_spot"] | None, Field(
+        description='change_scheduling_class to "spot": land 5 above the top of the spot queue')] = None,
 ) -> SessionAction:
     """Change one session's scheduling class or its precedence (all or nothing); park it in the
     spot queue (pause_into_spot_queue: it sleeps until the ceiling sweep reaches it in precedence
@@ -168,7 +172,7 @@ async def action_session(
     pulled forward, a paused session's resume, otherwise the continue nudge; a spot session still
     answers to the gate, so this is not a queue jump)."""
     given = {"scheduling_class": scheduling_class, "precedence": precedence, "resume_with": resume_with,
-             "halt": halt}
+             "halt": halt, "place": place}
     bus = _bus(service)
     if action == "pause_into_spot_queue":
         _check(action, given, needs=(), allows=("resume_with", "halt"))
@@ -180,11 +184,11 @@ async def action_session(
         done = await bus.request(c.START_NOW, c.StartNow(session_id=session_id))
         return SessionAction(**done.session.model_dump(), did=done.did, sentence=done.sentence)
     if action == "change_scheduling_class":
-        _check(action, given, needs=("scheduling_class",), allows=("precedence",))
+        _check(action, given, needs=("scheduling_class",), allows=("precedence", "place"))
     else:
         _check(action, given, needs=("precedence",))
     view = await bus.request(c.UPDATE_SESSION, c.UpdateSession(
-        session_id=session_id, scheduling_class=scheduling_class, precedence=precedence))
+        session_id=session_id, scheduling_class=scheduling_class, precedence=precedence, place=place))
     return SessionAction(**view.model_dump())
 
 

@@ -34,6 +34,13 @@ class SessionPatch(StrictBody):
         None, description='"derive" clears the stored class so the session follows its genesis default again; '
                           "making a held session priority starts it now")
     precedence: Precedence | None = None
+    place: Literal["top_of_spot"] | None = Field(
+        None, description='With scheduling_class "spot" and no precedence: land 5 above the top of the spot queue')
+
+
+class ReorderBody(StrictBody):
+    above_session_id: RowId | None = Field(None, description="The row it was dropped under (omit at the top)")
+    below_session_id: RowId | None = Field(None, description="The row it was dropped over (omit at the bottom)")
 
 
 class TurnBody(StrictBody):
@@ -96,6 +103,16 @@ async def patch_session(session_id: SessionIdPath, body: SessionPatch, bus: BusD
     """All or nothing: a refused change leaves the session as it was. 409 `refused` for an
     ended (archived or failed) session, naming its status."""
     return await bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=session_id, **body.model_dump()))
+
+
+@router.patch("/{session_id}/reorder_precedence", summary="Drop a session between two neighbours",
+              response_model=c.ReorderResult, responses=problem_responses(404, 409))
+async def reorder_precedence(session_id: SessionIdPath, body: ReorderBody, bus: BusDep) -> c.ReorderResult:
+    """It takes the midpoint of the two neighbours' precedences; where none exists (21 and 20)
+    they are nudged one apart each (22 and 19) and it takes the middle of the gap, with no
+    cascade. At an end (one neighbour): 5 beyond it. `nudged` lists the neighbours that moved.
+    409 `refused` when a session that would move has ended (reload the list)."""
+    return await bus.request(c.REORDER, c.ReorderSession(session_id=session_id, **body.model_dump()))
 
 
 @router.post("/{session_id}/turns", summary="Ask for a turn; every turn is gated", response_model=c.TurnResult,

@@ -160,6 +160,15 @@ async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -
     return row
 
 
+async def top_of_spot(conn: AsyncConnection, overrides: Mapping[Genesis, SchedulingClass],
+                      excluding: int | None = None) -> int | None:
+    """The highest precedence in the spot queue: spot sessions not ended (the Ranked view's list)."""
+    where = [class_expr(overrides) == literal_column("'spot'", Text), s.c.status.not_in(["archived", "failed"])]
+    if excluding is not None:
+        where.append(s.c.id != excluding)
+    return (await conn.execute(select(func.max(s.c.precedence)).where(*where))).scalar_one()
+
+
 async def end_pause(conn: AsyncConnection, session_id: int) -> None:
     await conn.execute(update(s).where(s.c.id == session_id).values(
         paused_by=None, spot_pause_at=None, spot_pause_reason=None, spot_pause_detail=None, spot_pause_acked_at=None,

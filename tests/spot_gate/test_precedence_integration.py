@@ -1,0 +1,66 @@
+"""Precedence operations against real PostgreSQL and NATS (seed 004 "The Ranked view"): a drop
+between neighbours, the nudge, demote to the top of the spot queue, "Run as spot" spawns."""
+
+from __future__ import annotations
+
+import pytest
+
+from zimmer_common.contracts import spot as c
+from zimmer_common.errors import ZimmerError
+
+
+async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+    return (await spot.bus.request(c.SPAWN, c.SpawnSession(start=False, **{"genesis": "schedule", **kw}))).session
+
+
+async def reorder(spot, sid: int, above: int | None, below: int | None) -> c.ReorderResult:  # type: ignore[no-untyped-def]
+    return await spot.bus.request(c.REORDER, c.ReorderSession(session_id=sid, above_session_id=above,
+                                                              below_session_id=below))
+
+
+async def test_a_drop_takes_the_midpoint_or_nudges_its_neighbours(spot) -> None:  # type: ignore[no-untyped-def]
+    a, b, c_, moved = [await spawn(spot, precedence=p) for p in (30, 20, 21, 0)]
+    first = await reorder(spot, moved.id, a.id, b.id)
+    assert first.session.precedence == 25 and first.nudged == []
+    second = await reorder(spot, moved.id, c_.id, b.id)  # 21 and 20: no midpoint
+    assert second.session.precedence == 20
+    assert sorted((v.id, v.precedence) for v in second.nudged) == sorted([(c_.id, 22), (b.id, 19)])
+    top = await reorder(spot, moved.id, None, a.id)
+    assert top.session.precedence == 35
+    ordered = await spot.bus.request(c.LIST_SESSIONS, c.SessionQuery(priority_class="spot", order="precedence"))
+    assert [s.id for s in ordered.sessions] == [moved.id, a.id, c_.id, b.id]
+
+
+async def test_a_drop_refuses_a_missing_or_ended_neighbour_and_moves_nothing(spot) -> None:  # type: ignore[no-untyped-def]
+    from zimmer_common.contracts.runtime import SessionStatusReport
+
+    a, b, moved = [await spawn(spot, precedence=p) for p in (21, 20, 0)]
+    with pytest.raises(ZimmerError) as missing:
+        await reorder(spot, moved.id, a.id, 999_999)
+    assert missing.value.code.value == "not_found"
+    await spot.app.report_status(SessionStatusReport(session_id=b.id, status="archived"))
+    with pytest.raises(ZimmerError) as ended:
+        await reorder(spot, moved.id, a.id, b.id)  # the nudge would move an ended session
+    assert ended.value.code.value == "refused"
+    assert (await spot.bus.request(c.GET_SESSION, c.SessionRef(session_id=a.id))).precedence == 21
+    assert (await spot.bus.request(c.GET_SESSION, c.SessionRef(session_id=moved.id))).precedence == 0
+    reply = await spot.bus.nc.request(c.REORDER.subject, f'{{"session_id": {moved.id}}}'.encode(), timeout=5)
+    assert b'"invalid"' in reply.data  # no neighbour at all
+
+
+async def test_demote_and_run_as_spot_land_above_the_top_of_the_spot_queue(spot) -> None:  # type: ignore[no-untyped-def]
+    await spawn(spot, precedence=100)
+    await spawn(spot, precedence=40)
+    boss = await spawn(spot, genesis="web_ui", precedence=7)
+    demoted = await spot.bus.request(c.UPDATE_SESSION, c.UpdateSession(
+        session_id=boss.id, scheduling_class="spot", place="top_of_spot"))
+    assert (demoted.priority_class, demoted.precedence) == ("spot", 105)
+    run_as_spot = await spawn(spot, genesis="web_ui", scheduling_class="spot", precedence_above_top_spot=True)
+    assert run_as_spot.precedence == 110
+    web_spot = await spawn(spot, genesis="web_ui", scheduling_class="spot")  # a web-UI spot submission
+    assert web_spot.precedence == 115
+    child = await spawn(spot, genesis="web_ui", scheduling_class="spot", parent_session_id=boss.id)
+    assert child.precedence == 106  # a child lands just above its parent
+    reply = await spot.bus.nc.request(c.UPDATE_SESSION.subject, f'{{"session_id": {boss.id}, "scheduling_class": '
+                                      f'"priority", "place": "top_of_spot"}}'.encode(), timeout=5)
+    assert b'"invalid"' in reply.data
