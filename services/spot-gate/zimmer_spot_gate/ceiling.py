@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import ColumnElement, Text, func, literal_column, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import SESSION_PAUSED, SessionEvent
 from zimmer_common.logs import kv
 from zimmer_common.outbox import emit_many
-from zimmer_spot_gate.domain.ceiling import CeilingPlan, Sleeper, plan_ceiling
+from zimmer_spot_gate.domain.ceiling import RESUME_BATCH, CeilingPlan, Sleeper, plan_ceiling
 from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, Snapshot, decide, unavailable
 from zimmer_spot_gate.domain.model import Reason, TurnKind
 from zimmer_spot_gate.store import quota
@@ -39,9 +40,19 @@ RECOVERY_NUDGE = ("SYSTEM RECOVERY: this session was paused mid-run for quota he
                   "The tool call that was in flight when it stopped was lost; what you had written to disk is still "
                   "there. Check the state of your work and pick up where you left off.")
 
-RUNNING = store.SESSION.where(s.c.status == "running", s.c.paused_by.is_(None)).with_for_update(of=s)
-PAUSED = store.SESSION.where(s.c.paused_by == SPOT_QUOTA, s.c.status == "waiting",
-                             s.c.spot_pause_acked_at.is_not(None)).with_for_update(of=s)
+# What the plan needs of a session, nothing more: the sweep reads every running and paused session,
+# under the admission lock (which every writer of a session's turn state takes first).
+_PLAN_COLUMNS = (s.c.id, s.c.precedence, s.c.created_at, s.c.spot_pause_at, s.c.genesis, s.c.scheduling_class,
+                 s.c.runtime, s.c.harness, s.c.model, s.c.is_status_summary_fork, s.c.resume_prompt)
+RUNNING = select(*_PLAN_COLUMNS).where(s.c.status == "running", s.c.paused_by.is_(None))
+_ASLEEP = (s.c.paused_by == SPOT_QUOTA, s.c.status == "waiting", s.c.spot_pause_acked_at.is_not(None))
+RESUME_ORDER = (s.c.precedence.desc(), s.c.spot_pause_at, s.c.id)
+
+
+def _exempt(overrides: Any) -> ColumnElement[bool]:
+    """Sessions that never ask the gate, in SQL (mirrors `turns.exemption`)."""
+    return or_(store.class_expr(overrides) == literal_column("'priority'", Text), s.c.runtime == "codex",
+               s.c.is_status_summary_fork)
 
 
 @dataclass
@@ -80,29 +91,36 @@ class CeilingSweep:
 
     async def _sweep(self, conn: AsyncConnection) -> CeilingReport:
         g = await read_gate(self.gate, conn)
-        now = self.now()
-        running = [_sleeper(r, g.policy.overrides, g.burn, r.created_at) for r in await conn.execute(RUNNING)]
-        paused_rows = {r.id: r for r in await conn.execute(PAUSED)}
-        paused = [_sleeper(r, g.policy.overrides, g.burn, r.spot_pause_at) for r in paused_rows.values()]
+        now, overrides = self.now(), g.policy.overrides
+        running = [_sleeper(r, overrides, g.burn, r.created_at) for r in await conn.execute(RUNNING)]
+        # Paused sessions: every one that no longer asks the gate, and the head of the spot queue (a
+        # sweep resumes at most RESUME_BATCH), however long the queue behind it is.
+        exempt = _exempt(overrides)
+        head = select(*_PLAN_COLUMNS).where(*_ASLEEP, ~exempt).order_by(*RESUME_ORDER).limit(RESUME_BATCH)
+        rows = {r.id: r for r in [*await conn.execute(select(*_PLAN_COLUMNS).where(*_ASLEEP, exempt)),
+                                  *await conn.execute(head)]}
+        queued = (await conn.execute(select(func.count()).where(*_ASLEEP, ~exempt))).scalar_one()
+        paused = [_sleeper(r, overrides, g.burn, r.spot_pause_at) for r in rows.values()]
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
-        await self._pause(conn, plan, now)
+        await self._pause(conn, plan, now, overrides)
         resumed = [*plan.promoted, *plan.resume]
-        await resume(self.gate, conn, resumed, {sid: paused_rows[sid].resume_prompt for sid in resumed})
-        return CeilingReport(plan.decision, list(plan.pause), resumed, plan.still_paused)
+        await resume(self.gate, conn, resumed, {sid: rows[sid].resume_prompt for sid in resumed})
+        return CeilingReport(plan.decision, list(plan.pause), resumed, queued - len(plan.resume))
 
-    async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime) -> None:
+    async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime, overrides: Any) -> None:
+        """Every pause in one statement, and its stop_turn and event in the same transaction."""
         if not plan.pause:
             return
         d = plan.decision
         window = d.holding_window.value if d.holding_window else "a window"
         ran_out = "its spot budget" if d.ceiling and d.ceiling.value == "spot_budget" else "room under its pacing curve"
         events: list[tuple[str, str, Any]] = []
-        overrides = (await quota.policy(conn)).overrides
-        for sid in plan.pause:
-            row = await store.update_fields(conn, sid, paused_by=SPOT_QUOTA, spot_pause_at=now,
-                                            spot_pause_reason=Reason.AT_UTILIZATION_LIMIT.value,
-                                            spot_pause_detail=d.sentence, spot_pause_count=s.c.spot_pause_count + 1,
-                                            spot_pause_acked_at=None)
+        paused = await conn.execute(update(s).where(s.c.id.in_(plan.pause)).values(
+            paused_by=SPOT_QUOTA, spot_pause_at=now, spot_pause_reason=Reason.AT_UTILIZATION_LIMIT.value,
+            spot_pause_detail=d.sentence, spot_pause_count=s.c.spot_pause_count + 1, spot_pause_acked_at=None,
+            updated_at=func.now(), version=s.c.version + 1).returning(*store.COLUMNS))
+        for row in paused:
+            sid = row.id
             events.append((STOP_TURN, "stop_turn", StopTurn(session_id=sid, mode="halt", reason=d.sentence)))
             events.append((SESSION_PAUSED, "session_paused", SessionEvent(
                 session=store.to_view(row, overrides), previous={"paused_by": None},
