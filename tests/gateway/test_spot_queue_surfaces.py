@@ -91,3 +91,15 @@ async def test_reorder_demote_and_run_as_spot_over_rest_and_mcp(stack, http: htt
                                                      "action": "change_scheduling_class", "scheduling_class": "spot",
                                                      "place": "top_of_spot"})
         assert demoted["precedence"] == 37
+
+
+async def test_archive_and_unarchive_over_rest(http: httpx.AsyncClient) -> None:
+    sid = (await http.post("/api/v1/sessions", json={"genesis": "api", "start": False})).json()["session"]["id"]
+    r = await http.post(f"/api/v1/sessions/{sid}/archive")
+    assert r.status_code == 200 and r.json()["status"] == "archived" and r.json()["archived_at"], r.text
+    assert (await http.post(f"/api/v1/sessions/{sid}/archive")).status_code == 200  # nothing changes
+    r = await http.post(f"/api/v1/sessions/{sid}/unarchive")
+    assert r.status_code == 200 and r.json()["status"] == "waiting"
+    again = await http.post(f"/api/v1/sessions/{sid}/unarchive")
+    assert again.status_code == 409 and refused(again, 409)["code"] == "refused"
+    assert (await http.post("/api/v1/sessions/999999/archive")).status_code == 404

@@ -64,3 +64,29 @@ async def test_demote_and_run_as_spot_land_above_the_top_of_the_spot_queue(spot)
     reply = await spot.bus.nc.request(c.UPDATE_SESSION.subject, f'{{"session_id": {boss.id}, "scheduling_class": '
                                       f'"priority", "place": "top_of_spot"}}'.encode(), timeout=5)
     assert b'"invalid"' in reply.data
+
+
+async def test_archive_stops_and_ends_and_unarchive_brings_it_back(spot) -> None:  # type: ignore[no-untyped-def]
+    from test_ceiling_integration import commands
+
+    await spot.readings((0.1, 0.1))
+    running = (await spot.bus.request(c.SPAWN, c.SpawnSession(genesis="schedule", prompt="go"))).session
+    never = await spawn(spot)
+    trashed = await spot.bus.request(c.ARCHIVE, c.SessionRef(session_id=running.id))
+    assert (trashed.status, trashed.archived_at is not None) == ("archived", True)
+    assert [x["session_id"] for x in await commands(spot, "stop_turn")] == [running.id]
+    again = await spot.bus.request(c.ARCHIVE, c.SessionRef(session_id=running.id))
+    assert again.version == trashed.version  # nothing changed
+    with pytest.raises(ZimmerError) as ended:
+        await spot.bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=running.id, kind="follow_up", prompt="x"))
+    assert ended.value.code.value == "refused"
+    back = await spot.bus.request(c.UNARCHIVE, c.SessionRef(session_id=running.id))
+    assert (back.status, back.archived_at) == ("needs_input", None)
+    await spot.bus.request(c.ARCHIVE, c.SessionRef(session_id=never.id))
+    assert (await spot.bus.request(c.UNARCHIVE, c.SessionRef(session_id=never.id))).status == "waiting"
+    with pytest.raises(ZimmerError) as not_archived:
+        await spot.bus.request(c.UNARCHIVE, c.SessionRef(session_id=never.id))
+    assert not_archived.value.code.value == "refused"
+    subjects = [r[0] for r in await spot.sql("SELECT subject FROM spot_gate.outbox ORDER BY id")]
+    assert subjects.count(c.SESSION_ARCHIVED) == 2
+    assert subjects.count(c.SESSION_UNARCHIVED) == 2

@@ -26,6 +26,8 @@ SESSION_STATUS_CHANGED = event_subject(CTX, "session_status_changed")
 SESSION_CLASS_CHANGED = event_subject(CTX, "session_class_changed")
 SESSION_PRECEDENCE_CHANGED = event_subject(CTX, "session_precedence_changed")
 SESSION_PAUSED = event_subject(CTX, "session_paused")
+SESSION_ARCHIVED = event_subject(CTX, "session_archived")
+SESSION_UNARCHIVED = event_subject(CTX, "session_unarchived")
 
 
 class SessionView(Payload):
@@ -67,6 +69,7 @@ class SessionView(Payload):
     spot_pause_detail: str | None = None
     spot_pause_count: int = 0
     pause_sentence: str | None = None
+    archived_at: datetime | None = None
 
 
 class SessionEvent(Payload):
@@ -276,6 +279,8 @@ class StartNowResult(Payload):
 SPAWN = RpcSpec(CTX, "spawn_session", SpawnSession, SpawnResult)
 PAUSE_INTO_SPOT_QUEUE = RpcSpec(CTX, "pause_into_spot_queue", PauseIntoSpotQueue, SessionView)
 START_NOW = RpcSpec(CTX, "start_now", StartNow, StartNowResult)
+ARCHIVE = RpcSpec(CTX, "archive_session", SessionRef, SessionView)
+UNARCHIVE = RpcSpec(CTX, "unarchive_session", SessionRef, SessionView)
 REORDER = RpcSpec(CTX, "reorder_precedence", ReorderSession, ReorderResult)
 GET_SESSION = RpcSpec(CTX, "get_session", SessionRef, SessionView)
 SESSION_BY_KEY = RpcSpec(CTX, "session_by_key", SessionByKey, SessionView)

@@ -188,3 +188,19 @@ async def start_now(session_id: SessionIdPath, bus: BusDep) -> c.StartNowResult:
     held, nothing changes and `did` is `held` with the gate's sentence. 409 `refused` for an ended
     session, or when the spot queue cannot be read."""
     return await bus.request(c.START_NOW, c.StartNow(session_id=session_id))
+
+
+@router.post("/{session_id}/archive", summary="Archive a session (the Trash)", response_model=c.SessionView,
+             responses=problem_responses(404))
+async def archive(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
+    """The session ends: it takes no more turns, a running turn is stopped, a hold or pause is
+    dropped. `session_archived` announces it. Archiving an archived session changes nothing."""
+    return await bus.request(c.ARCHIVE, c.SessionRef(session_id=session_id))
+
+
+@router.post("/{session_id}/unarchive", summary="Bring an archived session back", response_model=c.SessionView,
+             responses=problem_responses(404, 409))
+async def unarchive(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
+    """Back to needs_input (it has run) or waiting (it never has); `session_unarchived` announces
+    it. 409 `refused` for a session that is not archived."""
+    return await bus.request(c.UNARCHIVE, c.SessionRef(session_id=session_id))

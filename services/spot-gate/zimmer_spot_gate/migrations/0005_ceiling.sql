@@ -14,6 +14,8 @@ ALTER TABLE spot_gate.sessions
     ADD COLUMN resume_prompt text,
     ADD CONSTRAINT a_pause_is_whole CHECK ((paused_by IS NULL) = (spot_pause_at IS NULL)
                                            AND (paused_by IS NULL) = (spot_pause_reason IS NULL));
+-- Archive (the Ranked view's Trash) and unarchive: when it was archived, for the trash pipeline.
+ALTER TABLE spot_gate.sessions ADD COLUMN archived_at timestamptz;
 -- The resume order: highest precedence first, oldest pause first within a tie.
 CREATE INDEX sessions_paused_queue ON spot_gate.sessions (precedence DESC, spot_pause_at, id)
     WHERE paused_by IS NOT NULL;

@@ -49,7 +49,7 @@ VIEW_COLUMNS = ("id", "parent_session_id", "forked_from_session_id", "genesis", 
                 "status", "runtime", "harness", "model", "title", "goal", "prompt", "trigger_id", "clone_path",
                 "is_status_summary_fork", "ever_started", "spot_hold_reason", "spot_hold_retry_at",
                 "spot_hold_count", "held_turn_kind", "created_at", "updated_at", "version", "paused_by",
-                "spot_pause_at", "spot_pause_reason", "spot_pause_detail", "spot_pause_count")
+                "spot_pause_at", "spot_pause_reason", "spot_pause_detail", "spot_pause_count", "archived_at")
 
 
 def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) -> SessionView:

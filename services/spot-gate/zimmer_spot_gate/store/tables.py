@@ -70,6 +70,7 @@ class SessionRow(SQLModel, table=True):
     spot_pause_count: int = col(Integer, default="0")
     spot_pause_acked_at: datetime | None = col(TIMESTAMPTZ, null=True)
     resume_prompt: str | None = col(Text, null=True)
+    archived_at: datetime | None = col(TIMESTAMPTZ, null=True)
 
 
 class EnqueuedMessageRow(SQLModel, table=True):

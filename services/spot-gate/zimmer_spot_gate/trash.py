@@ -1,0 +1,70 @@
+"""Archive (the Ranked view's Trash, seed 004) and unarchive: the sweeper's trash pipeline consumes
+the events. Archiving ends the session (it takes no more turns; a running turn is stopped; a hold
+or pause is dropped, since an ended session waits for nothing); unarchiving brings it back to
+needs_input (it has run) or waiting (it never has). Both are idempotent in effect: archiving an
+archived session changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import func
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
+from zimmer_common.contracts.spot import (
+    SESSION_ARCHIVED, SESSION_STATUS_CHANGED, SESSION_UNARCHIVED, SessionEvent, SessionRef, SessionView)
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.outbox import emit_many
+from zimmer_spot_gate.domain.model import SessionStatus
+from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.turns import SCHEMA, TurnGate
+
+ARCHIVED = SessionStatus.ARCHIVED.value
+NOTHING_WAITED_FOR = dict(spot_hold_reason=None, spot_hold_retry_at=None, held_turn_kind=None, held_prompt=None,
+                          held_attachments=None, paused_by=None, spot_pause_at=None, spot_pause_reason=None,
+                          spot_pause_detail=None, spot_pause_acked_at=None)
+
+
+class Trash:
+    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, kick: Callable[[], None] = lambda: None):
+        self._engine = engine
+        self.gate = gate
+        self._kick = kick
+
+    async def archive(self, req: SessionRef) -> SessionView:
+        return await self._move(req.session_id, archive=True)
+
+    async def unarchive(self, req: SessionRef) -> SessionView:
+        return await self._move(req.session_id, archive=False)
+
+    async def _move(self, session_id: int, *, archive: bool) -> SessionView:
+        async with self._engine().begin() as conn:
+            await self.gate.lock_admissions(conn)  # before the row lock: the order every batch takes
+            before = await store.fetch(conn, session_id, lock=True)
+            overrides = (await quota.policy(conn)).overrides
+            if (before.status == ARCHIVED) == archive:
+                if archive:
+                    return store.to_view(before, overrides)  # already in the trash: nothing to do
+                raise ZimmerError(ErrorCode.REFUSED, f"session {session_id} is {before.status}, not archived",
+                                  {"status": before.status})
+            fields: dict[str, Any] = (
+                dict(status=ARCHIVED, archived_at=func.now(), **NOTHING_WAITED_FOR) if archive else
+                dict(status=SessionStatus.NEEDS_INPUT.value if before.ever_started else SessionStatus.WAITING.value,
+                     archived_at=None))
+            view = store.to_view(await store.update_fields(conn, session_id, **fields), overrides)
+            spawned_by = (before.metadata or {}).get("spawned_by")
+            events: list[tuple[str, str, Any]] = [
+                (SESSION_STATUS_CHANGED, "session_status_changed",
+                 SessionEvent(session=view, previous={"status": before.status}, spawned_by=spawned_by)),
+                (SESSION_ARCHIVED if archive else SESSION_UNARCHIVED,
+                 "session_archived" if archive else "session_unarchived",
+                 SessionEvent(session=view, previous={"status": before.status}, spawned_by=spawned_by))]
+            if archive and before.status == SessionStatus.RUNNING.value:
+                events.append((STOP_TURN, "stop_turn", StopTurn(session_id=session_id, mode="halt",
+                                                                reason="the session was archived")))
+            await emit_many(conn, SCHEMA, events)
+        self._kick()
+        return view
