@@ -62,8 +62,12 @@ async def test_backlog_tools_are_opt_in_and_no_discretionary_tool_exists(stack) 
     for t in every:
         assert not DISCRETIONARY_NAME_WORDS & set(t.name.split("_")), t.name
         assert not re.search(r"(^|_)(un)?pin(s|ned)?(_|$)|promot|start_?now|hand_?place|remov", t.name), t.name
-        hit = DISCRETIONARY_TEXT.search(f"{t.title or ''} {t.description or ''}")
-        assert hit is None, (t.name, hit.group(0) if hit else None)
+        text = f"{t.title or ''} {t.description or ''}"
+        if t.name in BACKLOG_TOOLS or "backlog" in text.lower():
+            # A session's own start now (action_session, seed 004's parity table) is not the backlog's
+            # start-now of an item, which stays operator-only (issue 13).
+            hit = DISCRETIONARY_TEXT.search(text)
+            assert hit is None, (t.name, hit.group(0) if hit else None)
 
 
 async def test_append_refuses_issueless_items_and_prompts(stack) -> None:  # type: ignore[no-untyped-def]
