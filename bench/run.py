@@ -39,7 +39,7 @@ if __package__ in (None, ""):
     # repository root, so make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import backlog, backlog_liveness, spot_gate  # noqa: E402
+from bench import backlog, backlog_liveness, spot_ceiling, spot_gate  # noqa: E402
 from bench.foundation import bench_pg_copy, bench_pg_tx, bench_rpc  # noqa: E402
 from bench.harness import (  # noqa: E402
     FULL,
@@ -71,6 +71,9 @@ GROUPS: list[Group] = [
     Group("spot_recheck_scan", "pg+nats", spot_gate.bench_recheck_scan, "Due holds among 10,000 held sessions"),
     Group("spot_spawn_burst", "pg+nats", spot_gate.bench_spawn_burst,
           "500 concurrent spawns against 20 slots through the gateway: all 201, exactly 20 admitted"),
+    Group("spot_ceiling", "pg+nats", spot_ceiling.bench_ceiling,
+          "Ceiling sweep over 2,000 running and 10,000 paused sessions vs a SELECT of the same rows; "
+          "request_turn latency with back-to-back sweeps vs without"),
     Group("backlog_appends", "pg+nats", backlog.bench_appends,
           "Backlog appends/s via REST (aiohttp) and NATS RPC, 32 appenders, vs advisory-lock tx/s; "
           "the client's GET /healthz rate beside REST"),
