@@ -91,6 +91,8 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
     ScheduleEntry("spot-gate", "ceiling_sweep", "20 */5 * * * *", "default", ALL,
                   description="SpotCeilingSweepJob: pause running spot sessions at the utilization limit; resume "
                               "paused ones with headroom, 5 a sweep"),
+    ScheduleEntry("spot-gate", "fire_wakes", "5 * * * * *", "default", ALL,
+                  description="Deliver due wall-clock wakes (Pause Until, wake_me_up_later) as gated wake turns"),
     ScheduleEntry("spot-gate", "quota_calibration", "0 */15 * * * *", "default", ALL,
                   description="QuotaCapacityCalibrationJob: price each window in dollars from own spend ÷ pool utilization"),
     ScheduleEntry("spot-gate", "burn_rate_recompute", "0 */20 * * * *", "default", ALL,

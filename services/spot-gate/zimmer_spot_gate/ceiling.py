@@ -61,6 +61,7 @@ class CeilingReport:
     paused: list[int] = field(default_factory=list)
     resumed: list[int] = field(default_factory=list)
     still_paused: int = 0
+    held_by_wake: int = 0  # paused sessions skipped: a wall-clock pause is still ahead of them
 
 
 def _sleeper(row: Any, overrides: Any, burn: dict[tuple[str, str], float], since: datetime) -> Sleeper:
@@ -95,17 +96,20 @@ class CeilingSweep:
         running = [_sleeper(r, overrides, g.burn, r.created_at) for r in await conn.execute(RUNNING)]
         # Paused sessions: every one that no longer asks the gate, and the head of the spot queue (a
         # sweep resumes at most RESUME_BATCH), however long the queue behind it is.
-        exempt = _exempt(overrides)
-        head = select(*_PLAN_COLUMNS).where(*_ASLEEP, ~exempt).order_by(*RESUME_ORDER).limit(RESUME_BATCH)
-        rows = {r.id: r for r in [*await conn.execute(select(*_PLAN_COLUMNS).where(*_ASLEEP, exempt)),
+        # A session with a wall-clock pause ahead is skipped, before the promotion branch (making it
+        # priority does not start it either), and counted held.
+        exempt, ahead = _exempt(overrides), store.wake_ahead(now)
+        head = select(*_PLAN_COLUMNS).where(*_ASLEEP, ~ahead, ~exempt).order_by(*RESUME_ORDER).limit(RESUME_BATCH)
+        rows = {r.id: r for r in [*await conn.execute(select(*_PLAN_COLUMNS).where(*_ASLEEP, ~ahead, exempt)),
                                   *await conn.execute(head)]}
-        queued = (await conn.execute(select(func.count()).where(*_ASLEEP, ~exempt))).scalar_one()
+        queued = (await conn.execute(select(func.count()).where(*_ASLEEP, ~ahead, ~exempt))).scalar_one()
+        held = (await conn.execute(select(func.count()).where(*_ASLEEP, ahead))).scalar_one()
         paused = [_sleeper(r, overrides, g.burn, r.spot_pause_at) for r in rows.values()]
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
         await self._pause(conn, plan, now, overrides)
         resumed = [*plan.promoted, *plan.resume]
         await resume(self.gate, conn, resumed, {sid: rows[sid].resume_prompt for sid in resumed})
-        return CeilingReport(plan.decision, list(plan.pause), resumed, queued - len(plan.resume))
+        return CeilingReport(plan.decision, list(plan.pause), resumed, queued - len(plan.resume), held)
 
     async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime, overrides: Any) -> None:
         """Every pause in one statement, and its stop_turn and event in the same transaction."""

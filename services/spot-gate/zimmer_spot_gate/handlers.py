@@ -24,6 +24,7 @@ from zimmer_common.outbox import OutboxRelay, emit
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.admissions import Admissions, SpawnRequest, insert_session
 from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
+from zimmer_spot_gate.domain.wakes import paused_until
 from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
 from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, dearest, price_for, spend_dollars
 from zimmer_spot_gate.store import quota
@@ -52,6 +53,7 @@ class SpotGate:
         self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
         self.metrics: SpotMetrics | None = None
         self.ceiling: Any = None  # wired by the service: the ceiling sweep (zimmer_spot_gate.ceiling)
+        self.wakes: Any = None  # wired by the service: wall-clock wakes (zimmer_spot_gate.wakes)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -139,7 +141,8 @@ class SpotGate:
             if view.precedence != old_view.precedence:
                 await emit(conn, SCHEMA, SESSION_PRECEDENCE_CHANGED, "session_precedence_changed",
                            SessionEvent(session=view, previous={"precedence": old_view.precedence}))
-            if view.priority_class == "priority" and before.spot_hold_reason is not None:
+            if view.priority_class == "priority" and before.spot_hold_reason is not None and \
+                    paused_until(before.next_wake_at, self.now()) is None:  # a wall-clock pause outranks it
                 # Make this session priority: the lever that starts a held session now.
                 result = await self.gate.recheck(conn, req.session_id, force=True)
                 view = result.session if result else view
@@ -181,7 +184,10 @@ class SpotGate:
 
     async def request_turn(self, req: RequestTurn) -> TurnResult:
         """Concurrent requests are decided together, one transaction per batch. With an
-        idempotency key a retry gets the first answer back and no second turn is started."""
+        idempotency key a retry gets the first answer back and no second turn is started. A
+        follow-up addressed to the session directly takes it over: it consumes a wall-clock pause."""
+        if req.kind == TurnKind.FOLLOW_UP.value and self.wakes is not None:
+            await self.wakes.consume_for_follow_up(req.session_id)
         return await self.admissions.turn(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt,
                                                       req.attachments, key=idempotency.ref_for("request_turn", req)))
 
@@ -204,14 +210,14 @@ class SpotGate:
                               {"status": before.status, "wanted": req.status}) from None
         view: SessionView | None = None
         wanted = req.status
-        paused = before.paused_by is not None
+        paused = before.paused_by is not None or paused_until(before.next_wake_at, self.now()) is not None
         if paused and before.status == RUNNING and wanted in (SessionStatus.NEEDS_INPUT.value,
                                                               SessionStatus.WAITING.value):
             # The runtime's acknowledgement of the stop: the pause callback carries the session to
             # waiting, never needs_input (that is the action queue, for work a person must act on),
             # and the queued turns wait for the resume.
-            row = await store.update_fields(conn, req.session_id, status=SessionStatus.WAITING.value,
-                                            spot_pause_acked_at=func.now())
+            acked = {"spot_pause_acked_at": func.now()} if before.paused_by is not None else {}
+            row = await store.update_fields(conn, req.session_id, status=SessionStatus.WAITING.value, **acked)
             view = store.to_view(row, (await quota.policy(conn)).overrides)
             await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
                 session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))

@@ -59,8 +59,9 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
         with nothing pending (the re-check pass has not reached them), 10 a sweep, spread over
         3 minutes so a repaired backlog does not re-check in one instant."""
         async with engine().begin() as conn:
-            stranded = await store.stranded_holds(conn, now() - timedelta(minutes=REPAIR_OVERDUE_MINUTES),
-                                                  REPAIR_PER_SWEEP)
+            at = now()
+            stranded = await store.stranded_holds(conn, at - timedelta(minutes=REPAIR_OVERDUE_MINUTES),
+                                                  REPAIR_PER_SWEEP, now=at)
             for session_id in stranded:
                 await store.update_fields(conn, session_id, spot_hold_retry_at=now() + repair_delay(jitter()))
         if stranded:

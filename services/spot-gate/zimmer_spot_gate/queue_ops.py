@@ -26,6 +26,8 @@ from zimmer_spot_gate.ceiling import SPOT_QUOTA, read_gate, resume
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate
 from zimmer_spot_gate.domain.lifecycle import ENDED
+from zimmer_spot_gate.domain.wakes import paused_until
+from zimmer_spot_gate.domain.wakes import refusal as wake_refusal
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.tables import sessions as s
@@ -65,6 +67,7 @@ class QueueOps:
                 fields["spot_pause_acked_at"] = None  # until the runtime reports the turn over
             else:
                 fields.update(status=SessionStatus.WAITING.value, spot_pause_acked_at=self.now())
+            await store.cancel_wakes(conn, req.session_id)  # "not then, this instead"
             updated = await store.update_fields(conn, req.session_id, **fields)
             view = store.to_view(updated, g.policy.overrides)
             events: list[tuple[str, str, object]] = [(SESSION_PAUSED, "session_paused", SessionEvent(
@@ -84,6 +87,10 @@ class QueueOps:
             if SessionStatus(row.status) in ENDED:
                 raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id} is {row.status}; it takes no more turns",
                                   {"status": row.status})
+            ahead = paused_until(row.next_wake_at, self.now())
+            if ahead is not None:  # its wake is its next event and carries its own prompt
+                raise ZimmerError(ErrorCode.REFUSED, wake_refusal(req.session_id, ahead),
+                                  {"session_id": req.session_id, "paused_until": ahead.isoformat()})
             held, paused = row.spot_hold_reason is not None, row.paused_by is not None
             gated = exemption(dict(row._mapping), g.policy.overrides) is None
             if (held or paused) and gated:

@@ -29,6 +29,7 @@ from zimmer_spot_gate.ceiling import CeilingSweep
 from zimmer_spot_gate.jobs import spot_jobs
 from zimmer_spot_gate.queue_ops import QueueOps
 from zimmer_spot_gate.trash import Trash
+from zimmer_spot_gate.wakes import Wakes
 from zimmer_spot_gate.metrics import REFRESH_SECONDS, SpotMetrics
 from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import quota
@@ -111,6 +112,15 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     queue_ops = QueueOps(engine, gate, service.clock.now, kick=lambda: service.relay.kick() if service.relay else None)
     service.rpc(c.PAUSE_INTO_SPOT_QUEUE)(queue_ops.pause_into_spot_queue)
     service.rpc(c.START_NOW)(queue_ops.start_now)
+    wakes = Wakes(engine, gate, service.clock.now, kick=lambda: service.relay.kick() if service.relay else None)
+    app.wakes = wakes
+    service.rpc(c.PAUSE_UNTIL)(wakes.pause_until)
+    service.rpc(c.RESTART)(wakes.restart)
+
+    async def fire_wakes(ctx: JobContext) -> None:
+        await wakes.fire_due()
+
+    service.job_specs.append(JobSpec("fire_wakes", "default", fire_wakes))
     trash = Trash(engine, gate, kick=lambda: service.relay.kick() if service.relay else None)
     service.rpc(c.ARCHIVE)(trash.archive)
     service.rpc(c.UNARCHIVE)(trash.unarchive)

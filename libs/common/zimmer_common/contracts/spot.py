@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
-    IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Title)
+    IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Time, Title)
 from zimmer_common.contracts.runtime import (
     QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName)
 from zimmer_common.contracts.subjects import event_subject
@@ -70,6 +70,9 @@ class SessionView(Payload):
     spot_pause_count: int = 0
     pause_sentence: str | None = None
     archived_at: datetime | None = None
+    # The armed one-time wake: while it is ahead, the session is paused until then (a wall-clock
+    # pause: nothing starts it early); past it, it no longer holds anything back.
+    next_wake_at: datetime | None = None
 
 
 class SessionEvent(Payload):
@@ -261,6 +264,25 @@ class PauseIntoSpotQueue(Request):
     by: ShortText | None = None
 
 
+class PauseUntil(Request):
+    """Sleep a session until a moment (Pause Until; an agent's wake_me_up_later): nothing starts it
+    before then, and then its wake is a turn that answers to the gate like any other."""
+
+    session_id: RowId
+    until: Time
+    prompt: Prompt | None = None  # delivered by the wake; default: a short "continue"
+    halt: bool = True  # Pause Until stops a running turn; wake_me_up_later lets the agent's turn end
+    by: ShortText | None = None
+
+
+class RestartSession(Request):
+    session_id: RowId
+    prompt: Prompt | None = None
+    # The web Restart takes the session over and consumes a wall-clock pause; the API and an agent
+    # are refused while the pause is ahead.
+    consume_pause: bool = False
+
+
 class StartNow(Request):
     session_id: RowId
 
@@ -281,6 +303,8 @@ PAUSE_INTO_SPOT_QUEUE = RpcSpec(CTX, "pause_into_spot_queue", PauseIntoSpotQueue
 START_NOW = RpcSpec(CTX, "start_now", StartNow, StartNowResult)
 ARCHIVE = RpcSpec(CTX, "archive_session", SessionRef, SessionView)
 UNARCHIVE = RpcSpec(CTX, "unarchive_session", SessionRef, SessionView)
+PAUSE_UNTIL = RpcSpec(CTX, "pause_until", PauseUntil, SessionView)
+RESTART = RpcSpec(CTX, "restart_session", RestartSession, TurnResult)
 REORDER = RpcSpec(CTX, "reorder_precedence", ReorderSession, ReorderResult)
 GET_SESSION = RpcSpec(CTX, "get_session", SessionRef, SessionView)
 SESSION_BY_KEY = RpcSpec(CTX, "session_by_key", SessionByKey, SessionView)

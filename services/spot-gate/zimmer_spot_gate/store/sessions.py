@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY, BigInteger, Boolean, ColumnElement, Integer, Text, any_, bindparam, case, cast, column, func, literal, literal_column,
-    select, text, update)
+    null, select, text, update)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Row
@@ -22,13 +22,18 @@ from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Orig
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass
 from zimmer_spot_gate.store.tables import enqueued_messages as m
 from zimmer_spot_gate.store.tables import gate_decisions
+from zimmer_spot_gate.store.tables import session_wakes as w
 from zimmer_spot_gate.store.tables import sessions as s
 
 # A session as the service reads it: every column but its idempotency key and scope, and how
 # many messages wait undelivered behind it.
-COLUMNS = [*(c for c in s.c if c.name not in ("idempotency_key", "idempotency_scope")),
+ARMED = (w.c.fired_at.is_(None), w.c.cancelled_at.is_(None))
+# The session's armed one-time wake (at most one): a wall-clock pause while it is still ahead.
+NEXT_WAKE = select(w.c.wake_at).where(w.c.session_id == s.c.id, *ARMED).scalar_subquery()
+OWN_COLUMNS = [c for c in s.c if c.name not in ("idempotency_key", "idempotency_scope")]
+COLUMNS = [*OWN_COLUMNS,
            select(func.count()).where(m.c.session_id == s.c.id, m.c.delivered_at.is_(None))
-           .scalar_subquery().label("enqueued")]
+           .scalar_subquery().label("enqueued"), NEXT_WAKE.label("next_wake_at")]
 SESSION = select(*COLUMNS)
 
 
@@ -58,7 +63,7 @@ def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) 
         **{k: s[k] for k in VIEW_COLUMNS}, metadata=s["metadata"] or {},
         priority_class=resolve_class(own, Genesis(s["genesis"]), overrides).value,
         queued_prompt_coming=s["held_turn_kind"] is not None or s["enqueued"] > 0, enqueued_messages=s["enqueued"],
-        pause_sentence=pause_sentence(s))
+        pause_sentence=pause_sentence(s), next_wake_at=s.get("next_wake_at"))
 
 
 def pause_sentence(s: Mapping[str, Any]) -> str | None:
@@ -113,7 +118,7 @@ async def lineage(conn: AsyncConnection, session_id: int, field: str) -> Lineage
 # A new session has no enqueued messages: its row as written is the whole of it.
 INSERT = pg_insert(s).on_conflict_do_nothing(
     index_elements=[s.c.idempotency_scope, s.c.idempotency_key], index_where=s.c.idempotency_key.is_not(None),
-).returning(*COLUMNS[:-1], literal(0).label("enqueued"))
+).returning(*OWN_COLUMNS, literal(0).label("enqueued"), null().label("next_wake_at"))  # a new session: nothing yet
 
 
 async def insert(conn: AsyncConnection, req: SpawnSession, origin: Origin, trigger_id: int | None) -> Row[Any] | None:
@@ -169,6 +174,33 @@ async def top_of_spot(conn: AsyncConnection, overrides: Mapping[Genesis, Schedul
     return (await conn.execute(select(func.max(s.c.precedence)).where(*where))).scalar_one()
 
 
+async def arm_wake(conn: AsyncConnection, session_id: int, wake_at: datetime, prompt: str | None, by: str) -> None:
+    """A new pause replaces the one before it (one armed wake per session)."""
+    await cancel_wakes(conn, session_id)
+    await conn.execute(pg_insert(w).values(session_id=session_id, wake_at=wake_at, prompt=prompt, set_by=by))
+
+
+async def cancel_wakes(conn: AsyncConnection, session_id: int) -> int:
+    """Cancel the session's unfired wake (a direct follow-up, the web Restart, a park in the spot queue)."""
+    done = await conn.execute(update(w).where(w.c.session_id == session_id, *ARMED).values(cancelled_at=func.now()))
+    return int(done.rowcount or 0)
+
+
+async def due_wakes(conn: AsyncConnection, now: datetime, limit: int) -> list[Row[Any]]:
+    return list((await conn.execute(select(w.c.id, w.c.session_id, w.c.prompt).where(*ARMED, w.c.wake_at <= now)
+                                    .order_by(w.c.wake_at, w.c.id).limit(limit))).all())
+
+
+async def mark_fired(conn: AsyncConnection, wake_id: int) -> bool:
+    done = await conn.execute(update(w).where(w.c.id == wake_id, *ARMED).values(fired_at=func.now()))
+    return bool(done.rowcount)
+
+
+def wake_ahead(now: Any) -> ColumnElement[bool]:
+    """SQL for "a wall-clock pause is still ahead of this session" (domain.wakes.paused_until)."""
+    return select(w.c.id).where(w.c.session_id == s.c.id, *ARMED, w.c.wake_at > now).exists()
+
+
 async def end_pause(conn: AsyncConnection, session_id: int) -> None:
     await conn.execute(update(s).where(s.c.id == session_id).values(
         paused_by=None, spot_pause_at=None, spot_pause_reason=None, spot_pause_detail=None, spot_pause_acked_at=None,
@@ -202,7 +234,10 @@ async def decisions(conn: AsyncConnection, session_id: int, limit: int) -> list[
     return list((await conn.execute(DECISIONS, {"s": session_id, "n": limit})).all())
 
 
-DUE_HOLDS = (select(s.c.id).where(s.c.spot_hold_reason.is_not(None), s.c.spot_hold_retry_at <= bindparam("now"))
+# A session with a wall-clock pause ahead stands down: its wake is the next event in its life, and
+# its re-check is not re-armed (seed 004, the first of the five doors).
+DUE_HOLDS = (select(s.c.id).where(s.c.spot_hold_reason.is_not(None), s.c.spot_hold_retry_at <= bindparam("now"),
+                                  ~wake_ahead(bindparam("now")))
              .order_by(s.c.precedence.desc(), s.c.created_at, s.c.id).limit(bindparam("n")))
 
 
@@ -216,12 +251,15 @@ async def due_holds(conn: AsyncConnection, now: datetime, limit: int) -> list[in
 
 STRANDED_HOLDS = (select(s.c.id)
                   .where(s.c.spot_hold_reason.is_not(None), s.c.status == literal_column("'waiting'", Text),
-                         s.c.spot_hold_retry_at.is_(None) | (s.c.spot_hold_retry_at < bindparam("before")))
+                         s.c.spot_hold_retry_at.is_(None) | (s.c.spot_hold_retry_at < bindparam("before")),
+                         ~wake_ahead(bindparam("now")))
                   .order_by(s.c.spot_hold_retry_at.nulls_first()).limit(bindparam("n")))
 
 
-async def stranded_holds(conn: AsyncConnection, overdue_before: datetime, limit: int) -> list[int]:
-    rows = await conn.execute(STRANDED_HOLDS, {"before": overdue_before, "n": limit})
+async def stranded_holds(conn: AsyncConnection, overdue_before: datetime, limit: int,
+                         now: datetime | None = None) -> list[int]:
+    rows = await conn.execute(STRANDED_HOLDS, {"before": overdue_before, "n": limit,
+                                               "now": now or overdue_before})
     return [r.id for r in rows]
 
 

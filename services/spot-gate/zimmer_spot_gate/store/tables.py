@@ -73,6 +73,19 @@ class SessionRow(SQLModel, table=True):
     archived_at: datetime | None = col(TIMESTAMPTZ, null=True)
 
 
+class SessionWakeRow(SQLModel, table=True):
+    __tablename__ = "session_wakes"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id"))
+    wake_at: datetime = col(TIMESTAMPTZ)
+    prompt: str | None = col(Text, null=True)
+    set_by: str = col(Text)
+    created_at: datetime = col(TIMESTAMPTZ, default="now()")
+    fired_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    cancelled_at: datetime | None = col(TIMESTAMPTZ, null=True)
+
+
 class EnqueuedMessageRow(SQLModel, table=True):
     __tablename__ = "enqueued_messages"
     __table_args__ = SCHEMA
@@ -176,6 +189,7 @@ def _table(model: type[SQLModel]) -> Table:
 triggers = _table(TriggerRow)
 sessions = _table(SessionRow)
 enqueued_messages = _table(EnqueuedMessageRow)
+session_wakes = _table(SessionWakeRow)
 gate_decisions = _table(GateDecisionLogRow)
 spot_policy = _table(SpotPolicyRow)
 accounts = _table(AccountRow)
