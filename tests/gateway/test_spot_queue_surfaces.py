@@ -103,3 +103,32 @@ async def test_archive_and_unarchive_over_rest(http: httpx.AsyncClient) -> None:
     again = await http.post(f"/api/v1/sessions/{sid}/unarchive")
     assert again.status_code == 409 and refused(again, 409)["code"] == "refused"
     assert (await http.post("/api/v1/sessions/999999/archive")).status_code == 404
+
+
+async def test_pause_until_restart_and_wake_me_up_later_over_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime, timedelta
+
+    services, url = stack
+    await readings(services, 0.1)
+    sid = (await http.post("/api/v1/sessions", json={"genesis": "api", "prompt": "go"})).json()["session"]["id"]
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    r = await http.post(f"/api/v1/sessions/{sid}/pause_until", json={"until": later, "prompt": "wake"})
+    assert r.status_code == 200 and r.json()["next_wake_at"], r.text
+    past = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    assert invalid_fields(await http.post(f"/api/v1/sessions/{sid}/pause_until", json={"until": past})) == ["until"]
+    await http.post(f"/api/v1/sessions/{sid}/status", json={"status": "needs_input"})
+    no = await http.post(f"/api/v1/sessions/{sid}/restart")
+    assert no.status_code == 409 and "Take the next candidate" in refused(no, 409)["detail"]
+    listed = (await http.get("/api/v1/sessions", params={"status": "waiting"})).json()["sessions"]
+    assert [s["paused_until"] is not None for s in listed if s["id"] == sid] == [True]
+    async with mcp_session(url, "sessions", session_id=sid) as mcp:
+        found = await call(mcp, "quick_search_sessions", {"status": ["waiting"]})
+        assert [s["paused_until"] is not None for s in found["sessions"] if s["id"] == sid] == [True]
+        report = await call(mcp, "get_session", {"session_id": sid})
+        assert "**Paused:** yes" in report["summary"]
+        refusal = await tool_error(mcp, "action_session", {"session_id": sid, "action": "restart"})
+        assert "paused until" in refusal
+        slept = await call(mcp, "wake_me_up_later", {"minutes": 30, "prompt": "look again"})
+        assert slept["id"] == sid and slept["next_wake_at"]  # the connection's own session
+        both = await tool_error(mcp, "wake_me_up_later", {"minutes": 5, "at": later})
+        assert "not both" in both

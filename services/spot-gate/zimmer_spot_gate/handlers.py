@@ -92,9 +92,14 @@ class SpotGate:
                               f"{', '.join(sorted(self.prices))} (extend with ZIMMER_SPOT_PRICES)",
                               {"field": "model", "priced_models": sorted(self.prices)}) from None
 
+    def _as_of_now(self, view: SessionView) -> SessionView:
+        """A read says whether a wall-clock pause is still ahead (quick_search marks it Paused)."""
+        ahead = paused_until(view.next_wake_at, self.now())
+        return view.model_copy(update={"paused_until": ahead}) if ahead else view
+
     async def get(self, req: SessionRef) -> SessionView:
         async with self.engine.connect() as conn:
-            return await self._view(conn, req.session_id)
+            return self._as_of_now(await self._view(conn, req.session_id))
 
     async def by_key(self, req: SessionByKey) -> SessionView:
         """The session a spawn with this key made; `not_found` when none did. Asked after a
@@ -110,7 +115,7 @@ class SpotGate:
         async with self.engine.connect() as conn:
             overrides = (await quota.policy(conn)).overrides
             rows, total = await store.search(conn, q, overrides)
-            return SessionList(sessions=[store.to_view(r, overrides) for r in rows], total=total)
+            return SessionList(sessions=[self._as_of_now(store.to_view(r, overrides)) for r in rows], total=total)
 
     async def update(self, req: UpdateSession) -> SessionView:
         if req.scheduling_class is None and req.precedence is None:

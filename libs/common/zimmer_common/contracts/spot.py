@@ -73,6 +73,7 @@ class SessionView(Payload):
     # The armed one-time wake: while it is ahead, the session is paused until then (a wall-clock
     # pause: nothing starts it early); past it, it no longer holds anything back.
     next_wake_at: datetime | None = None
+    paused_until: datetime | None = None  # set on reads while that wake is still ahead: **Paused:** yes
 
 
 class SessionEvent(Payload):

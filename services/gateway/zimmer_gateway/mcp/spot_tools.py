@@ -13,6 +13,8 @@ not apply to the chosen action is refused naming it rather than silently ignored
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -21,7 +23,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.contracts import alerts as a
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
-from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Title
+from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Time, Title
 from zimmer_common.contracts.runtime import SessionStatusName
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
@@ -70,6 +72,10 @@ def describe_session(s: c.SessionView) -> str:
     how = "its own" if s.scheduling_class else "derived from its genesis"
     parts = [f"Session {s.id} is a {s.priority_class} session (genesis {s.genesis}, class {how}), "
              f"precedence {s.precedence}, status {s.status}."]
+    if s.paused_until:
+        parts.append(f"**Paused:** yes, until {s.paused_until.isoformat()}: nothing starts it before then; skip it.")
+    if s.pause_sentence:
+        parts.append(s.pause_sentence)
     if s.spot_hold_reason:
         when = s.spot_hold_retry_at.isoformat() if s.spot_hold_retry_at else "not scheduled"
         parts.append(f"The spot gate is holding its {s.held_turn_kind or 'next'} turn ({s.spot_hold_reason}; "
@@ -102,7 +108,9 @@ async def quick_search_sessions(
     offset: Annotated[int, Field(ge=0, le=ID_MAX)] = 0,
 ) -> c.SessionList:
     """Search sessions by status, class and genesis. The spot queue in the order it will be worked:
-    status ["waiting"], priority_class "spot", order "precedence"."""
+    status ["waiting"], priority_class "spot", order "precedence". A row with `paused_until` set is
+    **Paused:** yes: a wall-clock pause is still ahead of it, nothing starts it before then, and
+    restart refuses it; skip it and take the next candidate."""
     return await _bus(service).request(c.LIST_SESSIONS, c.SessionQuery(
         status=status, priority_class=priority_class, genesis=genesis, order=order, limit=limit, offset=offset))
 
@@ -153,7 +161,7 @@ async def start_session(
 @tool(group="sessions", read_only=False, destructive=False, idempotent=True)
 async def action_session(
     service: Service, session_id: SessionId,
-    action: Literal["change_scheduling_class", "change_precedence", "pause_into_spot_queue", "start_now"],
+    action: Literal["change_scheduling_class", "change_precedence", "pause_into_spot_queue", "start_now", "restart"],
     scheduling_class: Annotated[ClassOrDerive | None, Field(
         description='For change_scheduling_class; "derive" follows the genesis default again. '
                     "Making a held session priority starts it now")] = None,
@@ -166,7 +174,9 @@ async def action_session(
     place: Annotated[Literal["top_of_spot"] | None, Field(
         description='change_scheduling_class to "spot": land 5 above the top of the spot queue')] = None,
 ) -> SessionAction:
-    """Change one session's scheduling class or its precedence (all or nothing); park it in the
+    """Change one session's scheduling class or its precedence (all or nothing); restart a waiting
+    session (restart: refused, naming the pause, for a session paused until a time it has not
+    reached: take the next candidate); park it in the
     spot queue (pause_into_spot_queue: it sleeps until the ceiling sweep reaches it in precedence
     order; a priority session becomes spot); or start it now (start_now: a held session's re-check
     pulled forward, a paused session's resume, otherwise the continue nudge; a spot session still
@@ -183,6 +193,11 @@ async def action_session(
         _check(action, given, needs=())
         done = await bus.request(c.START_NOW, c.StartNow(session_id=session_id))
         return SessionAction(**done.session.model_dump(), did=done.did, sentence=done.sentence)
+    if action == "restart":  # refused while a wall-clock pause is ahead: take the next candidate
+        _check(action, given, needs=(), allows=("resume_with",))
+        turn = await bus.request(c.RESTART, c.RestartSession(session_id=session_id, prompt=resume_with))
+        return SessionAction(**turn.session.model_dump(), did=turn.outcome, sentence=turn.decision.sentence
+                             if turn.decision else None)
     if action == "change_scheduling_class":
         _check(action, given, needs=("scheduling_class",), allows=("precedence", "place"))
     else:
@@ -362,3 +377,29 @@ async def get_gate_decisions(service: Service, session_id: SessionId, limit: Lim
     """The gate's decision log for one session, newest first: allowed or held, reason, ceiling, the
     sentence shown to people and the per-window numbers behind it."""
     return await _bus(service).request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=limit))
+
+
+@tool(group="sessions", read_only=False, destructive=False, idempotent=False)
+async def wake_me_up_later(
+    service: Service,
+    minutes: Annotated[int | None, Field(ge=1, le=60 * 24 * 30, description="Sleep this many minutes")] = None,
+    at: Annotated[Time | None, Field(description="Or sleep until this moment (ISO 8601)")] = None,
+    prompt: Annotated[Prompt | None, Field(description="What the wake tells you (default: continue)")] = None,
+    session_id: Annotated[int | None, Field(ge=1, le=ID_MAX, description=(
+        "The session to sleep; default: the one this connection speaks for"))] = None,
+    acting_session: int | None = None,
+) -> c.SessionView:
+    """Sleep until a moment: end your turn, and nothing starts this session before then, whatever
+    its precedence or class. Then the wake delivers `prompt` as a turn that still answers to the
+    spot gate (a spot session whose window is spent is held, and started by the queue). Give
+    minutes or at. A new sleep replaces the last."""
+    target = session_id or acting_session
+    if target is None:
+        raise ZimmerError(ErrorCode.INVALID, "name session_id, or connect with X-Zimmer-Session-Id",
+                          {"field": "session_id"})
+    if (minutes is None) == (at is None):
+        raise ZimmerError(ErrorCode.INVALID, "give minutes or at, not both", {"field": "minutes"})
+    until = at or datetime.now(UTC) + timedelta(minutes=minutes or 0)
+    return await _bus(service).request(c.PAUSE_UNTIL, c.PauseUntil(
+        session_id=target, until=until, prompt=prompt, halt=False, by=f"session {acting_session}" if acting_session
+        else "an agent"))

@@ -204,3 +204,32 @@ async def unarchive(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
     """Back to needs_input (it has run) or waiting (it never has); `session_unarchived` announces
     it. 409 `refused` for a session that is not archived."""
     return await bus.request(c.UNARCHIVE, c.SessionRef(session_id=session_id))
+
+
+class PauseUntilBody(StrictBody):
+    until: Time = Field(description="Not before this moment (ISO 8601, in the future)")
+    prompt: Prompt | None = Field(None, description="Delivered by the wake (default: a short continue)")
+
+
+class RestartBody(StrictBody):
+    prompt: Prompt | None = Field(None, description="Default: the continue nudge")
+
+
+@router.post("/{session_id}/pause_until", summary="Pause a session until a moment", response_model=c.SessionView,
+             responses=problem_responses(404, 409))
+async def pause_until(session_id: SessionIdPath, body: PauseUntilBody, bus: BusDep) -> c.SessionView:
+    """Pause Until: the running turn is stopped, the session sleeps in waiting, and nothing starts it
+    before `until` whatever its precedence or class; then its wake is a turn that answers to the
+    gate (a floor, not a promotion). A new pause replaces the last. 422 for a moment in the past."""
+    return await bus.request(c.PAUSE_UNTIL, c.PauseUntil(session_id=session_id, until=body.until, prompt=body.prompt,
+                                                         by="the API"))
+
+
+@router.post("/{session_id}/restart", summary="Restart a waiting session (refused while paused until a time)",
+             response_model=c.TurnResult, responses=problem_responses(404, 409))
+async def restart(session_id: SessionIdPath, bus: BusDep, body: Annotated[RestartBody | None, Body()] = None
+                  ) -> c.TurnResult:
+    """A restart turn through the gate. 409 `refused`, naming the pause, for a session paused until
+    a time it has not reached: take the next candidate."""
+    return await bus.request(c.RESTART, c.RestartSession(session_id=session_id,
+                                                         prompt=body.prompt if body else None))
