@@ -114,3 +114,52 @@ async def test_a_new_pause_replaces_the_last_and_a_park_cancels_it(spot) -> None
     with pytest.raises(ZimmerError) as past:
         await pause_until(spot, one.id, ahead=-HOUR)
     assert past.value.code.value == "invalid"
+
+
+async def test_a_sleeper_nothing_will_wake_is_resumed_five_a_pass_three_times_at_most(spot) -> None:  # type: ignore[no-untyped-def]
+    """#855: session 6412 sat 38.7 hours asleep on a wake that could never fire."""
+    from zimmer_spot_gate.stranded_sleep import MAX_ACTIONS_PER_SWEEP, SYSTEM_RECOVERY
+
+    await spot.readings((0.1, 0.1))
+    sleepers = [await spawn(spot) for _ in range(7)]
+    fresh = await spawn(spot)
+    resting = await spawn(spot)
+    for s in [*sleepers, fresh, resting]:
+        await spot.app.report_status(SessionStatusReport(session_id=s.id, status="waiting"))
+    await pause_until(spot, resting.id, ahead=timedelta(days=2), halt=False)  # a wake still ahead: resting
+    quiet = spot.clock.now() - timedelta(minutes=20)
+    await spot.sql("UPDATE spot_gate.sessions SET updated_at = :t WHERE id <> :f", t=quiet, f=fresh.id)
+    await spot.sql("UPDATE spot_gate.sessions SET updated_at = :t WHERE id = :f", t=spot.clock.now(), f=fresh.id)
+    report = await spot.app.stranded_sleep.run()
+    assert len(report.resumed) == MAX_ACTIONS_PER_SWEEP and set(report.resumed) <= {s.id for s in sleepers}
+    assert fresh.id not in report.resumed and resting.id not in report.resumed
+    starts = [x for x in await commands(spot, "start_turn") if x["turn_kind"] == "restart"]
+    assert {x["session_id"] for x in starts} == set(report.resumed) and {x["prompt"] for x in starts} == {SYSTEM_RECOVERY}
+    second = await spot.app.stranded_sleep.run()
+    assert len(second.resumed) == 2  # the two past the batch kept their place
+    one = sleepers[0].id
+    for _ in range(3):  # it keeps falling asleep: rescued three times, then it pages and is left alone
+        await spot.app.report_status(SessionStatusReport(session_id=one, status="waiting"))
+        await spot.sql("UPDATE spot_gate.sessions SET updated_at = :t, stranded_rescues = 3 WHERE id = :i",
+                       t=quiet, i=one)
+    final = await spot.app.stranded_sleep.run()
+    assert final.given_up == [one] and one not in final.resumed
+    [[page]] = await spot.sql("SELECT payload->'data'->>'title' FROM spot_gate.outbox "
+                              "WHERE subject = 'zimmer.alerts.cmd.page' ORDER BY id DESC LIMIT 1")
+    assert "nothing to wake them" in page
+
+
+async def test_a_wake_just_come_due_is_still_in_flight_and_an_overdue_one_is_stranded(spot) -> None:  # type: ignore[no-untyped-def]
+    await spot.readings((0.1, 0.1))
+    due, overdue = await spawn(spot), await spawn(spot)
+    for s in (due, overdue):
+        await pause_until(spot, s.id, ahead=timedelta(minutes=1), halt=False)
+        await spot.app.report_status(SessionStatusReport(session_id=s.id, status="waiting"))
+    await spot.sql("UPDATE spot_gate.session_wakes SET wake_at = :t WHERE session_id = :s",
+                   t=spot.clock.now() - timedelta(minutes=11), s=overdue.id)
+    await spot.sql("UPDATE spot_gate.session_wakes SET wake_at = :t WHERE session_id = :s",
+                   t=spot.clock.now() - timedelta(minutes=2), s=due.id)
+    await spot.sql("UPDATE spot_gate.sessions SET updated_at = :t", t=spot.clock.now() - timedelta(hours=1))
+    report = await spot.app.stranded_sleep.run()
+    assert report.resumed == [overdue.id]  # SCHEDULE_FIRE_SETTLE: the one due two minutes ago is in flight
+    assert await spot.app.wakes.fire_due() == 1  # only the in-flight one fires: the rescued one's was cancelled

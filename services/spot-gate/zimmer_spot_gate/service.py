@@ -28,6 +28,7 @@ from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.ceiling import CeilingSweep
 from zimmer_spot_gate.jobs import spot_jobs
 from zimmer_spot_gate.queue_ops import QueueOps
+from zimmer_spot_gate.stranded_sleep import StrandedSleepSweep
 from zimmer_spot_gate.trash import Trash
 from zimmer_spot_gate.wakes import Wakes
 from zimmer_spot_gate.metrics import REFRESH_SECONDS, SpotMetrics
@@ -121,6 +122,14 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
         await wakes.fire_due()
 
     service.job_specs.append(JobSpec("fire_wakes", "default", fire_wakes))
+    sleepers = StrandedSleepSweep(engine, gate, service.clock.now, pager=lambda: service.pager,
+                                  kick=lambda: service.relay.kick() if service.relay else None)
+    app.stranded_sleep = sleepers
+
+    async def stranded_sleep_sweep(ctx: JobContext) -> None:
+        await sleepers.run()
+
+    service.job_specs.append(JobSpec("stranded_sleep_sweep", "default", stranded_sleep_sweep))
     trash = Trash(engine, gate, kick=lambda: service.relay.kick() if service.relay else None)
     service.rpc(c.ARCHIVE)(trash.archive)
     service.rpc(c.UNARCHIVE)(trash.unarchive)

@@ -16,3 +16,7 @@ CREATE UNIQUE INDEX session_wakes_one_armed ON spot_gate.session_wakes (session_
     WHERE fired_at IS NULL AND cancelled_at IS NULL;
 CREATE INDEX session_wakes_due ON spot_gate.session_wakes (wake_at)
     WHERE fired_at IS NULL AND cancelled_at IS NULL;
+
+-- StrandedSleepSweepJob: how many times a session asleep on a wake that can never fire was rescued
+-- (past MAX_RESCUES it pages and stops rather than resuming forever).
+ALTER TABLE spot_gate.sessions ADD COLUMN stranded_rescues integer NOT NULL DEFAULT 0;

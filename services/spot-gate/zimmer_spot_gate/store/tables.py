@@ -71,6 +71,7 @@ class SessionRow(SQLModel, table=True):
     spot_pause_acked_at: datetime | None = col(TIMESTAMPTZ, null=True)
     resume_prompt: str | None = col(Text, null=True)
     archived_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    stranded_rescues: int = col(Integer, default="0")
 
 
 class SessionWakeRow(SQLModel, table=True):
