@@ -77,7 +77,7 @@ async def test_at_the_limit_running_spot_work_is_paused_and_nothing_else(spot, c
     await ack_stops(spot, [s.id for s in spots])
     assert {(await session(spot, s.id)).status for s in spots} == {"waiting"}
     policy = await spot.bus.request(p.GET_POLICY, p.PolicyQuery())
-    assert policy.paused == {"at_utilization_limit": 3, "user_spot_queue": 0}
+    assert policy.paused == {"at_utilization_limit": 3, "user_spot_queue": 0, "auth_outage": 0}
     # Still at the limit: the next sweep pauses nothing more and resumes nothing.
     again = await spot.app.ceiling.run()
     assert (again.paused, again.resumed, again.still_paused) == ([], [], 3)
@@ -179,7 +179,7 @@ async def test_a_parked_priority_session_becomes_spot_and_resumes_with_its_promp
     assert parked.status == "running" and not [x for x in await commands(spot, "stop_turn")]  # the turn finishes
     await ack_stops(spot, [boss.id])
     policy = await spot.bus.request(p.GET_POLICY, p.PolicyQuery())
-    assert policy.paused == {"at_utilization_limit": 0, "user_spot_queue": 1}  # not what the ceiling cost
+    assert policy.paused == {"at_utilization_limit": 0, "user_spot_queue": 1, "auth_outage": 0}  # not the ceiling
     assert "Parked in the spot queue" in (await session(spot, boss.id)).pause_sentence
     report = await spot.app.ceiling.run()
     assert report.resumed == [boss.id]

@@ -163,3 +163,31 @@ async def test_a_wake_just_come_due_is_still_in_flight_and_an_overdue_one_is_str
     report = await spot.app.stranded_sleep.run()
     assert report.resumed == [overdue.id]  # SCHEDULE_FIRE_SETTLE: the one due two minutes ago is in flight
     assert await spot.app.wakes.fire_due() == 1  # only the in-flight one fires: the rescued one's was cancelled
+
+
+async def test_auth_outage_parks_two_populations_neither_starts_the_others(spot) -> None:  # type: ignore[no-untyped-def]
+    from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn
+
+    async def account(status: str) -> None:
+        await spot.app.record_reading(QuotaReadingIn(
+            account="acct-0", status=status, read_at=spot.clock.now(),
+            five_hour=WindowReadingIn(utilization=0.1, resets_at=spot.clock.now() + HOUR),
+            seven_day=WindowReadingIn(utilization=0.1, resets_at=spot.clock.now() + 48 * HOUR)))
+
+    await account("needs_reauth")
+    boss = await spawn(spot, genesis="web_ui")
+    worker = await spawn(spot, precedence=9)
+    sleeper = await spawn(spot, genesis="web_ui")
+    for s in (boss, worker, sleeper):
+        parked = await spot.bus.request(c.PARK_FOR_AUTH_OUTAGE, c.ParkForAuthOutage(session_id=s.id, account="acct-0"))
+        assert (parked.status, parked.paused_by, parked.spot_pause_reason) == ("waiting", "auth_outage", "auth_outage")
+    await spot.sql("INSERT INTO spot_gate.session_wakes (session_id, wake_at, set_by) VALUES (:s, :t, 'test')",
+                   s=sleeper.id, t=spot.clock.now() + HOUR)
+    assert await spot.app.parks.unpark() == []  # the account is still out
+    ceiling = await spot.app.ceiling.run()
+    assert ceiling.resumed == [worker.id]  # the spot park is the queue's; the priority one is not the sweep's
+    await account("active")
+    assert await spot.app.parks.unpark() == [boss.id]  # the wall-clock pause outranks the recovery
+    assert (await session(spot, boss.id)).status == "running"
+    policy = await spot.bus.request(c.GET_SESSION, c.SessionRef(session_id=sleeper.id))
+    assert policy.paused_by == "auth_outage" and "auth outage" in (policy.pause_sentence or "")

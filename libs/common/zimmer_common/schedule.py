@@ -95,6 +95,9 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
                   description="Deliver due wall-clock wakes (Pause Until, wake_me_up_later) as gated wake turns"),
     ScheduleEntry("spot-gate", "stranded_sleep_sweep", "40 */5 * * * *", "default", PRODUCTION_AND_STAGING,
                   description="StrandedSleepSweepJob: resume sessions asleep on a wake that can never fire, 5 a pass"),
+    ScheduleEntry("spot-gate", "auth_unpark", "50 */15 * * * *", "default", ALL,
+                  description="QuotaResetCheckerJob's un-park: resume priority sessions parked by an auth outage "
+                              "once their account recovers, 5 a sweep, oldest first"),
     ScheduleEntry("spot-gate", "quota_calibration", "0 */15 * * * *", "default", ALL,
                   description="QuotaCapacityCalibrationJob: price each window in dollars from own spend ÷ pool utilization"),
     ScheduleEntry("spot-gate", "burn_rate_recompute", "0 */20 * * * *", "default", ALL,

@@ -45,7 +45,10 @@ RECOVERY_NUDGE = ("SYSTEM RECOVERY: this session was paused mid-run for quota he
 _PLAN_COLUMNS = (s.c.id, s.c.precedence, s.c.created_at, s.c.spot_pause_at, s.c.genesis, s.c.scheduling_class,
                  s.c.runtime, s.c.harness, s.c.model, s.c.is_status_summary_fork, s.c.resume_prompt)
 RUNNING = select(*_PLAN_COLUMNS).where(s.c.status == "running", s.c.paused_by.is_(None))
-_ASLEEP = (s.c.paused_by == SPOT_QUOTA, s.c.status == "waiting", s.c.spot_pause_acked_at.is_not(None))
+_ASLEEP = (s.c.status == "waiting", s.c.spot_pause_acked_at.is_not(None))
+# The spot queue: paused by the ceiling or parked by a person, and spot sessions an auth outage
+# parked (priority auth parks are the un-park sweep's: neither population starts the other's).
+_QUEUED = or_(s.c.paused_by == SPOT_QUOTA, s.c.paused_by == "auth_outage")
 RESUME_ORDER = (s.c.precedence.desc(), s.c.spot_pause_at, s.c.id)
 
 
@@ -99,11 +102,12 @@ class CeilingSweep:
         # A session with a wall-clock pause ahead is skipped, before the promotion branch (making it
         # priority does not start it either), and counted held.
         exempt, ahead = _exempt(overrides), store.wake_ahead(now)
-        head = select(*_PLAN_COLUMNS).where(*_ASLEEP, ~ahead, ~exempt).order_by(*RESUME_ORDER).limit(RESUME_BATCH)
-        rows = {r.id: r for r in [*await conn.execute(select(*_PLAN_COLUMNS).where(*_ASLEEP, ~ahead, exempt)),
-                                  *await conn.execute(head)]}
-        queued = (await conn.execute(select(func.count()).where(*_ASLEEP, ~ahead, ~exempt))).scalar_one()
-        held = (await conn.execute(select(func.count()).where(*_ASLEEP, ahead))).scalar_one()
+        head = (select(*_PLAN_COLUMNS).where(*_ASLEEP, _QUEUED, ~ahead, ~exempt).order_by(*RESUME_ORDER)
+                .limit(RESUME_BATCH))
+        promoted = select(*_PLAN_COLUMNS).where(*_ASLEEP, s.c.paused_by == SPOT_QUOTA, ~ahead, exempt)
+        rows = {r.id: r for r in [*await conn.execute(promoted), *await conn.execute(head)]}
+        queued = (await conn.execute(select(func.count()).where(*_ASLEEP, _QUEUED, ~ahead, ~exempt))).scalar_one()
+        held = (await conn.execute(select(func.count()).where(*_ASLEEP, _QUEUED, ahead))).scalar_one()
         paused = [_sleeper(r, overrides, g.burn, r.spot_pause_at) for r in rows.values()]
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
         await self._pause(conn, plan, now, overrides)

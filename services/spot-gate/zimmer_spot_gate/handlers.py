@@ -55,6 +55,7 @@ class SpotGate:
         self.ceiling: Any = None  # wired by the service: the ceiling sweep (zimmer_spot_gate.ceiling)
         self.wakes: Any = None  # wired by the service: wall-clock wakes (zimmer_spot_gate.wakes)
         self.stranded_sleep: Any = None  # wired by the service: the stranded-sleep sweep
+        self.parks: Any = None  # wired by the service: auth-outage parks and their un-park sweep
 
     @property
     def engine(self) -> AsyncEngine:

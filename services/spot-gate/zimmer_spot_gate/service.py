@@ -28,6 +28,7 @@ from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.ceiling import CeilingSweep
 from zimmer_spot_gate.jobs import spot_jobs
 from zimmer_spot_gate.queue_ops import QueueOps
+from zimmer_spot_gate.parks import Parks
 from zimmer_spot_gate.stranded_sleep import StrandedSleepSweep
 from zimmer_spot_gate.trash import Trash
 from zimmer_spot_gate.wakes import Wakes
@@ -122,6 +123,14 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
         await wakes.fire_due()
 
     service.job_specs.append(JobSpec("fire_wakes", "default", fire_wakes))
+    parks = Parks(engine, gate, service.clock.now, kick=lambda: service.relay.kick() if service.relay else None)
+    app.parks = parks
+    service.rpc(c.PARK_FOR_AUTH_OUTAGE)(parks.park)
+
+    async def auth_unpark(ctx: JobContext) -> None:
+        await parks.unpark()
+
+    service.job_specs.append(JobSpec("auth_unpark", "default", auth_unpark))
     sleepers = StrandedSleepSweep(engine, gate, service.clock.now, pager=lambda: service.pager,
                                   kick=lambda: service.relay.kick() if service.relay else None)
     app.stranded_sleep = sleepers

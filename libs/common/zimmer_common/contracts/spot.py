@@ -63,9 +63,9 @@ class SessionView(Payload):
     version: int = 0
     # The budget is a ceiling (seed 004): a session the ceiling sweep paused mid-run, or parked in
     # the spot queue, sleeps in waiting with these set; `pause_sentence` says why and when it resumes.
-    paused_by: Literal["spot_quota"] | None = None
+    paused_by: Literal["spot_quota", "auth_outage"] | None = None
     spot_pause_at: datetime | None = None
-    spot_pause_reason: Literal["at_utilization_limit", "user_spot_queue"] | None = None
+    spot_pause_reason: Literal["at_utilization_limit", "user_spot_queue", "auth_outage"] | None = None
     spot_pause_detail: str | None = None
     spot_pause_count: int = 0
     pause_sentence: str | None = None
@@ -276,6 +276,15 @@ class PauseUntil(Request):
     by: ShortText | None = None
 
 
+class ParkForAuthOutage(Request):
+    """The runtime's report that a session's turn could not run because its account's credentials
+    are out (an auth outage): it sleeps until the account recovers. Priority parks are resumed by
+    the un-park sweep; spot parks are the spot queue's (the ceiling sweep)."""
+
+    session_id: RowId
+    account: Name | None = None
+
+
 class RestartSession(Request):
     session_id: RowId
     prompt: Prompt | None = None
@@ -305,6 +314,7 @@ START_NOW = RpcSpec(CTX, "start_now", StartNow, StartNowResult)
 ARCHIVE = RpcSpec(CTX, "archive_session", SessionRef, SessionView)
 UNARCHIVE = RpcSpec(CTX, "unarchive_session", SessionRef, SessionView)
 PAUSE_UNTIL = RpcSpec(CTX, "pause_until", PauseUntil, SessionView)
+PARK_FOR_AUTH_OUTAGE = RpcSpec(CTX, "park_for_auth_outage", ParkForAuthOutage, SessionView)
 RESTART = RpcSpec(CTX, "restart_session", RestartSession, TurnResult)
 REORDER = RpcSpec(CTX, "reorder_precedence", ReorderSession, ReorderResult)
 GET_SESSION = RpcSpec(CTX, "get_session", SessionRef, SessionView)

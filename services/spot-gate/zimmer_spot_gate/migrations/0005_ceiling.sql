@@ -2,9 +2,12 @@
 -- is at its utilization limit and resumes them when there is room again. A pause is recorded on
 -- the session, never silent: who paused it, when, why (the gate's own sentence) and how often.
 ALTER TABLE spot_gate.sessions
-    ADD COLUMN paused_by text CHECK (paused_by IN ('spot_quota')),
+    ADD COLUMN paused_by text CHECK (paused_by IN ('spot_quota', 'auth_outage')),
     ADD COLUMN spot_pause_at timestamptz,
-    ADD COLUMN spot_pause_reason text CHECK (spot_pause_reason IN ('at_utilization_limit', 'user_spot_queue')),
+    ADD COLUMN spot_pause_reason text CHECK (spot_pause_reason IN ('at_utilization_limit', 'user_spot_queue',
+                                                                   'auth_outage')),
+    -- An auth-outage park: the account whose outage parked it (the un-park sweep waits for it).
+    ADD COLUMN parked_account text,
     ADD COLUMN spot_pause_detail text,
     ADD COLUMN spot_pause_count integer NOT NULL DEFAULT 0,
     -- The runtime acknowledged the stop (its status report after the stop): until then the

@@ -72,6 +72,11 @@ def pause_sentence(s: Mapping[str, Any]) -> str | None:
         return None
     if s["spot_pause_reason"] == "user_spot_queue":
         why = "Parked in the spot queue by a person."
+    elif s["spot_pause_reason"] == "auth_outage":
+        account = f" ({s['parked_account']})" if s.get("parked_account") else ""
+        return (f"Parked by an auth outage of its account{account}. A priority session resumes when the account "
+                "recovers (5 a sweep every 15 minutes, oldest park first); a spot session waits its turn in the spot "
+                "queue.")
     else:
         why = f"Paused mid-run for quota headroom. {str(s['spot_pause_detail'] or '').rstrip('.')}."
     return (f"{why} It resumes when the windows have 5 points more headroom than their reserve, highest "

@@ -68,6 +68,7 @@ class SessionRow(SQLModel, table=True):
     spot_pause_reason: str | None = col(Text, null=True)
     spot_pause_detail: str | None = col(Text, null=True)
     spot_pause_count: int = col(Integer, default="0")
+    parked_account: str | None = col(Text, null=True)
     spot_pause_acked_at: datetime | None = col(TIMESTAMPTZ, null=True)
     resume_prompt: str | None = col(Text, null=True)
     archived_at: datetime | None = col(TIMESTAMPTZ, null=True)

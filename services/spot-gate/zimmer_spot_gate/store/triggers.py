@@ -71,10 +71,11 @@ PAUSED = select(s.spot_pause_reason.label("reason"), func.count().label("n")).wh
 
 
 async def paused_counts(conn: AsyncConnection) -> dict[str, int]:
-    """Sessions asleep in the spot queue: paused mid-run by the ceiling, and parked there by a person."""
+    """Sessions asleep: paused mid-run by the ceiling, parked in the spot queue by a person, parked by an
+    auth outage."""
     found = {r.reason: int(r.n) for r in (await conn.execute(PAUSED)).all()}
     return {"at_utilization_limit": found.get("at_utilization_limit", 0),
-            "user_spot_queue": found.get("user_spot_queue", 0)}
+            "user_spot_queue": found.get("user_spot_queue", 0), "auth_outage": found.get("auth_outage", 0)}
 
 
 async def counts(conn: AsyncConnection, resolved_class: ColumnElement[str]) -> tuple[dict[str, int], dict[str, int]]:

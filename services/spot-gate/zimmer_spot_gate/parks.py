@@ -1,0 +1,87 @@
+"""Auth-outage parks (seed 003 QuotaResetCheckerJob's un-park; seed 004 "A pause outranks
+precedence"), as far as the doors need them.
+
+The runtime reports a park when a session's turn cannot run because its account's credentials are
+out: the session sleeps in waiting with `paused_by: auth_outage`. Two populations, and neither
+starts the other's sessions: priority parks are this sweep's (every 15 minutes, once their account
+reads active again, at most 5 a sweep, oldest park first, so a recovered pool is not re-drained by
+the whole cohort at once); spot parks are the spot queue's (the ceiling sweep resumes them in
+precedence order). A session with a wall-clock pause ahead is skipped: the pause outranks it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import Text, and_, literal_column, or_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_common.contracts.spot import SESSION_PAUSED, ParkForAuthOutage, SessionEvent, SessionView
+from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.logs import kv
+from zimmer_common.outbox import emit
+from zimmer_spot_gate.ceiling import resume
+from zimmer_spot_gate.domain.lifecycle import ENDED
+from zimmer_spot_gate.domain.model import SessionStatus
+from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.store.tables import accounts
+from zimmer_spot_gate.store.tables import sessions as s
+from zimmer_spot_gate.turns import SCHEMA, TurnGate
+
+log = logging.getLogger("zimmer.spot_gate.parks")
+AUTH_OUTAGE = "auth_outage"
+UNPARK_PER_SWEEP = 5
+AUTH_NUDGE = ("SYSTEM RECOVERY: this session was parked while its account's credentials were out; the account has "
+              "recovered. Pick up where you left off.")
+
+
+class Parks:
+    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
+                 kick: Callable[[], None] = lambda: None):
+        self._engine = engine
+        self.gate = gate
+        self.now = now
+        self._kick = kick
+
+    async def park(self, req: ParkForAuthOutage) -> SessionView:
+        async with self._engine().begin() as conn:
+            await self.gate.lock_admissions(conn)
+            row = await store.fetch(conn, req.session_id, lock=True)
+            if SessionStatus(row.status) in ENDED:
+                raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id} is {row.status}; it cannot be parked",
+                                  {"status": row.status})
+            view = store.to_view(await store.update_fields(
+                conn, req.session_id, status=SessionStatus.WAITING.value, paused_by=AUTH_OUTAGE,
+                spot_pause_at=self.now(), spot_pause_reason=AUTH_OUTAGE, parked_account=req.account,
+                spot_pause_detail=f"The credentials of {req.account or 'its account'} are out.",
+                spot_pause_acked_at=self.now()), (await quota.policy(conn)).overrides)
+            await emit(conn, SCHEMA, SESSION_PAUSED, "session_paused", SessionEvent(
+                session=view, previous={"status": row.status}, spawned_by=(row.metadata or {}).get("spawned_by")))
+        self._kick()
+        return view
+
+    async def unpark(self) -> list[int]:
+        """Resume priority parks whose account recovered: 5 a sweep, oldest park first."""
+        now = self.now()
+        async with self._engine().begin() as conn:
+            await self.gate.lock_admissions(conn)
+            overrides = (await quota.policy(conn)).overrides
+            active = select(accounts.c.account).where(accounts.c.status == "active")  # as its newest reading says
+            recovered = or_(and_(s.c.parked_account.is_(None), active.exists()),
+                            active.where(accounts.c.account == s.c.parked_account).exists())
+            ids = list((await conn.execute(
+                select(s.c.id).where(s.c.paused_by == AUTH_OUTAGE, s.c.status == literal_column("'waiting'", Text),
+                                     store.class_expr(overrides) == literal_column("'priority'", Text),
+                                     ~store.wake_ahead(now), recovered)
+                .order_by(s.c.spot_pause_at, s.c.id).limit(UNPARK_PER_SWEEP))).scalars())
+            await resume(self.gate, conn, ids, {sid: AUTH_NUDGE for sid in ids})
+        if ids:
+            self._kick()
+            log.info("resumed priority sessions parked by an auth outage", extra=kv(sessions=ids))
+        return ids
+
+
+
