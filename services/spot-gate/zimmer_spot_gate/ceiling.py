@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, func, literal_column, or_, select, update
+from sqlalchemy import ColumnElement, Text, and_, case, func, literal_column, null, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
@@ -31,7 +31,7 @@ from zimmer_spot_gate.domain.model import Reason, TurnKind
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest, exemption, takes_slot
+from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 
 log = logging.getLogger("zimmer.spot_gate.ceiling")
 
@@ -40,11 +40,6 @@ RECOVERY_NUDGE = ("SYSTEM RECOVERY: this session was paused mid-run for quota he
                   "The tool call that was in flight when it stopped was lost; what you had written to disk is still "
                   "there. Check the state of your work and pick up where you left off.")
 
-# What the plan needs of a session, nothing more: the sweep reads every running and paused session,
-# under the admission lock (which every writer of a session's turn state takes first).
-_PLAN_COLUMNS = (s.c.id, s.c.precedence, s.c.created_at, s.c.spot_pause_at, s.c.genesis, s.c.scheduling_class,
-                 s.c.runtime, s.c.harness, s.c.model, s.c.is_status_summary_fork, s.c.resume_prompt)
-RUNNING = select(*_PLAN_COLUMNS).where(s.c.status == "running", s.c.paused_by.is_(None))
 _ASLEEP = (s.c.status == "waiting", s.c.spot_pause_acked_at.is_not(None))
 # The spot queue: paused by the ceiling or parked by a person, and spot sessions an auth outage
 # parked (priority auth parks are the un-park sweep's: neither population starts the other's).
@@ -58,6 +53,17 @@ def _exempt(overrides: Any) -> ColumnElement[bool]:
                s.c.is_status_summary_fork)
 
 
+def _plan_columns(overrides: Any) -> tuple[Any, ...]:
+    """What the plan needs of a session, computed by PostgreSQL (the sweep reads every running
+    session under the admission lock: Python-side row handling was half of its time)."""
+    exempt = case((store.class_expr(overrides) == literal_column("'priority'", Text), literal_column("'priority'")),
+                  (s.c.runtime == "codex", literal_column("'codex'")),
+                  (s.c.is_status_summary_fork, literal_column("'status_summary_fork'")), else_=null())
+    return (s.c.id, s.c.precedence, s.c.created_at, s.c.spot_pause_at, s.c.harness, s.c.model, s.c.resume_prompt,
+            exempt.label("exempt"),
+            and_(s.c.runtime == "claude_code", ~s.c.is_status_summary_fork).label("takes_slot"))
+
+
 @dataclass
 class CeilingReport:
     decision: Decision
@@ -67,10 +73,8 @@ class CeilingReport:
     held_by_wake: int = 0  # paused sessions skipped: a wall-clock pause is still ahead of them
 
 
-def _sleeper(row: Any, overrides: Any, burn: dict[tuple[str, str], float], since: datetime) -> Sleeper:
-    r = row._mapping
-    return Sleeper(r["id"], r["precedence"], since, exemption(dict(r), overrides),
-                   burn.get((r["harness"], r["model"]), 0.0), takes_slot(dict(r)))
+def _sleeper(r: Any, burn: dict[tuple[str, str], float], since: datetime) -> Sleeper:
+    return Sleeper(r.id, r.precedence, since, r.exempt, burn.get((r.harness, r.model), 0.0), r.takes_slot)
 
 
 class CeilingSweep:
@@ -96,19 +100,21 @@ class CeilingSweep:
     async def _sweep(self, conn: AsyncConnection) -> CeilingReport:
         g = await read_gate(self.gate, conn)
         now, overrides = self.now(), g.policy.overrides
-        running = [_sleeper(r, overrides, g.burn, r.created_at) for r in await conn.execute(RUNNING)]
+        columns = _plan_columns(overrides)
+        running = [_sleeper(r, g.burn, r.created_at) for r in await conn.execute(
+            select(*columns).where(s.c.status == "running", s.c.paused_by.is_(None)))]
         # Paused sessions: every one that no longer asks the gate, and the head of the spot queue (a
         # sweep resumes at most RESUME_BATCH), however long the queue behind it is.
         # A session with a wall-clock pause ahead is skipped, before the promotion branch (making it
         # priority does not start it either), and counted held.
         exempt, ahead = _exempt(overrides), store.wake_ahead(now)
-        head = (select(*_PLAN_COLUMNS).where(*_ASLEEP, _QUEUED, ~ahead, ~exempt).order_by(*RESUME_ORDER)
+        head = (select(*columns).where(*_ASLEEP, _QUEUED, ~ahead, ~exempt).order_by(*RESUME_ORDER)
                 .limit(RESUME_BATCH))
-        promoted = select(*_PLAN_COLUMNS).where(*_ASLEEP, s.c.paused_by == SPOT_QUOTA, ~ahead, exempt)
+        promoted = select(*columns).where(*_ASLEEP, s.c.paused_by == SPOT_QUOTA, ~ahead, exempt)
         rows = {r.id: r for r in [*await conn.execute(promoted), *await conn.execute(head)]}
         queued = (await conn.execute(select(func.count()).where(*_ASLEEP, _QUEUED, ~ahead, ~exempt))).scalar_one()
         held = (await conn.execute(select(func.count()).where(*_ASLEEP, _QUEUED, ahead))).scalar_one()
-        paused = [_sleeper(r, overrides, g.burn, r.spot_pause_at) for r in rows.values()]
+        paused = [_sleeper(r, g.burn, r.spot_pause_at) for r in rows.values()]
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
         await self._pause(conn, plan, now, overrides)
         resumed = [*plan.promoted, *plan.resume]
