@@ -31,6 +31,7 @@ from zimmer_gateway.web.issues import create_issues
 from zimmer_gateway.web.pages import STATIC, NotSignedIn, create_signin, to_signin
 from zimmer_gateway.web.costs import create_costs
 from zimmer_gateway.web.quotas import create_quotas
+from zimmer_gateway.web.ranked import create_ranked
 from zimmer_gateway.web.sessions import create_sessions
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
@@ -122,7 +123,7 @@ def create_app(service: Service) -> FastAPI:
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
     app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]
     for pages in (create_signin(service), create_issues(service), create_quotas(service), create_costs(service),
-                  create_sessions(service), create_health(service, ping_peers)):
+                  create_sessions(service), create_ranked(service), create_health(service, ping_peers)):
         app.include_router(pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

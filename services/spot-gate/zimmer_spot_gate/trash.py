@@ -28,6 +28,17 @@ NOTHING_WAITED_FOR = dict(spot_hold_reason=None, spot_hold_retry_at=None, held_t
                           spot_pause_detail=None, spot_pause_acked_at=None)
 
 
+def restored_status(row: Any) -> str:
+    """As it was before the trash (a stopped turn: needs_input); archived some other way (a status
+    report): needs_input if it has run, else waiting."""
+    previous = row.archived_from_status
+    if previous == SessionStatus.RUNNING.value:
+        return SessionStatus.NEEDS_INPUT.value
+    if previous in (SessionStatus.WAITING.value, SessionStatus.NEEDS_INPUT.value, SessionStatus.FAILED.value):
+        return str(previous)
+    return SessionStatus.NEEDS_INPUT.value if row.ever_started else SessionStatus.WAITING.value
+
+
 class Trash:
     def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, kick: Callable[[], None] = lambda: None):
         self._engine = engine
@@ -51,9 +62,8 @@ class Trash:
                 raise ZimmerError(ErrorCode.REFUSED, f"session {session_id} is {before.status}, not archived",
                                   {"status": before.status})
             fields: dict[str, Any] = (
-                dict(status=ARCHIVED, archived_at=func.now(), **NOTHING_WAITED_FOR) if archive else
-                dict(status=SessionStatus.NEEDS_INPUT.value if before.ever_started else SessionStatus.WAITING.value,
-                     archived_at=None))
+                dict(status=ARCHIVED, archived_at=func.now(), archived_from_status=before.status, **NOTHING_WAITED_FOR)
+                if archive else dict(status=restored_status(before), archived_at=None, archived_from_status=None))
             view = store.to_view(await store.update_fields(conn, session_id, **fields), overrides)
             spawned_by = (before.metadata or {}).get("spawned_by")
             events: list[tuple[str, str, Any]] = [

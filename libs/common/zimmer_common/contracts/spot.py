@@ -134,6 +134,7 @@ class SessionQuery(Request):
     priority_class: ClassName | None = None
     genesis: list[GenesisName] | None = Field(default=None, max_length=10)
     parent_session_id: RowId | None = None
+    ids: list[RowId] | None = Field(default=None, max_length=500)  # exactly these sessions (a page's rows)
     order: Literal["precedence", "created_at", "updated_at"] = "created_at"
     limit: int = Field(default=50, ge=1, le=500)
     offset: int = Field(default=0, ge=0, le=2**63 - 1)

@@ -201,8 +201,8 @@ async def archive(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
 @router.post("/{session_id}/unarchive", summary="Bring an archived session back", response_model=c.SessionView,
              responses=problem_responses(404, 409))
 async def unarchive(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
-    """Back to needs_input (it has run) or waiting (it never has); `session_unarchived` announces
-    it. 409 `refused` for a session that is not archived."""
+    """Back as it was before the trash (a stopped turn: needs_input); `session_unarchived`
+    announces it. 409 `refused` for a session that is not archived."""
     return await bus.request(c.UNARCHIVE, c.SessionRef(session_id=session_id))
 
 

@@ -43,7 +43,8 @@ def utc(at: datetime | None) -> str:
 TEMPLATES.env.filters["utc"] = utc
 STATIC = Path(__file__).parent / "static"  # our own small scripts (no build step, no CDN)
 NAVIGATION: list[tuple[str, str]] = [
-    ("Issues", "/issues"), ("Quotas", "/quotas"), ("Costs", "/costs"), ("Sessions", "/sessions"), ("Health", "/health")]
+    ("Issues", "/issues"), ("Ranked", "/ranked"), ("Quotas", "/quotas"), ("Costs", "/costs"), ("Sessions", "/sessions"),
+    ("Health", "/health")]
 HOME = "/issues"
 
 

@@ -18,7 +18,8 @@ ALTER TABLE spot_gate.sessions
     ADD CONSTRAINT a_pause_is_whole CHECK ((paused_by IS NULL) = (spot_pause_at IS NULL)
                                            AND (paused_by IS NULL) = (spot_pause_reason IS NULL));
 -- Archive (the Ranked view's Trash) and unarchive: when it was archived, for the trash pipeline.
-ALTER TABLE spot_gate.sessions ADD COLUMN archived_at timestamptz;
+-- The status it had, so an Undo puts it back as it was (a running turn was stopped: needs_input).
+ALTER TABLE spot_gate.sessions ADD COLUMN archived_at timestamptz, ADD COLUMN archived_from_status text;
 -- The resume order: highest precedence first, oldest pause first within a tie.
 CREATE INDEX sessions_paused_queue ON spot_gate.sessions (precedence DESC, spot_pause_at, id)
     WHERE paused_by IS NOT NULL;

@@ -155,6 +155,8 @@ async def search(conn: AsyncConnection, q: SessionQuery, overrides: Mapping[Gene
         where.append(class_expr(overrides) == q.priority_class)
     if q.parent_session_id is not None:
         where.append(s.c.parent_session_id == q.parent_session_id)
+    if q.ids:
+        where.append(s.c.id == any_(cast(list(q.ids), ARRAY(BigInteger))))
     rows = (await conn.execute(SESSION.where(*where).order_by(*ORDER[q.order]).limit(q.limit).offset(q.offset))).all()
     total = (await conn.execute(select(func.count()).select_from(s).where(*where))).scalar_one()
     return list(rows), int(total)

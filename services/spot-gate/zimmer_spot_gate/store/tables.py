@@ -72,6 +72,7 @@ class SessionRow(SQLModel, table=True):
     spot_pause_acked_at: datetime | None = col(TIMESTAMPTZ, null=True)
     resume_prompt: str | None = col(Text, null=True)
     archived_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    archived_from_status: str | None = col(Text, null=True)
     stranded_rescues: int = col(Integer, default="0")
 
 
