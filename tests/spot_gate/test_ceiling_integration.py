@@ -225,3 +225,27 @@ async def test_start_now_in_its_three_cases_and_gated_for_spot_work(spot) -> Non
     await spot.app.report_status(SessionStatusReport(session_id=held.id, status="needs_input"))
     answer = await spot.bus.request(c.START_NOW, c.StartNow(session_id=held.id))
     assert answer.did == "nudged" and answer.session.status == "running"
+
+
+async def test_ten_concurrent_start_nows_start_one_turn(spot) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    await spot.readings((0.1, 0.1))
+    one = await spawn(spot)
+    await spot.app.report_status(SessionStatusReport(session_id=one.id, status="needs_input"))
+    answers = await asyncio.gather(*(spot.bus.request(c.START_NOW, c.StartNow(session_id=one.id)) for _ in range(10)))
+    assert sorted(a.did for a in answers) == ["nudged"] + ["running"] * 9
+    after = await session(spot, one.id)
+    assert (after.status, after.enqueued_messages) == ("running", 0)  # one turn, nothing queued behind it
+
+
+async def test_ten_concurrent_parks_and_sweeps_leave_one_consistent_pause(spot) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    await spot.readings((0.1, 0.1))
+    one = await spawn(spot)
+    results = await asyncio.gather(*(park(spot, one.id, halt=True) for _ in range(5)),
+                                   *(spot.app.ceiling.run() for _ in range(5)), return_exceptions=True)
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    now = await session(spot, one.id)
+    assert (now.paused_by, now.spot_pause_reason, now.spot_pause_count) == ("spot_quota", "user_spot_queue", 5)

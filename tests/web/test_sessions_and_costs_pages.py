@@ -148,3 +148,20 @@ async def test_a_paused_session_shows_its_banner_and_quotas_counts_it(stack, bro
     await page.reload()
     assert await page.locator("[data-pause]").count() == 0
     assert await page.locator("[data-status]").inner_text() == "running"
+
+
+async def test_the_web_restart_consumes_a_wall_clock_pause(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    """The API's restart refuses while the pause is ahead; the web Restart takes the session over."""
+    _, base = stack
+    async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
+        sid = (await http.post("/api/v1/sessions", json={"genesis": "web_ui", "start": False})).json()["session"]["id"]
+        until = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+        assert (await http.post(f"/api/v1/sessions/{sid}/pause_until", json={"until": until})).status_code == 200
+        assert (await http.post(f"/api/v1/sessions/{sid}/restart")).status_code == 409
+    page = await browser.new_page()
+    await sign_in(page, base, f"/sessions/{sid}")
+    assert await page.locator("[data-wake]").count() == 1
+    await page.get_by_role("button", name="Restart").click()
+    assert await page.get_by_role("status").inner_text() == "Restarted: its turn went to the gate."
+    assert await page.locator("[data-wake]").count() == 0
+    assert await page.locator("[data-status]").inner_text() == "running"

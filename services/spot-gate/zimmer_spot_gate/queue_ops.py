@@ -92,6 +92,9 @@ class QueueOps:
                 raise ZimmerError(ErrorCode.REFUSED, wake_refusal(req.session_id, ahead),
                                   {"session_id": req.session_id, "paused_until": ahead.isoformat()})
             held, paused = row.spot_hold_reason is not None, row.paused_by is not None
+            if row.status == SessionStatus.RUNNING.value and not paused:  # a repeated click starts nothing twice
+                return StartNowResult(did="running", sentence="It is running: there is nothing to start.",
+                                      session=store.to_view(row, g.policy.overrides))
             gated = exemption(dict(row._mapping), g.policy.overrides) is None
             if (held or paused) and gated:
                 if not g.readable:

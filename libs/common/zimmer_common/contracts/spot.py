@@ -300,10 +300,10 @@ class StartNow(Request):
 
 class StartNowResult(Payload):
     """What start now did: `rechecked` (a held session's re-check pulled forward), `resumed` (a
-    paused session's own resume), `nudged` (the continue nudge), or `held` (the gate holds it: nothing
-    changed, the sentence says why)."""
+    paused session's own resume), `nudged` (the continue nudge), `held` (the gate holds it: nothing
+    changed, the sentence says why), or `running` (already running: nothing to start)."""
 
-    did: Literal["rechecked", "resumed", "nudged", "held"]
+    did: Literal["rechecked", "resumed", "nudged", "held", "running"]
     sentence: str
     session: SessionView
     turn: TurnResult | None = None

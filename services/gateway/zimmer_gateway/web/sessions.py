@@ -22,7 +22,7 @@ PAGE = 50
 SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
 GENESES = ("web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown")
 DONE = {"class": "Changed the scheduling class.", "priority": "Made this session priority.",
-        "precedence": "Changed the precedence."}
+        "precedence": "Changed the precedence.", "restarted": "Restarted: its turn went to the gate."}
 
 
 def hold_banner(s: c.SessionView) -> str | None:
@@ -86,5 +86,16 @@ def create_sessions(service: Service) -> APIRouter:
     async def change_precedence(request: Request, session_id: SessionId) -> Response:
         return await update(request, session_id, "precedence",
                             precedence=lambda form: whole_number(form, "precedence"))
+
+    @router.post("/sessions/{session_id}/restart")
+    async def restart(request: Request, session_id: SessionId) -> Response:
+        """The web Restart takes the session over: it consumes a wall-clock pause (seed 004), unlike
+        the API's and an agent's restart, which refuse while the pause is ahead."""
+        try:
+            await perform(request, service, c.RESTART, lambda form: c.RestartSession(
+                session_id=session_id, consume_pause=True))
+        except Refused as refused:
+            return refused.response
+        return back_to(f"/sessions/{session_id}", "restarted")
 
     return router
