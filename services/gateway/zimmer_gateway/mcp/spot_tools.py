@@ -13,8 +13,6 @@ not apply to the chosen action is refused naming it rather than silently ignored
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -23,7 +21,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.contracts import alerts as a
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
-from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Time, Title
+from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Title
 from zimmer_common.contracts.runtime import SessionStatusName
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
@@ -378,28 +376,3 @@ async def get_gate_decisions(service: Service, session_id: SessionId, limit: Lim
     sentence shown to people and the per-window numbers behind it."""
     return await _bus(service).request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=limit))
 
-
-@tool(group="sessions", read_only=False, destructive=False, idempotent=False)
-async def wake_me_up_later(
-    service: Service,
-    minutes: Annotated[int | None, Field(ge=1, le=60 * 24 * 30, description="Sleep this many minutes")] = None,
-    at: Annotated[Time | None, Field(description="Or sleep until this moment (ISO 8601)")] = None,
-    prompt: Annotated[Prompt | None, Field(description="What the wake tells you (default: continue)")] = None,
-    session_id: Annotated[int | None, Field(ge=1, le=ID_MAX, description=(
-        "The session to sleep; default: the one this connection speaks for"))] = None,
-    acting_session: int | None = None,
-) -> c.SessionView:
-    """Sleep until a moment: end your turn, and nothing starts this session before then, whatever
-    its precedence or class. Then the wake delivers `prompt` as a turn that still answers to the
-    spot gate (a spot session whose window is spent is held, and started by the queue). Give
-    minutes or at. A new sleep replaces the last."""
-    target = session_id or acting_session
-    if target is None:
-        raise ZimmerError(ErrorCode.INVALID, "name session_id, or connect with X-Zimmer-Session-Id",
-                          {"field": "session_id"})
-    if (minutes is None) == (at is None):
-        raise ZimmerError(ErrorCode.INVALID, "give minutes or at, not both", {"field": "minutes"})
-    until = at or datetime.now(UTC) + timedelta(minutes=minutes or 0)
-    return await _bus(service).request(c.PAUSE_UNTIL, c.PauseUntil(
-        session_id=target, until=until, prompt=prompt, halt=False, by=f"session {acting_session}" if acting_session
-        else "an agent"))
