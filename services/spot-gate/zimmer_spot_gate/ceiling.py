@@ -36,6 +36,8 @@ from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 log = logging.getLogger("zimmer.spot_gate.ceiling")
 
 SPOT_QUOTA = "spot_quota"
+AUTH_OUTAGE_NUDGE = ("SYSTEM RECOVERY: this session was parked while its account's credentials were out; the spot "
+                     "queue has reached it. Pick up where you left off.")
 RECOVERY_NUDGE = ("SYSTEM RECOVERY: this session was paused mid-run for quota headroom and has been resumed. "
                   "The tool call that was in flight when it stopped was lost; what you had written to disk is still "
                   "there. Check the state of your work and pick up where you left off.")
@@ -60,6 +62,7 @@ def _plan_columns(overrides: Any) -> tuple[Any, ...]:
                   (s.c.runtime == "codex", literal_column("'codex'")),
                   (s.c.is_status_summary_fork, literal_column("'status_summary_fork'")), else_=null())
     return (s.c.id, s.c.precedence, s.c.created_at, s.c.spot_pause_at, s.c.harness, s.c.model, s.c.resume_prompt,
+            s.c.paused_by,
             exempt.label("exempt"),
             and_(s.c.runtime == "claude_code", ~s.c.is_status_summary_fork).label("takes_slot"))
 
@@ -118,7 +121,8 @@ class CeilingSweep:
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
         await self._pause(conn, plan, now, overrides)
         resumed = [*plan.promoted, *plan.resume]
-        await resume(self.gate, conn, resumed, {sid: rows[sid].resume_prompt for sid in resumed})
+        await resume(self.gate, conn, resumed, {sid: rows[sid].resume_prompt or (
+            AUTH_OUTAGE_NUDGE if rows[sid].paused_by == "auth_outage" else None) for sid in resumed})
         return CeilingReport(plan.decision, list(plan.pause), resumed, queued - len(plan.resume), held)
 
     async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime, overrides: Any) -> None:
