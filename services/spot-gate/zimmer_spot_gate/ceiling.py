@@ -49,18 +49,17 @@ _QUEUED = or_(s.c.paused_by == SPOT_QUOTA, s.c.paused_by == "auth_outage")
 RESUME_ORDER = (s.c.precedence.desc(), s.c.spot_pause_at, s.c.id)
 
 
-def _exempt(overrides: Any) -> ColumnElement[bool]:
-    """Sessions that never ask the gate, in SQL (mirrors `turns.exemption`)."""
-    return or_(store.class_expr(overrides) == literal_column("'priority'", Text), s.c.runtime == "codex",
-               s.c.is_status_summary_fork)
+def _exemption(overrides: Any) -> ColumnElement[str]:
+    """Why a session never asks the gate, or NULL for spot work, in SQL (mirrors `turns.exemption`)."""
+    return case((store.class_expr(overrides) == literal_column("'priority'", Text), literal_column("'priority'")),
+                (s.c.runtime == "codex", literal_column("'codex'")),
+                (s.c.is_status_summary_fork, literal_column("'status_summary_fork'")), else_=null())
 
 
 def _plan_columns(overrides: Any) -> tuple[Any, ...]:
     """What the plan needs of a session, computed by PostgreSQL (the sweep reads every running
     session under the admission lock: Python-side row handling was half of its time)."""
-    exempt = case((store.class_expr(overrides) == literal_column("'priority'", Text), literal_column("'priority'")),
-                  (s.c.runtime == "codex", literal_column("'codex'")),
-                  (s.c.is_status_summary_fork, literal_column("'status_summary_fork'")), else_=null())
+    exempt = _exemption(overrides)
     return (s.c.id, s.c.precedence, s.c.created_at, s.c.spot_pause_at, s.c.harness, s.c.model, s.c.resume_prompt,
             s.c.paused_by,
             exempt.label("exempt"),
@@ -110,7 +109,7 @@ class CeilingSweep:
         # sweep resumes at most RESUME_BATCH), however long the queue behind it is.
         # A session with a wall-clock pause ahead is skipped, before the promotion branch (making it
         # priority does not start it either), and counted held.
-        exempt, ahead = _exempt(overrides), store.wake_ahead(now)
+        exempt, ahead = _exemption(overrides).is_not(None), store.wake_ahead(now)
         head = (select(*columns).where(*_ASLEEP, _QUEUED, ~ahead, ~exempt).order_by(*RESUME_ORDER)
                 .limit(RESUME_BATCH))
         promoted = select(*columns).where(*_ASLEEP, s.c.paused_by == SPOT_QUOTA, ~ahead, exempt)

@@ -19,11 +19,9 @@ from sqlalchemy import Text, and_, literal_column, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.contracts.spot import SESSION_PAUSED, ParkForAuthOutage, SessionEvent, SessionView
-from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
 from zimmer_common.outbox import emit
 from zimmer_spot_gate.ceiling import resume
-from zimmer_spot_gate.domain.lifecycle import ENDED
 from zimmer_spot_gate.domain.model import SessionStatus
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
@@ -49,10 +47,7 @@ class Parks:
     async def park(self, req: ParkForAuthOutage) -> SessionView:
         async with self._engine().begin() as conn:
             await self.gate.lock_admissions(conn)
-            row = await store.fetch(conn, req.session_id, lock=True)
-            if SessionStatus(row.status) in ENDED:
-                raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id} is {row.status}; it cannot be parked",
-                                  {"status": row.status})
+            row = await store.fetch_live(conn, req.session_id, "it cannot be parked")
             view = store.to_view(await store.update_fields(
                 conn, req.session_id, status=SessionStatus.WAITING.value, paused_by=AUTH_OUTAGE,
                 spot_pause_at=self.now(), spot_pause_reason=AUTH_OUTAGE, parked_account=req.account,

@@ -25,7 +25,6 @@ from zimmer_common.outbox import emit_many
 from zimmer_spot_gate.ceiling import SPOT_QUOTA, read_gate, resume
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate
-from zimmer_spot_gate.domain.lifecycle import ENDED
 from zimmer_spot_gate.domain.wakes import paused_until
 from zimmer_spot_gate.domain.wakes import refusal as wake_refusal
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
@@ -47,10 +46,7 @@ class QueueOps:
     async def pause_into_spot_queue(self, req: PauseIntoSpotQueue) -> SessionView:
         async with self._engine().begin() as conn:
             g = await read_gate(self.gate, conn)
-            row = await store.fetch(conn, req.session_id, lock=True)
-            if SessionStatus(row.status) in ENDED:
-                raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id} is {row.status}; it cannot be parked",
-                                  {"status": row.status})
+            row = await store.fetch_live(conn, req.session_id, "it cannot be parked")
             own = SchedulingClass(row.scheduling_class) if row.scheduling_class else None
             fields: dict[str, object] = dict(
                 paused_by=SPOT_QUOTA, spot_pause_at=self.now(), spot_pause_reason="user_spot_queue",
@@ -83,10 +79,7 @@ class QueueOps:
     async def start_now(self, req: StartNow) -> StartNowResult:
         async with self._engine().begin() as conn:
             g = await read_gate(self.gate, conn)
-            row = await store.fetch(conn, req.session_id, lock=True)
-            if SessionStatus(row.status) in ENDED:
-                raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id} is {row.status}; it takes no more turns",
-                                  {"status": row.status})
+            row = await store.fetch_live(conn, req.session_id, "it takes no more turns")
             ahead = paused_until(row.next_wake_at, self.now())
             if ahead is not None:  # its wake is its next event and carries its own prompt
                 raise ZimmerError(ErrorCode.REFUSED, wake_refusal(req.session_id, ahead),

@@ -56,6 +56,10 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     def relay() -> OutboxRelay | None:
         return service.relay
 
+    def kick() -> None:
+        if service.relay:
+            service.relay.kick()
+
     gate = TurnGate(now=service.clock.now, pool=PoolCache(engine, service.clock.now))
     app = SpotGate(engine, service.clock.now, gate, relay, prices=SpotSettings().price_table())
     app.admissions.batcher.bound(settings.max_batch_pending, "spot-gate admissions",
@@ -63,7 +67,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
                                  service.metrics.batch_size.labels(NAME, "admissions").observe)
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
-                                       on_commit=lambda: service.relay.kick() if service.relay else None,
+                                       on_commit=kick,
                                        prices=app.prices))
 
     service.rpc(c.SPAWN)(app.spawn)
@@ -108,13 +112,13 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     gate.on_decision = lambda reason: metrics.decisions.labels(reason).inc()
 
     ceiling = CeilingSweep(engine, gate, service.clock.now,
-                           on_commit=lambda: service.relay.kick() if service.relay else None,
+                           on_commit=kick,
                            on_outcome=lambda kind, n: metrics.ceiling.labels(kind).inc(n))
     app.ceiling = ceiling
-    queue_ops = QueueOps(engine, gate, service.clock.now, kick=lambda: service.relay.kick() if service.relay else None)
+    queue_ops = QueueOps(engine, gate, service.clock.now, kick=kick)
     service.rpc(c.PAUSE_INTO_SPOT_QUEUE)(queue_ops.pause_into_spot_queue)
     service.rpc(c.START_NOW)(queue_ops.start_now)
-    wakes = Wakes(engine, gate, service.clock.now, kick=lambda: service.relay.kick() if service.relay else None)
+    wakes = Wakes(engine, gate, service.clock.now, kick=kick)
     app.wakes = wakes
     service.rpc(c.PAUSE_UNTIL)(wakes.pause_until)
     service.rpc(c.RESTART)(wakes.restart)
@@ -123,7 +127,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
         await wakes.fire_due()
 
     service.job_specs.append(JobSpec("fire_wakes", "default", fire_wakes))
-    parks = Parks(engine, gate, service.clock.now, kick=lambda: service.relay.kick() if service.relay else None)
+    parks = Parks(engine, gate, service.clock.now, kick=kick)
     app.parks = parks
     service.rpc(c.PARK_FOR_AUTH_OUTAGE)(parks.park)
 
@@ -132,14 +136,14 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
 
     service.job_specs.append(JobSpec("auth_unpark", "default", auth_unpark))
     sleepers = StrandedSleepSweep(engine, gate, service.clock.now, pager=lambda: service.pager,
-                                  kick=lambda: service.relay.kick() if service.relay else None)
+                                  kick=kick)
     app.stranded_sleep = sleepers
 
     async def stranded_sleep_sweep(ctx: JobContext) -> None:
         await sleepers.run()
 
     service.job_specs.append(JobSpec("stranded_sleep_sweep", "default", stranded_sleep_sweep))
-    trash = Trash(engine, gate, kick=lambda: service.relay.kick() if service.relay else None)
+    trash = Trash(engine, gate, kick=kick)
     service.rpc(c.ARCHIVE)(trash.archive)
     service.rpc(c.UNARCHIVE)(trash.unarchive)
 

@@ -54,10 +54,7 @@ class Wakes:
             raise ZimmerError(ErrorCode.INVALID, "a pause needs a moment in the future", {"field": "until"})
         async with self._engine().begin() as conn:
             await self.gate.lock_admissions(conn)
-            row = await store.fetch(conn, req.session_id, lock=True)
-            if SessionStatus(row.status) in ENDED:
-                raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id} is {row.status}; it cannot be paused",
-                                  {"status": row.status})
+            row = await store.fetch_live(conn, req.session_id, "it cannot be paused")
             await store.arm_wake(conn, req.session_id, req.until, req.prompt, req.by or "a person")
             await store.end_pause(conn, req.session_id)  # a time picked after the queue: "not then, this instead"
             running = row.status == SessionStatus.RUNNING.value

@@ -19,7 +19,8 @@ from zimmer_common import deadline
 from zimmer_common.contracts.spot import SessionQuery, SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Origin, resolve_class
-from zimmer_spot_gate.domain.model import Genesis, SchedulingClass
+from zimmer_spot_gate.domain.lifecycle import ENDED
+from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus
 from zimmer_spot_gate.store.tables import enqueued_messages as m
 from zimmer_spot_gate.store.tables import gate_decisions
 from zimmer_spot_gate.store.tables import session_wakes as w
@@ -92,6 +93,14 @@ async def fetch(conn: AsyncConnection, session_id: int, *, lock: bool = False) -
     row = (await conn.execute(FETCH_LOCKED if lock else FETCH, {"id": session_id})).first()
     if row is None:
         raise ZimmerError(ErrorCode.NOT_FOUND, f"session {session_id} does not exist", {"session_id": session_id})
+    return row
+
+
+async def fetch_live(conn: AsyncConnection, session_id: int, refused: str) -> Row[Any]:
+    """The session's row, locked; refused (409, naming its status) when it has ended."""
+    row = await fetch(conn, session_id, lock=True)
+    if SessionStatus(row.status) in ENDED:
+        raise ZimmerError(ErrorCode.REFUSED, f"session {session_id} is {row.status}; {refused}", {"status": row.status})
     return row
 
 
