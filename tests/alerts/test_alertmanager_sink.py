@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+from datetime import UTC, datetime, timedelta
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from alerting import eventually  # type: ignore[import-not-found]
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.service import build
 from zimmer_cli.embedded import free_port
+from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts.alerts import LIST_ALERTS, RESOLVE_CONDITION, AlertQuery, ResolveCondition
 from zimmer_common.settings import Environment
 
@@ -64,7 +66,12 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
         proc.wait(10)
 
 
-async def test_alertmanager_receives_groups_and_resolves(settings_factory, clock, alertmanager: str) -> None:  # type: ignore[no-untyped-def]
+async def test_alertmanager_receives_groups_and_resolves(settings_factory, alertmanager: str) -> None:  # type: ignore[no-untyped-def]
+    # A real Alertmanager judges endsAt against its own wall clock, so this test's clock follows the real
+    # one: a fixed date sends pages whose endsAt (now + 4 h repeat + group interval) is already past on any
+    # later afternoon, and Alertmanager takes them as resolved on arrival. It starts a few minutes behind so
+    # that a resolution's endsAt (the frozen now, after the test's advances) is past when it arrives.
+    clock = FrozenClock(datetime.now(UTC) - timedelta(minutes=5))
     config = AlertSettings(alertmanager_url=alertmanager, alert_check_seconds=3600)
     service = build(settings_factory(env=Environment.PRODUCTION), clock=clock, alert_settings=config)
     await service.start()
