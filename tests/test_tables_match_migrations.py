@@ -18,14 +18,19 @@ from zimmer_common.db import asyncpg_dsn, migrate
 
 SERVICES = [("backlog", "zimmer_backlog.migrations", "zimmer_backlog.tables"),
             ("alerts", "zimmer_alerts.migrations", "zimmer_alerts.tables"),
-            ("spot_gate", "zimmer_spot_gate.migrations", "zimmer_spot_gate.store.tables")]
+            ("spot_gate", "zimmer_spot_gate.migrations", "zimmer_spot_gate.store.tables"),
+            ("sweeper", "zimmer_sweeper.migrations", "zimmer_sweeper.tables")]
 
 
 async def _columns(conn: Any, schema: str) -> dict[str, dict[str, tuple[str, bool, bool]]]:
-    """table → column → (type, nullable, has a database default)."""
+    """table → column → (type, nullable, has a database default). A partition is its parent's
+    table (sweeper.logs_verbose is sweeper.logs), so partitions are left out."""
     tables: dict[str, dict[str, tuple[str, bool, bool]]] = {}
     for r in await conn.fetch("SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default, "
-                              "is_identity FROM information_schema.columns WHERE table_schema = $1", schema):
+                              "is_identity FROM information_schema.columns c WHERE table_schema = $1 AND NOT EXISTS ("
+                              "SELECT 1 FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace "
+                              "WHERE n.nspname = c.table_schema AND k.relname = c.table_name AND k.relispartition)",
+                              schema):
         # An array's data_type is just ARRAY; its element type is the udt's name after the underscore.
         kind = f"{r['udt_name'].lstrip('_')}[]" if r["data_type"] == "ARRAY" else r["data_type"]
         tables.setdefault(r["table_name"], {})[r["column_name"]] = (

@@ -106,6 +106,12 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
                   description="ClaudeUsageSamplerJob: ask for the serving account and up to 2 stale ones (>60 min)"),
     ScheduleEntry("sweeper", "outbox_prune", "20 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
+    ScheduleEntry("sweeper", "log_retention", "30 */10 * * * *", "maintenance", ALL,
+                  description="LogRetentionJob: drop log partitions past their window (verbose 7 d, the rest 90 d) "
+                              "and purge deleted sessions' lines, within 90 s"),
+    ScheduleEntry("sweeper", "log_partitions", "0 5 * * * *", "maintenance", ALL,
+                  description="Create each log class's day partitions a week ahead (after the deploy, never on "
+                              "the boot path)"),
     ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("gateway", "readiness_probe", "*/30 * * * * *", "pollers", ALL,

@@ -1,19 +1,147 @@
-"""Wiring of the sweeper service: what it serves, which jobs it runs, in start-up order.
+"""Wiring of the sweeper service: what it serves, consumes and schedules, in start-up order.
 
-Session logs, clones, transcripts and trash. Owns the PostgreSQL schema `sweeper`; talks to other services only over NATS.
+Session logs (seed 003 "Log retention"): the ingest from `zimmer.ingest.logs`, the session
+timeline, retention by whole day partitions, deleted sessions' lines purged, and the readings
+behind the Health page's Log Retention panel. Owns the PostgreSQL schema `sweeper`; talks to
+other services only over NATS.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_alerts.pager import attach_pager
+from zimmer_common.budget import SweepBudget
+from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock
+from zimmer_common.consumer import ConsumerSpec
+from zimmer_common.contracts import logs as c
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted
+from zimmer_common.contracts.subjects import Stream
+from zimmer_common.jobs import JobContext, JobSpec
+from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
-from zimmer_alerts.pager import attach_pager
+from zimmer_sweeper import health, timeline
+from zimmer_sweeper.ingest import BatchOutcome, IngestLag, LogIngest
+from zimmer_sweeper.metrics import SweeperMetrics
+from zimmer_sweeper.retention import BUDGET_SECONDS, LogRetention, request_purge
+from zimmer_sweeper.tables import SCHEMA
 
 NAME = "sweeper"
-SCHEMA = "sweeper"
+HOUSEKEEPING_SECONDS = 10.0  # ledger prune; readings and the ingest lag check every third round
+log = logging.getLogger("zimmer.sweeper")
 
 
-def build(settings: Settings) -> Service:
-    service = Service(NAME, settings, schema=SCHEMA, migrations=None, jobs=[outbox_prune_job(SCHEMA)])
-    attach_pager(service)  # a crashed sweep pages
+@dataclass(frozen=True)
+class SweeperApp:
+    """The sweeper's operations, as the service wires them (for hooks and tests)."""
+
+    ingest: LogIngest
+    retention: LogRetention
+    lag: IngestLag
+    metrics: SweeperMetrics
+
+
+def build(settings: Settings, clock: Clock | None = None) -> Service:
+    service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_sweeper.migrations",
+                      jobs=[outbox_prune_job(SCHEMA)], clock=clock)
+    pager = attach_pager(service)  # a crashed sweep pages
+
+    def engine() -> AsyncEngine:
+        assert service.engine is not None, "used before start"
+        return service.engine
+
+    def bus() -> Bus:
+        assert service.bus is not None, "used before start"
+        return service.bus
+
+    metrics = SweeperMetrics(service.metrics.registry)
+
+    def batch_written(outcome: BatchOutcome, seconds: float, next_size: int) -> None:
+        metrics.lines.labels("written").inc(outcome.written)
+        metrics.lines.labels("skipped").inc(outcome.skipped)
+        metrics.lines.labels("refused").inc(outcome.refused)
+        metrics.batch_seconds.observe(seconds)
+        metrics.batch_size.set(next_size)
+
+    ingest = LogIngest(bus, engine, service.clock.now, outages=service.outages, on_batch=batch_written)
+    retention = LogRetention(
+        engine, service.clock.now, lambda: pager,
+        on_dropped=lambda klass, rows: (metrics.dropped.labels(klass).inc(), metrics.dropped_rows.labels(klass).inc(rows)),
+        on_failed=lambda klass: metrics.drop_failures.labels(klass).inc(),
+        on_purged=metrics.purged_rows.inc)
+    lag = IngestLag(bus, service.clock.now, lambda: pager)
+    service.app = SweeperApp(ingest, retention, lag, metrics)
+
+    async def session_logs(req: c.LogQuery) -> c.LogPage:
+        return await timeline.page(engine(), req)
+
+    async def retention_health(req: c.RetentionHealthQuery) -> c.LogRetentionHealth:
+        return await health.read(engine(), service.clock.now(), lag.oldest_unwritten_age)
+
+    service.rpc(c.GET_SESSION_LOGS)(session_logs)
+    service.rpc(c.LOG_RETENTION_HEALTH)(retention_health)
+
+    def purge_soon() -> None:
+        if service.runner is not None:
+            asyncio.ensure_future(_enqueue(service, "log_retention"))
+
+    @service.consume(ConsumerSpec("sweeper_session_deleted", Stream.EVENTS, (SESSION_DELETED,),
+                                  after_commit=purge_soon))
+    async def on_session_deleted(conn: AsyncConnection, event: EventEnvelope) -> None:
+        deleted = SessionDeleted.model_validate(event.data)
+        await request_purge(conn, deleted.session_id, deleted.reason, service.clock.now())
+
+    async def log_retention(ctx: JobContext) -> None:
+        report = await retention.run(SweepBudget(BUDGET_SECONDS, service.clock))
+        log.info("log retention tick", extra=kv(dropped=len(report.dropped), failed=len(report.failed),
+                                                purged_rows=report.purged_rows,
+                                                budget_exhausted=report.budget_exhausted))
+
+    async def log_partitions(ctx: JobContext) -> None:
+        await retention.create_ahead()
+
+    service.job_specs.append(JobSpec("log_retention", "maintenance", log_retention))
+    service.job_specs.append(JobSpec("log_partitions", "maintenance", log_partitions))
+
+    async def housekeeping() -> None:
+        rounds = 0
+        while not service.stopping:
+            try:
+                await ingest.prune_ledger()
+                if rounds % 3 == 0:
+                    reading = await health.read(engine(), service.clock.now(), lag.check)
+                    metrics.observe(reading)
+            except Exception as exc:  # noqa: BLE001 - a missed round keeps the last readings
+                if service.outages.report(exc, where="sweeper housekeeping") is None:
+                    log.warning("sweeper housekeeping failed", extra=kv(error=repr(exc)))
+            rounds += 1
+            await service.pause(HOUSEKEEPING_SECONDS)
+
+    @service.on_start
+    async def start_ingest(svc: Service) -> None:
+        await ingest.start()
+        # The day partitions are the job's to create, after the deploy: ask for a run now rather
+        # than on the boot path (ingest creates today's itself if a line arrives first).
+        await _enqueue(svc, "log_partitions")
+        svc.spawn(housekeeping(), "sweeper-housekeeping")
+
+    @service.on_stop
+    async def stop_ingest(svc: Service) -> None:
+        await ingest.stop(grace=svc.settings.shutdown_grace_seconds)
+
     return service
+
+
+async def _enqueue(service: Service, job: str) -> None:
+    try:
+        assert service.runner is not None
+        await service.runner.enqueue(job)
+    except Exception as exc:  # noqa: BLE001 - its schedule runs it anyway
+        log.warning("could not ask for a job run now; its schedule will run it", extra=kv(job=job, error=repr(exc)))

@@ -28,6 +28,9 @@ SESSION_PRECEDENCE_CHANGED = event_subject(CTX, "session_precedence_changed")
 SESSION_PAUSED = event_subject(CTX, "session_paused")
 SESSION_ARCHIVED = event_subject(CTX, "session_archived")
 SESSION_UNARCHIVED = event_subject(CTX, "session_unarchived")
+# The session row is gone (DELETE /api/v1/sessions/{id}, or an archive purge): whatever another
+# service keeps by its id (its log lines, its directories) goes with it.
+SESSION_DELETED = event_subject(CTX, "session_deleted")
 
 
 class SessionView(Payload):
@@ -82,6 +85,14 @@ class SessionEvent(Payload):
     session: SessionView
     previous: dict[str, Any] = Field(default_factory=dict)
     spawned_by: str | None = None
+
+
+class SessionDeleted(Payload):
+    """Payload of session_deleted: only the id survives the row."""
+
+    session_id: int
+    deleted_at: datetime
+    reason: str = "deleted"  # deleted (an operator's DELETE) or purged (an archive purge)
 
 
 Attachments = Annotated[list[JsonObject], Field(max_length=MAX_ATTACHMENTS)]

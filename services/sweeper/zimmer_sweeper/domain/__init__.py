@@ -1,0 +1,1 @@
+"""The sweeper's pure rules: no I/O."""

@@ -1,0 +1,313 @@
+"""Session log ingest: `zimmer.ingest.logs` → `sweeper.logs`, in batches, with COPY.
+
+Nothing lost: a message is acked only after the transaction holding its row has committed; a
+write that fails naks the batch and the loop backs off. Nothing doubled: the same transaction
+records each message's stream sequence in `ingest_ledger`, and only the sequences that
+transaction newly recorded are written, so a batch redelivered after a crash between commit and
+ack (kill -9) writes nothing twice; a re-publish of a message id inside the stream's duplicate
+window never reaches the stream at all (the id is the Nats-Msg-Id).
+
+Backpressure: when PostgreSQL is slow the loop fetches less (the batch halves after a slow write
+and shrinks to its minimum after a failed one), and what it has not written stays in JetStream.
+The stream keeps 3 days (`ZIMMER_INGEST` max_age); `IngestLag` pages long before that is reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
+from sqlalchemy import BigInteger, func, literal, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.expression import bindparam
+
+from zimmer_common.bus import Bus
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LogLineIn
+from zimmer_common.contracts.subjects import Stream
+from zimmer_common.logs import kv
+from zimmer_common.outage import Outages
+from zimmer_sweeper import partitions
+from zimmer_sweeper.domain.retention import CLASSES, DayPartition, level_class, storable
+from zimmer_sweeper.tables import COPY_COLUMNS, SCHEMA, ledger, purges
+
+log = logging.getLogger("zimmer.sweeper.ingest")
+
+DURABLE = "sweeper_logs"
+RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
+STREAM_MAX_AGE = timedelta(days=3)  # zimmer_common.streams: ZIMMER_INGEST max_age
+PAGE_LAG = timedelta(hours=48)  # two thirds of the stream's age limit: a day to act before a line is lost
+
+
+class LogEnvelope(EventEnvelope):
+    """An ingest envelope whose data is a log line: decoded and validated in one pass."""
+
+    data: LogLineIn  # type: ignore[assignment]
+
+
+@dataclass
+class BatchSizing:
+    """How much to fetch: halves after a slow write, back to the minimum after a failed one, and
+    grows by half after a quick full batch."""
+
+    size: int = 500
+    minimum: int = 50
+    maximum: int = 2000
+    slow_seconds: float = 1.0
+    quick_seconds: float = 0.25
+
+    def after_write(self, elapsed: float, fetched: int) -> None:
+        if elapsed > self.slow_seconds:
+            self.size = max(self.minimum, self.size // 2)
+        elif elapsed < self.quick_seconds and fetched >= self.size:
+            self.size = min(self.maximum, self.size + self.size // 2)
+
+    def after_failure(self) -> None:
+        self.size = self.minimum
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    written: int
+    skipped: int  # already written (a redelivery), or its session deleted
+    refused: int
+
+
+class LogIngest:
+    def __init__(self, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], now: Callable[[], datetime], *,
+                 outages: Outages, sizing: BatchSizing | None = None,
+                 on_batch: Callable[[BatchOutcome, float, int], None] | None = None):
+        self._bus = bus
+        self._engine = engine
+        self.now = now
+        self.outages = outages
+        self.sizing = sizing or BatchSizing()
+        self.on_batch = on_batch
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._failures = 0
+
+    async def start(self) -> None:
+        cfg = ConsumerConfig(durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
+                             ack_wait=60.0, max_ack_pending=self.sizing.maximum * 4, filter_subject=INGEST_LOGS)
+        await self._bus().js.add_consumer(Stream.INGEST.value, cfg)
+        self._task = asyncio.create_task(self._loop(), name="sweeper-log-ingest")
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop fetching; the batch in hand is finished or left unacked for redelivery."""
+        self._stopping.set()
+        if self._task:
+            _done, pending = await asyncio.wait([self._task], timeout=grace)
+            for task in pending:
+                task.cancel()
+
+    async def _loop(self) -> None:
+        sub = await self._bus().js.pull_subscribe_bind(DURABLE, stream=Stream.INGEST.value)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    msgs = await sub.fetch(self.sizing.size, timeout=1.0)
+                except (NatsTimeoutError, asyncio.TimeoutError):
+                    continue
+                except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
+                    if self.outages.report(exc, where="log ingest") is None:
+                        log.warning("log ingest fetch failed", extra=kv(error=repr(exc)))
+                    await asyncio.sleep(1)
+                    continue
+                await self.handle(msgs)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def handle(self, msgs: list[Msg]) -> BatchOutcome | None:
+        """Write one fetched batch and ack it, or nak it whole and back off."""
+        lines, refused = self._decode(msgs)
+        for msg in refused:
+            await _term(msg)
+        started = time.monotonic()
+        try:
+            fresh = await self.write(lines)
+        except Exception as exc:  # noqa: BLE001 - nothing was written (the transaction rolled back): retry it all
+            self._failures += 1
+            delay = RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1]
+            if self.outages.report(exc, where="log ingest") is None:
+                log.exception("log batch not written; it will be redelivered", extra=kv(
+                    lines=len(lines), retry_in_seconds=delay))
+            self.sizing.after_failure()
+            for msg, _line in lines:
+                with contextlib.suppress(Exception):  # a lost nak is an ack_wait timeout: redelivered all the same
+                    await msg.nak(delay=delay)
+            await asyncio.sleep(delay)
+            return None
+        self._failures = 0
+        elapsed = time.monotonic() - started
+        for msg, _line in lines:
+            with contextlib.suppress(Exception):  # a lost ack is a redelivery, and the ledger dedupes it
+                await msg.ack()
+        self.sizing.after_write(elapsed, len(msgs))
+        outcome = BatchOutcome(fresh, len(lines) - fresh, len(refused))
+        if self.on_batch is not None:
+            self.on_batch(outcome, elapsed, self.sizing.size)
+        return outcome
+
+    def _decode(self, msgs: list[Msg]) -> tuple[list[tuple[Msg, LogEnvelope]], list[Msg]]:
+        """Lines to write, and messages that are not log lines (terminated: waiting will not make
+        them valid)."""
+        lines: list[tuple[Msg, LogEnvelope]] = []
+        refused: list[Msg] = []
+        for msg in msgs:
+            try:
+                envelope = LogEnvelope.model_validate_json(msg.data)
+                if envelope.type != LOG_LINE or envelope.version > LogLineIn.VERSION:
+                    raise ValueError(f"type {envelope.type!r} version {envelope.version} is not a log line this "
+                                     f"sweeper knows (version {LogLineIn.VERSION})")
+            except (ValidationError, ValueError) as exc:
+                refused.append(msg)
+                log.error("log line refused and terminated", extra=kv(subject=msg.subject, error=str(exc)[:500]))
+                continue
+            lines.append((msg, envelope))
+        return lines, refused
+
+    async def write(self, lines: list[tuple[Msg, LogEnvelope]]) -> int:
+        """Record the batch's sequences and COPY the rows new to the ledger, in one transaction;
+        returns how many rows were written. A day with no partition yet (log_partitions has not
+        run) gets its partitions here and the batch is written once more."""
+        if not lines:
+            return 0
+        try:
+            return await self._write_once(lines)
+        except asyncpg.exceptions.CheckViolationError as exc:
+            if "no partition" not in str(exc):
+                raise
+            log.warning("no partition for today's log lines: creating it now (log_partitions has not run)")
+            await ensure_today(self._engine(), self.now())
+            return await self._write_once(lines)
+
+    async def _write_once(self, lines: list[tuple[Msg, LogEnvelope]]) -> int:
+        created_at = self.now()
+        by_seq = {msg.metadata.sequence.stream: envelope for msg, envelope in lines}
+        async with self._engine().begin() as conn:
+            fresh = await _record(conn, DURABLE, list(by_seq))
+            deleted = await _deleted_sessions(conn, {by_seq[seq].data.session_id for seq in fresh})
+            records = []
+            for seq in fresh:
+                envelope = by_seq[seq]
+                line = envelope.data
+                if line.session_id in deleted:
+                    continue  # its session is deleted: its rows went with it, and late ones follow
+                records.append((level_class(line.level), created_at, line.session_id, line.level,
+                                storable(line.message), line.at, envelope.id))
+            if records:
+                await _copy(conn, records)
+        return len(records)
+
+    async def prune_ledger(self) -> int:
+        """Forget the sequences at or below the consumer's ack floor: those are never redelivered."""
+        info = await self._bus().js.consumer_info(Stream.INGEST.value, DURABLE)
+        floor = info.ack_floor.stream_seq if info.ack_floor else 0
+        async with self._engine().begin() as conn:
+            result = await conn.execute(ledger.delete().where(ledger.c.consumer == DURABLE,
+                                                              ledger.c.stream_seq <= floor))
+        return int(result.rowcount or 0)
+
+
+async def _term(msg: Msg) -> None:
+    with contextlib.suppress(Exception):
+        await msg.term()
+
+
+_SEQS = bindparam("seqs", type_=ARRAY(BigInteger))
+
+
+async def _record(conn: AsyncConnection, consumer: str, seqs: list[int]) -> list[int]:
+    """Insert the sequences into the ledger; returns those it did not already hold."""
+    stmt = (pg_insert(ledger)
+            .from_select(["consumer", "stream_seq"], select(literal(consumer), func.unnest(_SEQS)))
+            .on_conflict_do_nothing()
+            .returning(ledger.c.stream_seq))
+    return list((await conn.execute(stmt, {"seqs": seqs})).scalars())
+
+
+async def _deleted_sessions(conn: AsyncConnection, session_ids: set[int]) -> set[int]:
+    if not session_ids:
+        return set()
+    rows = await conn.execute(select(purges.c.session_id).where(purges.c.session_id.in_(session_ids)))
+    return set(rows.scalars())
+
+
+async def _copy(conn: AsyncConnection, records: list[tuple[Any, ...]]) -> None:
+    raw = await conn.get_raw_connection()
+    await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
+        "logs", schema_name=SCHEMA, columns=list(COPY_COLUMNS), records=records)
+
+
+async def ensure_today(engine: AsyncEngine, now: datetime) -> list[DayPartition]:
+    """Today's partitions, created if missing: the ingest path's fallback when the job is late."""
+    async with engine.connect() as conn:
+        have = await partitions.existing(conn)
+    made = [p for p in (DayPartition.holding(k, now) for k in CLASSES) if p not in have]
+    for partition in made:
+        await partitions.create_one(engine, partition)
+    return made
+
+
+class IngestLag:
+    """How far behind the ingest is: the age of the oldest line in the stream not yet written,
+    read by sequence (the consumer's ack floor, then one message get), never by a scan. Pages
+    once it passes PAGE_LAG, and resolves the page when it comes back under."""
+
+    def __init__(self, bus: Callable[[], Bus], now: Callable[[], datetime], pager: Callable[[], Any]):
+        self._bus = bus
+        self.now = now
+        self._pager = pager
+        self.paged = False
+
+    async def oldest_unwritten_age(self) -> timedelta | None:
+        bus = self._bus()
+        info = await bus.js.consumer_info(Stream.INGEST.value, DURABLE)
+        if not (info.num_pending or info.num_ack_pending):
+            return timedelta(0)
+        floor = info.ack_floor.stream_seq if info.ack_floor else 0
+        reply = await bus.js_api(f"STREAM.MSG.GET.{Stream.INGEST.value}",
+                                 {"seq": floor + 1, "next_by_subj": INGEST_LOGS})
+        stored = reply.get("message", {}).get("time")
+        if not stored:
+            return timedelta(0)
+        return max(timedelta(0), self.now() - _parse_nats_time(stored))
+
+    async def check(self) -> timedelta | None:
+        age = await self.oldest_unwritten_age()
+        if age is None:
+            return None
+        late = age > PAGE_LAG
+        if late or self.paged:
+            hours = age.total_seconds() / 3600
+            await self._pager().report(
+                title="Log ingest falling behind", fingerprint=["sweeper", "log_ingest_lag"],
+                condition_key="sweeper:log_ingest_lag", still_true=late,
+                message=(f"The oldest log line not yet written is {hours:.1f} h old; the ingest stream drops lines "
+                         f"at {STREAM_MAX_AGE.days * 24} h. Is the sweeper running and PostgreSQL writable?"
+                         if late else f"Log ingest caught up: the oldest unwritten line is {hours:.1f} h old"),
+                context={"age_seconds": round(age.total_seconds())})
+            self.paged = late
+        return age
+
+
+def _parse_nats_time(value: str) -> datetime:
+    """JetStream's RFC 3339 time with nanoseconds (Python reads at most microseconds)."""
+    head, _, frac = value.rstrip("Z").partition(".")
+    micros = (frac + "000000")[:6] if frac else "000000"
+    return datetime.fromisoformat(f"{head}.{micros}").replace(tzinfo=UTC)
