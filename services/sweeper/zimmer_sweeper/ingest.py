@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -88,7 +89,7 @@ class BatchOutcome:
 
 class LogIngest:
     def __init__(self, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], now: Callable[[], datetime], *,
-                 outages: Outages, sizing: BatchSizing | None = None,
+                 outages: Outages, sizing: BatchSizing | None = None, ack_wait_seconds: float = 30.0,
                  on_batch: Callable[[BatchOutcome, float, int], None] | None = None):
         self._bus = bus
         self._engine = engine
@@ -96,13 +97,15 @@ class LogIngest:
         self.outages = outages
         self.sizing = sizing or BatchSizing()
         self.on_batch = on_batch
+        self.ack_wait_seconds = ack_wait_seconds
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
 
     async def start(self) -> None:
         cfg = ConsumerConfig(durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
-                             ack_wait=60.0, max_ack_pending=self.sizing.maximum * 4, filter_subject=INGEST_LOGS)
+                             ack_wait=self.ack_wait_seconds, max_ack_pending=self.sizing.maximum * 4,
+                             filter_subject=INGEST_LOGS)
         await self._bus().js.add_consumer(Stream.INGEST.value, cfg)
         self._task = asyncio.create_task(self._loop(), name="sweeper-log-ingest")
 
@@ -170,7 +173,7 @@ class LogIngest:
         refused: list[Msg] = []
         for msg in msgs:
             try:
-                envelope = LogEnvelope.model_validate_json(msg.data)
+                envelope = _decode_line(msg.data)
                 if envelope.type != LOG_LINE or envelope.version > LogLineIn.VERSION:
                     raise ValueError(f"type {envelope.type!r} version {envelope.version} is not a log line this "
                                      f"sweeper knows (version {LogLineIn.VERSION})")
@@ -222,6 +225,22 @@ class LogIngest:
             result = await conn.execute(ledger.delete().where(ledger.c.consumer == DURABLE,
                                                               ledger.c.stream_seq <= floor))
         return int(result.rowcount or 0)
+
+
+def _decode_line(data: bytes) -> LogEnvelope:
+    """The fast path is pydantic's own JSON parser; it refuses a lone surrogate escape (`\\ud800`)
+    as invalid JSON, which a CLI's stdout can carry, so such a message is read again with the
+    standard library's parser and its text escaped on the way in (`storable`)."""
+    try:
+        return LogEnvelope.model_validate_json(data)
+    except ValidationError as exc:
+        if not any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise
+        try:
+            parsed = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            raise exc from None
+        return LogEnvelope.model_validate(parsed)
 
 
 async def _term(msg: Msg) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -28,7 +29,8 @@ from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_sweeper import health, timeline
-from zimmer_sweeper.ingest import BatchOutcome, IngestLag, LogIngest
+from zimmer_sweeper.config import LogIngestSettings
+from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, IngestLag, LogIngest
 from zimmer_sweeper.metrics import SweeperMetrics
 from zimmer_sweeper.retention import BUDGET_SECONDS, LogRetention, request_purge
 from zimmer_sweeper.tables import SCHEMA
@@ -48,7 +50,7 @@ class SweeperApp:
     metrics: SweeperMetrics
 
 
-def build(settings: Settings, clock: Clock | None = None) -> Service:
+def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIngestSettings | None = None) -> Service:
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_sweeper.migrations",
                       jobs=[outbox_prune_job(SCHEMA)], clock=clock)
     pager = attach_pager(service)  # a crashed sweep pages
@@ -70,13 +72,19 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
         metrics.batch_seconds.observe(seconds)
         metrics.batch_size.set(next_size)
 
-    ingest = LogIngest(bus, engine, service.clock.now, outages=service.outages, on_batch=batch_written)
+    config = ingest_settings or LogIngestSettings()
+    sizing = BatchSizing(size=min(max(500, config.batch_min), config.batch_max), minimum=config.batch_min,
+                         maximum=config.batch_max)
+    ingest = LogIngest(bus, engine, service.clock.now, outages=service.outages, sizing=sizing,
+                       ack_wait_seconds=config.ack_wait_seconds, on_batch=batch_written)
     retention = LogRetention(
         engine, service.clock.now, lambda: pager,
         on_dropped=lambda klass, rows: (metrics.dropped.labels(klass).inc(), metrics.dropped_rows.labels(klass).inc(rows)),
         on_failed=lambda klass: metrics.drop_failures.labels(klass).inc(),
         on_purged=metrics.purged_rows.inc)
-    lag = IngestLag(bus, service.clock.now, lambda: pager)
+    # JetStream stamps messages with the NATS server's wall clock, so the lag is read against the
+    # real one (a test's frozen clock would make every line look months old).
+    lag = IngestLag(bus, lambda: datetime.now(UTC), lambda: pager)
     service.app = SweeperApp(ingest, retention, lag, metrics)
 
     async def session_logs(req: c.LogQuery) -> c.LogPage:

@@ -1,0 +1,104 @@
+"""The log ingest under hostile input and a failing database: what is not a log line is refused
+and terminated (the rest of its batch is written), unstorable text is escaped rather than lost,
+a day with no partition yet is created on the spot, and a write that fails is retried with
+nothing lost or doubled."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from conftest import T0, eventually, publish_lines  # type: ignore[import-not-found]
+
+from zimmer_common.contracts.logs import INGEST_LOGS, MESSAGE_MAX
+from zimmer_common.contracts.subjects import Stream
+from zimmer_sweeper.ingest import DURABLE, BatchSizing
+
+
+def _raw(mid: str, data: object, type_: str = "log_line", version: int = 1) -> bytes:
+    return json.dumps({"id": mid, "type": type_, "version": version, "source": "runtime",
+                       "occurred_at": T0.isoformat(), "data": data}).encode()
+
+
+async def test_what_is_not_a_log_line_is_refused_and_unstorable_text_is_escaped(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+    good = {"session_id": 3, "level": "info", "at": T0.isoformat()}
+    await sweeper.bus.publish_many([
+        (INGEST_LOGS, b"not json", "bad-1"),
+        (INGEST_LOGS, _raw("bad-2", {**good, "message": "x"}, type_="spend"), "bad-2"),
+        (INGEST_LOGS, _raw("bad-3", {**good, "message": "x"}, version=9), "bad-3"),
+        (INGEST_LOGS, _raw("bad-4", {**good, "level": "debug", "message": "x"}), "bad-4"),
+        (INGEST_LOGS, _raw("bad-5", {**good, "session_id": 0, "message": "x"}), "bad-5"),
+        (INGEST_LOGS, _raw("bad-6", {**good, "at": 0, "message": "x"}), "bad-6"),
+        (INGEST_LOGS, _raw("nul", {**good, "message": "a\u0000b"}), "nul"),
+        (INGEST_LOGS, b'{"id":"sur","type":"log_line","version":1,"source":"r","occurred_at":"2026-12-01T12:00:00Z",'
+                      b'"data":{"session_id":3,"level":"info","at":"2026-12-01T12:00:00Z","message":"x\\ud800y"}}',
+         "sur"),
+        (INGEST_LOGS, _raw("long", {**good, "message": "z" * (MESSAGE_MAX * 4)}), "long"),
+        (INGEST_LOGS, _raw("ok", {**good, "message": "fine"}), "ok"),
+    ])
+
+    async def written() -> bool:
+        return len(await sql("SELECT 1 FROM sweeper.logs")) == 4
+
+    await eventually(written, "the four storable lines")
+    stored = {r["message_id"]: r["message"] for r in await sql("SELECT message_id, message FROM sweeper.logs")}
+    assert stored["nul"] == "a\\u0000b" and stored["sur"] == "x\\ud800y" and stored["ok"] == "fine"
+    assert len(stored["long"]) < MESSAGE_MAX + 50 and stored["long"].endswith("more characters cut]")
+    info = await sweeper.bus.js.consumer_info(Stream.INGEST.value, DURABLE)
+    assert info.num_pending == 0 and info.num_ack_pending == 0  # the refused ones were terminated, not retried
+    metrics = sweeper.app.metrics
+    assert metrics.lines.labels("refused")._value.get() == 6
+
+
+async def test_a_day_without_a_partition_gets_one_when_its_first_line_arrives(sweeper, sql, clock) -> None:  # type: ignore[no-untyped-def]
+    clock.advance(timedelta(days=40))  # far past the week log_partitions created ahead
+    await publish_lines(sweeper, [("late-day", 4, "info", "a quiet month later")])
+
+    async def written() -> bool:
+        rows = await sql("SELECT tableoid::regclass::text AS part FROM sweeper.logs WHERE message_id = 'late-day'")
+        return [r["part"] for r in rows] == ["sweeper.logs_other_p20270110"]
+
+    await eventually(written, "the line in its new day's partition")
+
+
+async def test_a_failing_write_is_retried_until_it_lands_with_nothing_lost_or_doubled(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+    await publish_lines(sweeper, [("before", 8, "info", "first")])
+
+    async def first() -> bool:
+        return bool(await sql("SELECT 1 FROM sweeper.logs WHERE message_id = 'before'"))
+
+    await eventually(first, "the first line")
+    await sql("ALTER TABLE sweeper.ingest_ledger RENAME TO ingest_ledger_away")  # every write now fails
+    await publish_lines(sweeper, [(f"during-{i}", 8, "warning", f"line {i}") for i in range(200)])
+
+    async def refused_a_while() -> bool:
+        return sweeper.app.ingest._failures >= 2  # noqa: SLF001 - the loop's own count of failed writes
+
+    await eventually(refused_a_while, "two failed writes", within=30)
+    assert len(await sql("SELECT 1 FROM sweeper.logs")) == 1
+    assert sweeper.app.ingest.sizing.size == sweeper.app.ingest.sizing.minimum  # fetches less while it fails
+    await sql("ALTER TABLE sweeper.ingest_ledger_away RENAME TO ingest_ledger")
+
+    async def all_written() -> bool:
+        return len(await sql("SELECT 1 FROM sweeper.logs")) == 201
+
+    await eventually(all_written, "the 200 lines after the database recovers", within=60)
+    assert len(await sql("SELECT DISTINCT message_id FROM sweeper.logs")) == 201
+
+
+def test_batch_sizing_halves_after_a_slow_write_and_grows_after_quick_full_ones() -> None:
+    sizing = BatchSizing(size=400, minimum=50, maximum=1000)
+    sizing.after_write(2.0, 400)
+    assert sizing.size == 200
+    sizing.after_write(0.01, 200)
+    assert sizing.size == 300
+    sizing.after_write(0.01, 10)  # a short batch says nothing about capacity
+    assert sizing.size == 300
+    for _ in range(10):
+        sizing.after_write(0.01, sizing.size)
+    assert sizing.size == 1000
+    sizing.after_failure()
+    assert sizing.size == 50
+    for _ in range(10):
+        sizing.after_write(5.0, 50)
+    assert sizing.size == 50
