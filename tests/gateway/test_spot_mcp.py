@@ -15,7 +15,7 @@ FLEET = {"Authorization": "Bearer test-fleet-key"}
 
 GROUP_TOOLS = {
     "core": {"get_system_ping", "get_session", "quick_search_sessions", "get_costs", "search_triggers"},
-    "sessions": {"start_session", "action_session", "action_trigger", "wake_me_up_later"},
+    "sessions": {"start_session", "action_session", "action_trigger", "wake_me_up_later", "get_session_logs"},
     "health": {"get_spot_policy", "action_spot_policy", "get_alerts"},
     "gate_decisions": {"get_gate_decisions"},
 }

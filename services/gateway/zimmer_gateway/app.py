@@ -25,6 +25,7 @@ from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
 from zimmer_gateway.routes.alerts import router as alerts_router
 from zimmer_gateway.routes.backlog import router as backlog_router
+from zimmer_gateway.routes.logs import router as logs_router
 from zimmer_gateway.routes.spot import router as spot_router
 from zimmer_gateway.web.health import create_health
 from zimmer_gateway.web.issues import create_issues
@@ -119,6 +120,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(spot_router)  # sessions, turns, triggers, spot policy, costs, quota readings
     app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
     app.include_router(alerts_router)  # the alerts ledger
+    app.include_router(logs_router)  # session timelines and log retention readings (sweeper)
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
     app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]

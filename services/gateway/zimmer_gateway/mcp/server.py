@@ -58,7 +58,8 @@ from zimmer_gateway.problems import problem
 # module) so they may import `zimmer_gateway.app` without an import cycle. Each feature adds
 # its module here.
 TOOL_MODULES: Final[tuple[str, ...]] = ("zimmer_gateway.mcp.system", "zimmer_gateway.mcp.spot_tools",
-                                        "zimmer_gateway.mcp.wake_tools", "zimmer_gateway.mcp.backlog_tools")
+                                        "zimmer_gateway.mcp.wake_tools", "zimmer_gateway.mcp.backlog_tools",
+                                        "zimmer_gateway.mcp.log_tools")
 
 GROUPS_HEADER: Final = "x-zimmer-tool-groups"
 SESSION_HEADER: Final = "x-zimmer-session-id"

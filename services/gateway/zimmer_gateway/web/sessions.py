@@ -1,8 +1,8 @@
 """The Sessions pages (seed 004): a list with the dashboard's class and genesis filters, and a
 session page with its class, genesis, precedence and status, the hold banner ("Held for quota
 headroom", or "Next turn held for quota headroom" for a resume, naming the reason, the next check
-and "Make this session priority"), the Scheduling class selector, its gate decisions and its
-enqueued messages. The forms make `update_session`, as PATCH /api/v1/sessions/{id} does."""
+and "Make this session priority"), the Scheduling class selector, its gate decisions, its
+enqueued messages and its timeline (log lines, newest first, verbose only when asked for). The forms make `update_session`, as PATCH /api/v1/sessions/{id} does."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
+from zimmer_common.contracts import logs as lg
 from zimmer_common.contracts import spot as c
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
@@ -19,6 +20,7 @@ from zimmer_gateway.routes.common import ID_MAX
 from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, refusal, render, signed_in, whole_number
 
 PAGE = 50
+TIMELINE_PAGE = 100
 SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
 GENESES = ("web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown")
 DONE = {"class": "Changed the scheduling class.", "priority": "Made this session priority.",
@@ -50,7 +52,9 @@ def create_sessions(service: Service) -> APIRouter:
                       genesis=genesis, geneses=GENESES, offset=offset, page=PAGE)
 
     @router.get("/sessions/{session_id}")
-    async def session_page(request: Request, session_id: SessionId, done: str | None = None) -> Response:
+    async def session_page(request: Request, session_id: SessionId, done: str | None = None,
+                           level: Annotated[list[lg.LogLevel] | None, Query(max_length=4)] = None,
+                           cursor: Annotated[str | None, Query(max_length=200)] = None) -> Response:
         operator = signed_in(request)
         bus = bus_of(service)
         try:
@@ -60,9 +64,11 @@ def create_sessions(service: Service) -> APIRouter:
                 bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=50)))
         except ZimmerError as exc:
             return refusal(request, exc)
+        timeline, timeline_problem = await _timeline(service, session_id, level, cursor)
         return render(request, "session.html", title=f"Session {session.id}", s=session,
                       decisions=decisions.decisions, enqueued=enqueued.messages, banner=hold_banner(session),
-                      csrf=operator.csrf,
+                      csrf=operator.csrf, timeline=timeline, timeline_problem=timeline_problem,
+                      levels=lg.LEVELS, chosen_levels=timeline.levels if timeline else list(level or []),
                       notice=DONE.get(done or ""))
 
     async def update(request: Request, session_id: int, done: str, **change: object) -> Response:
@@ -99,3 +105,15 @@ def create_sessions(service: Service) -> APIRouter:
         return back_to(f"/sessions/{session_id}", "restarted")
 
     return router
+
+
+async def _timeline(service: Service, session_id: int, level: list[lg.LogLevel] | None,
+                    cursor: str | None) -> tuple[lg.LogPage | None, str | None]:
+    """The newest page of the session's timeline, or why it cannot be shown: the sweeper being
+    down (or a stale cursor) takes the panel, never the whole session page."""
+    try:
+        page = await bus_of(service).request(lg.GET_SESSION_LOGS, lg.LogQuery(
+            session_id=session_id, levels=level, cursor=cursor, order="desc", limit=TIMELINE_PAGE))
+    except ZimmerError as exc:
+        return None, f"{exc.code.value}: {exc.message}"
+    return page, None
