@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from zimmer_sweeper.config import LogIngestSettings
 from zimmer_alerts.config import AlertSettings
 from zimmer_backlog.config import GithubSettings
 from zimmer_common.settings import Settings
@@ -36,7 +37,8 @@ GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
 # Every setting Zimmer reads from the environment, derived from the Settings model itself: a
 # misspelt variable in the compose file or the image is not one of these and fails here.
 KNOWN_ZIMMER_ENV = {f"ZIMMER_{name.upper()}" for name in
-                    [*Settings.model_fields, *GithubSettings.model_fields, *AlertSettings.model_fields]}
+                    [*Settings.model_fields, *GithubSettings.model_fields, *AlertSettings.model_fields,
+                     *(f"log_ingest_{name}" for name in LogIngestSettings.model_fields)]}
 ZIMMER_ENVS = {"production", "staging", "development", "test"}
 SECRETS = ("ZIMMER_API_KEY", "ZIMMER_OPERATOR_TOKEN")
 
@@ -314,7 +316,8 @@ def test_alert_rules() -> None:
     names = {rule["alert"] for rule in rules}
     assert {"ZimmerServiceDown", "ZimmerOutboxBacklog", "ZimmerJobFailures", "ZimmerDependencyDown",
             "ZimmerRequestsPastTheirDeadline", "ZimmerBusy", "ZimmerAlertSinkFailing", "ZimmerGithubUnreadable",
-            "ZimmerLivenessSweepStale", "ZimmerStrandedBandStoreFailing"} <= names
+            "ZimmerLivenessSweepStale", "ZimmerStrandedBandStoreFailing", "ZimmerLogIngestBehind",
+            "ZimmerLogRetentionStale", "ZimmerLogPartitionDropFailing"} <= names
     assert len(names) == len(rules), "duplicate alert names"
 
 
@@ -390,6 +393,15 @@ def test_grafana_provisioning() -> None:
         "zimmer_backlog_liveness_passes_total",
         "zimmer_spot_paused_sessions",  # the ceiling (issue 13)
         "zimmer_spot_ceiling_sessions_total",
+        "zimmer_logs_estimated_rows",  # the Health page's Log Retention panel (issue 14)
+        "zimmer_logs_total_bytes",
+        "zimmer_logs_index_bytes",
+        "zimmer_logs_oldest_age_seconds",
+        "zimmer_logs_retention_warning",
+        "zimmer_logs_retention_last_run_timestamp_seconds",
+        "zimmer_logs_pending_session_purges",
+        "zimmer_logs_ingest_oldest_unwritten_seconds",
+        "zimmer_logs_partitions_dropped_total",
     ):
         assert needle in joined, f"dashboard has no panel with {needle}"
     for panel in dashboard["panels"]:
