@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from conftest import eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import eventually, publish_lines  # type: ignore[import-not-found]
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.subjects import Stream
@@ -66,7 +66,7 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
                     await eventually(provisioned, "the sweeper to provision its streams", within=60)
                 before = await count()
                 for start in range(published, published + PER_ROUND, 2_000):
-                    await publish_lines(_as_service(bus), [(f"m-{i}", 1 + i % 97, "info" if i % 5 else "verbose",
+                    await publish_lines(bus, [(f"m-{i}", 1 + i % 97, "info" if i % 5 else "verbose",
                                                             f"line {i}") for i in range(start, start + 2_000)])
                 published += PER_ROUND
 
@@ -93,27 +93,18 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
         await bus.close()
 
 
-def _as_service(bus: Bus):  # type: ignore[no-untyped-def]
-    class Publisher:  # publish_lines wants something with a .bus
-        pass
-
-    publisher = Publisher()
-    publisher.bus = bus  # type: ignore[attr-defined]
-    return publisher
-
-
 async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered(settings_factory, sql) -> None:  # type: ignore[no-untyped-def]
     from zimmer_common.clock import FrozenClock
     from zimmer_sweeper.config import LogIngestSettings
     from zimmer_sweeper.service import build
 
-    from conftest import T0  # type: ignore[import-not-found]
+    from sweeping import T0  # type: ignore[import-not-found]
 
     svc = build(settings_factory(), clock=FrozenClock(T0), ingest_settings=LogIngestSettings(ack_wait_seconds=1))
     await svc.start()
     try:
         await svc.app.ingest.stop()  # the service's own loop steps aside; this test plays it
-        await publish_lines(svc, [(f"c-{i}", 2, "info", f"line {i}") for i in range(50)])
+        await publish_lines(svc.bus, [(f"c-{i}", 2, "info", f"line {i}") for i in range(50)])
         sub = await svc.bus.js.pull_subscribe_bind(DURABLE, stream=Stream.INGEST.value)
         msgs = await sub.fetch(50, timeout=5)
         assert len(msgs) == 50

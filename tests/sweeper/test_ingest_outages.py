@@ -8,7 +8,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from conftest import T0, eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import T0, eventually, publish_lines  # type: ignore[import-not-found]
 
 from zimmer_cli.embedded import free_port, start_nats
 from zimmer_common.clock import FrozenClock
@@ -22,7 +22,7 @@ async def test_nats_killed_mid_ingest_loses_nothing_and_doubles_nothing(settings
     svc = build(settings_factory(nats_url=server.url), clock=FrozenClock(T0))
     await svc.start()
     try:
-        await publish_lines(svc, [(f"a-{i}", 1 + i % 13, "info", f"before {i}") for i in range(5_000)])
+        await publish_lines(svc.bus, [(f"a-{i}", 1 + i % 13, "info", f"before {i}") for i in range(5_000)])
 
         async def started() -> bool:
             return (await sql("SELECT count(*) AS n FROM sweeper.logs"))[0]["n"] > 0
@@ -34,7 +34,7 @@ async def test_nats_killed_mid_ingest_loses_nothing_and_doubles_nothing(settings
         server = await asyncio.to_thread(start_nats, store, port=port)
         for attempt in range(100):  # the runtime retries its publish until the bus takes it again
             try:
-                await publish_lines(svc, [(f"b-{i}", 1 + i % 13, "warning", f"after {i}") for i in range(5_000)])
+                await publish_lines(svc.bus, [(f"b-{i}", 1 + i % 13, "warning", f"after {i}") for i in range(5_000)])
                 break
             except ZimmerError:
                 await asyncio.sleep(0.2)

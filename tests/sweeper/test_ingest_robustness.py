@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from conftest import T0, eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import T0, eventually, publish_lines  # type: ignore[import-not-found]
 
 from zimmer_common.contracts.logs import INGEST_LOGS, MESSAGE_MAX
 from zimmer_common.contracts.subjects import Stream
@@ -52,7 +52,7 @@ async def test_what_is_not_a_log_line_is_refused_and_unstorable_text_is_escaped(
 
 async def test_a_day_without_a_partition_gets_one_when_its_first_line_arrives(sweeper, sql, clock) -> None:  # type: ignore[no-untyped-def]
     clock.advance(timedelta(days=40))  # far past the week log_partitions created ahead
-    await publish_lines(sweeper, [("late-day", 4, "info", "a quiet month later")])
+    await publish_lines(sweeper.bus, [("late-day", 4, "info", "a quiet month later")])
 
     async def written() -> bool:
         rows = await sql("SELECT tableoid::regclass::text AS part FROM sweeper.logs WHERE message_id = 'late-day'")
@@ -62,14 +62,14 @@ async def test_a_day_without_a_partition_gets_one_when_its_first_line_arrives(sw
 
 
 async def test_a_failing_write_is_retried_until_it_lands_with_nothing_lost_or_doubled(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
-    await publish_lines(sweeper, [("before", 8, "info", "first")])
+    await publish_lines(sweeper.bus, [("before", 8, "info", "first")])
 
     async def first() -> bool:
         return bool(await sql("SELECT 1 FROM sweeper.logs WHERE message_id = 'before'"))
 
     await eventually(first, "the first line")
     await sql("ALTER TABLE sweeper.ingest_ledger RENAME TO ingest_ledger_away")  # every write now fails
-    await publish_lines(sweeper, [(f"during-{i}", 8, "warning", f"line {i}") for i in range(200)])
+    await publish_lines(sweeper.bus, [(f"during-{i}", 8, "warning", f"line {i}") for i in range(200)])
 
     async def refused_a_while() -> bool:
         return sweeper.app.ingest._failures >= 2  # noqa: SLF001 - the loop's own count of failed writes

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
 
-from conftest import eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import eventually, publish_lines  # type: ignore[import-not-found]
 
 from zimmer_common.budget import SweepBudget
 from zimmer_common.clock import FrozenClock
@@ -131,7 +131,7 @@ async def test_a_deleted_sessions_lines_go_with_it_in_slices_and_late_ones_are_n
         "SELECT session_id, count(*) AS n FROM sweeper.logs GROUP BY session_id")}
     assert counts == {6: 20}
     assert (await sql("SELECT deleted_rows FROM sweeper.log_purges WHERE session_id = 5"))[0]["deleted_rows"] == 12_000
-    await publish_lines(sweeper, [("late-5", 5, "info", "after the delete"), ("live-6", 6, "info", "still here")])
+    await publish_lines(sweeper.bus, [("late-5", 5, "info", "after the delete"), ("live-6", 6, "info", "still here")])
 
     async def live_written() -> bool:
         return bool(await sql("SELECT 1 FROM sweeper.logs WHERE message_id = 'live-6'"))

@@ -79,7 +79,8 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
                        ack_wait_seconds=config.ack_wait_seconds, on_batch=batch_written)
     retention = LogRetention(
         engine, service.clock.now, lambda: pager,
-        on_dropped=lambda klass, rows: (metrics.dropped.labels(klass).inc(), metrics.dropped_rows.labels(klass).inc(rows)),
+        on_dropped=lambda klass, rows: (metrics.dropped.labels(klass).inc(),
+                                        metrics.dropped_rows.labels(klass).inc(rows)),
         on_failed=lambda klass: metrics.drop_failures.labels(klass).inc(),
         on_purged=metrics.purged_rows.inc)
     # JetStream stamps messages with the NATS server's wall clock, so the lag is read against the

@@ -1,0 +1,36 @@
+"""Helpers the sweeper tests share: the frozen start time, waiting for a condition, and publishing
+log lines as the runtime does. (A module of its own, not conftest: every test directory has a
+conftest, and `from conftest import` would find whichever was imported first.)"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LogLineIn
+from zimmer_common.bus import Bus
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def publish_lines(bus: Bus | None, lines: list[tuple[str, int, str, str]]) -> None:
+    """(message id, session id, level, message) each, published as the runtime does."""
+    assert bus is not None
+    await bus.publish_many([
+        (INGEST_LOGS, _envelope(mid, LogLineIn(session_id=sid, level=level, message=text, at=T0)), mid)  # type: ignore[arg-type]
+        for mid, sid, level, text in lines])
+
+
+def _envelope(mid: str, line: LogLineIn) -> bytes:
+    return EventEnvelope(id=mid, type=LOG_LINE, version=1, source="runtime", occurred_at=T0,
+                         data=line.model_dump(mode="json")).model_dump_json().encode()
