@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from zimmer_common.contracts.envelope import EventEnvelope
-from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LogLineIn
+from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LOG_LINES, LogLineIn, LogLineItem, LogLinesIn
 from zimmer_common.bus import Bus
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -34,3 +34,19 @@ async def publish_lines(bus: Bus | None, lines: list[tuple[str, int, str, str]])
 def _envelope(mid: str, line: LogLineIn) -> bytes:
     return EventEnvelope(id=mid, type=LOG_LINE, version=1, source="runtime", occurred_at=T0,
                          data=line.model_dump(mode="json")).model_dump_json().encode()
+
+
+async def publish_batches(bus: Bus | None, lines: list[tuple[str, int, str, str]], per_message: int = 500,
+                          batch_id: str = "batch") -> None:
+    """The same lines as `log_lines` messages of `per_message` lines each, as a runtime that
+    buffers its sessions' output sends them."""
+    assert bus is not None
+    messages = []
+    for n, start in enumerate(range(0, len(lines), per_message)):
+        chunk = [LogLineItem(message_id=mid, session_id=sid, level=level, message=text, at=T0)  # type: ignore[arg-type]
+                 for mid, sid, level, text in lines[start:start + per_message]]
+        mid = f"{batch_id}-{n}"
+        body = EventEnvelope(id=mid, type=LOG_LINES, version=1, source="runtime", occurred_at=T0,
+                             data=LogLinesIn(lines=chunk).model_dump(mode="json")).model_dump_json().encode()
+        messages.append((INGEST_LOGS, body, mid))
+    await bus.publish_many(messages)

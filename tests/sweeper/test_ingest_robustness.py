@@ -102,3 +102,35 @@ def test_batch_sizing_halves_after_a_slow_write_and_grows_after_quick_full_ones(
     for _ in range(10):
         sizing.after_write(5.0, 50)
     assert sizing.size == 50
+
+
+def test_batch_sizing_keeps_a_transaction_under_its_line_cap_when_messages_are_batches() -> None:
+    sizing = BatchSizing(size=500, minimum=50, maximum=2000, max_lines=20_000)
+    sizing.after_write(0.01, 500, 500 * 800)  # 800 lines a message: 40 messages hold the cap
+    assert sizing.size == 25
+    sizing.after_write(0.01, 25, 25)  # single lines again: grows back by half a quick full batch at a time
+    assert sizing.size == 37
+
+
+async def test_a_batch_keeps_its_good_lines_and_refuses_its_bad_ones_alone(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+    def line(mid: str, **change: object) -> dict[str, object]:
+        return {"message_id": mid, "session_id": 9, "level": "info", "message": mid, "at": T0.isoformat(), **change}
+
+    batch = _raw("batch-1", {"lines": [
+        line("good-1"), line("bad-level", level="debug"), line("good-2", message="x\ud800y"),
+        line("bad-year", at="0001-01-01T00:00:00+01:00"), line("bad-naive", at="2026-12-01T12:00:00"),
+        line("bad-number", at=0), line("good-3", level="verbose")]}, type_="log_lines")
+    await sweeper.bus.publish_many([
+        (INGEST_LOGS, batch, "batch-1"),
+        (INGEST_LOGS, _raw("batch-2", {"lines": []}, type_="log_lines"), "batch-2"),
+        (INGEST_LOGS, _raw("batch-3", {"lines": [line("only-bad", session_id=-1)]}, type_="log_lines"), "batch-3")])
+
+    async def written() -> bool:
+        return len(await sql("SELECT 1 FROM sweeper.logs")) == 3
+
+    await eventually(written, "the batch's three good lines")
+    stored = {r["message_id"]: r["message"] for r in await sql("SELECT message_id, message FROM sweeper.logs")}
+    assert stored == {"good-1": "good-1", "good-2": "x\\ud800y", "good-3": "good-3"}
+    info = await sweeper.bus.js.consumer_info(Stream.INGEST.value, DURABLE)
+    assert info.num_pending == 0 and info.num_ack_pending == 0
+    assert sweeper.app.metrics.lines.labels("refused")._value.get() == 4 + 2  # four lines, two whole messages

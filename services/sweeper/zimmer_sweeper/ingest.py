@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -28,7 +27,6 @@ import asyncpg
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from pydantic import ValidationError
 from sqlalchemy import BigInteger, func, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -36,12 +34,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.expression import bindparam
 
 from zimmer_common.bus import Bus
-from zimmer_common.contracts.envelope import EventEnvelope
-from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LogLineIn
+from zimmer_common.contracts.logs import INGEST_LOGS
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
 from zimmer_sweeper import partitions
+from zimmer_sweeper.decode import Decoded, Refused, decode
 from zimmer_sweeper.domain.retention import CLASSES, DayPartition, level_class, storable
 from zimmer_sweeper.tables import COPY_COLUMNS, SCHEMA, ledger, purges
 
@@ -53,28 +51,28 @@ STREAM_MAX_AGE = timedelta(days=3)  # zimmer_common.streams: ZIMMER_INGEST max_a
 PAGE_LAG = timedelta(hours=48)  # two thirds of the stream's age limit: a day to act before a line is lost
 
 
-class LogEnvelope(EventEnvelope):
-    """An ingest envelope whose data is a log line: decoded and validated in one pass."""
-
-    data: LogLineIn  # type: ignore[assignment]
-
-
 @dataclass
 class BatchSizing:
-    """How much to fetch: halves after a slow write, back to the minimum after a failed one, and
-    grows by half after a quick full batch."""
+    """How many messages to fetch: halves after a slow write, back to the minimum after a failed
+    one, grows by half after a quick full batch, and never so many that one transaction would
+    carry more than `max_lines` lines at the size the last messages had (a `log_lines` message
+    carries up to 1,000)."""
 
     size: int = 500
     minimum: int = 50
     maximum: int = 2000
+    max_lines: int = 20_000
     slow_seconds: float = 1.0
     quick_seconds: float = 0.25
 
-    def after_write(self, elapsed: float, fetched: int) -> None:
+    def after_write(self, elapsed: float, fetched: int, lines: int | None = None) -> None:
         if elapsed > self.slow_seconds:
             self.size = max(self.minimum, self.size // 2)
         elif elapsed < self.quick_seconds and fetched >= self.size:
             self.size = min(self.maximum, self.size + self.size // 2)
+        if lines and fetched:
+            per_message = max(1, lines // fetched)
+            self.size = max(1, min(self.size, self.max_lines // per_message))
 
     def after_failure(self) -> None:
         self.size = self.minimum
@@ -137,54 +135,55 @@ class LogIngest:
 
     async def handle(self, msgs: list[Msg]) -> BatchOutcome | None:
         """Write one fetched batch and ack it, or nak it whole and back off."""
-        lines, refused = self._decode(msgs)
+        decoded, refused = self._decode(msgs)
         for msg in refused:
             await _term(msg)
         started = time.monotonic()
         try:
-            fresh = await self.write(lines)
+            fresh = await self.write(decoded)
         except Exception as exc:  # noqa: BLE001 - nothing was written (the transaction rolled back): retry it all
             self._failures += 1
             delay = RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1]
             if self.outages.report(exc, where="log ingest") is None:
                 log.exception("log batch not written; it will be redelivered", extra=kv(
-                    lines=len(lines), retry_in_seconds=delay))
+                    messages=len(decoded), retry_in_seconds=delay))
             self.sizing.after_failure()
-            for msg, _line in lines:
+            for msg, _lines in decoded:
                 with contextlib.suppress(Exception):  # a lost nak is an ack_wait timeout: redelivered all the same
                     await msg.nak(delay=delay)
             await asyncio.sleep(delay)
             return None
         self._failures = 0
         elapsed = time.monotonic() - started
-        for msg, _line in lines:
+        for msg, _lines in decoded:
             with contextlib.suppress(Exception):  # a lost ack is a redelivery, and the ledger dedupes it
                 await msg.ack()
-        self.sizing.after_write(elapsed, len(msgs))
-        outcome = BatchOutcome(fresh, len(lines) - fresh, len(refused))
+        carried = sum(len(d.lines) for _msg, d in decoded)
+        self.sizing.after_write(elapsed, len(msgs), carried)
+        outcome = BatchOutcome(fresh, carried - fresh, len(refused) + sum(len(d.refused_lines) for _m, d in decoded))
         if self.on_batch is not None:
             self.on_batch(outcome, elapsed, self.sizing.size)
         return outcome
 
-    def _decode(self, msgs: list[Msg]) -> tuple[list[tuple[Msg, LogEnvelope]], list[Msg]]:
-        """Lines to write, and messages that are not log lines (terminated: waiting will not make
-        them valid)."""
-        lines: list[tuple[Msg, LogEnvelope]] = []
+    def _decode(self, msgs: list[Msg]) -> tuple[list[tuple[Msg, Decoded]], list[Msg]]:
+        """The lines each message carries, and the messages that carry none (terminated: waiting
+        will not make them valid). A batch's refused lines are logged; its others are kept."""
+        decoded: list[tuple[Msg, Decoded]] = []
         refused: list[Msg] = []
         for msg in msgs:
             try:
-                envelope = _decode_line(msg.data)
-                if envelope.type != LOG_LINE or envelope.version > LogLineIn.VERSION:
-                    raise ValueError(f"type {envelope.type!r} version {envelope.version} is not a log line this "
-                                     f"sweeper knows (version {LogLineIn.VERSION})")
-            except (ValidationError, ValueError) as exc:
+                found = decode(msg.data)
+            except Refused as exc:
                 refused.append(msg)
-                log.error("log line refused and terminated", extra=kv(subject=msg.subject, error=str(exc)[:500]))
+                log.error("log message refused and terminated", extra=kv(subject=msg.subject, error=str(exc)))
                 continue
-            lines.append((msg, envelope))
-        return lines, refused
+            if found.refused_lines:
+                log.error("log lines refused; the rest of their batch is written", extra=kv(
+                    refused=len(found.refused_lines), kept=len(found.lines), why=found.refused_lines[:5]))
+            decoded.append((msg, found))
+        return decoded, refused
 
-    async def write(self, lines: list[tuple[Msg, LogEnvelope]]) -> int:
+    async def write(self, lines: list[tuple[Msg, Decoded]]) -> int:
         """Record the batch's sequences and COPY the rows new to the ledger, in one transaction;
         returns how many rows were written. A day with no partition yet (log_partitions has not
         run) gets its partitions here and the batch is written once more."""
@@ -199,20 +198,16 @@ class LogIngest:
             await ensure_today(self._engine(), self.now())
             return await self._write_once(lines)
 
-    async def _write_once(self, lines: list[tuple[Msg, LogEnvelope]]) -> int:
+    async def _write_once(self, messages: list[tuple[Msg, Decoded]]) -> int:
         created_at = self.now()
-        by_seq = {msg.metadata.sequence.stream: envelope for msg, envelope in lines}
+        by_seq = {msg.metadata.sequence.stream: found for msg, found in messages}
         async with self._engine().begin() as conn:
             fresh = await _record(conn, DURABLE, list(by_seq))
-            deleted = await _deleted_sessions(conn, {by_seq[seq].data.session_id for seq in fresh})
-            records = []
-            for seq in fresh:
-                envelope = by_seq[seq]
-                line = envelope.data
-                if line.session_id in deleted:
-                    continue  # its session is deleted: its rows went with it, and late ones follow
-                records.append((level_class(line.level), created_at, line.session_id, line.level,
-                                storable(line.message), line.at, envelope.id))
+            lines = [line for seq in fresh for line in by_seq[seq].lines]
+            deleted = await _deleted_sessions(conn, {line.session_id for _mid, line in lines})
+            # A deleted session's rows went with it, and its late ones follow.
+            records = [(level_class(line.level), created_at, line.session_id, line.level, storable(line.message),
+                        line.at, message_id) for message_id, line in lines if line.session_id not in deleted]
             if records:
                 await _copy(conn, records)
         return len(records)
@@ -225,22 +220,6 @@ class LogIngest:
             result = await conn.execute(ledger.delete().where(ledger.c.consumer == DURABLE,
                                                               ledger.c.stream_seq <= floor))
         return int(result.rowcount or 0)
-
-
-def _decode_line(data: bytes) -> LogEnvelope:
-    """The fast path is pydantic's own JSON parser; it refuses a lone surrogate escape (`\\ud800`)
-    as invalid JSON, which a CLI's stdout can carry, so such a message is read again with the
-    standard library's parser and its text escaped on the way in (`storable`)."""
-    try:
-        return LogEnvelope.model_validate_json(data)
-    except ValidationError as exc:
-        if not any(e["type"] == "json_invalid" for e in exc.errors()):
-            raise
-        try:
-            parsed = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
-            raise exc from None
-        return LogEnvelope.model_validate(parsed)
 
 
 async def _term(msg: Msg) -> None:

@@ -1,9 +1,14 @@
 """Session logs (seed 003 "Log retention"; DESIGN §9): the line the runtime publishes on
 `zimmer.ingest.logs`, the timeline the sweeper answers, and its retention readings.
 
-The runtime publishes each line as an `EventEnvelope` whose `id` is the line's message id (it
-doubles as `Nats-Msg-Id`, so a re-publish inside the ingest stream's duplicate window is dropped
-by the server) and whose `data` is a `LogLineIn`.
+The runtime publishes lines as `EventEnvelope`s whose `id` doubles as `Nats-Msg-Id` (a re-publish
+inside the ingest stream's duplicate window is dropped by the server), in either shape:
+
+- `log_line`: one line, `data` a `LogLineIn`, the envelope's `id` the line's message id;
+- `log_lines`: a batch of up to 1,000 lines, `data` a `LogLinesIn`, each line carrying its own
+  message id. This is the shape a runtime should use: it buffers a session's stdout and sends
+  what it has every few hundred milliseconds, and the per-message cost of JetStream and its
+  client is paid once per batch instead of once per line (docs/sweeper.md has the figures).
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from typing import Literal
 from pydantic import Field
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
-from zimmer_common.contracts.fields import RowId, Time
+from zimmer_common.contracts.fields import AwareTime, RowId
 from zimmer_common.contracts.subjects import ingest_subject
 
 CTX = "sweeper"
 INGEST_LOGS = ingest_subject("logs")
 LOG_LINE = "log_line"  # the envelope type of one ingested line
+LOG_LINES = "log_lines"  # the envelope type of a batch of lines
+LINES_MAX = 1_000  # lines in one log_lines message
 
 LogLevel = Literal["verbose", "info", "warning", "error"]
 LEVELS: tuple[LogLevel, ...] = ("verbose", "info", "warning", "error")
@@ -38,7 +45,21 @@ class LogLineIn(Payload):
     session_id: RowId
     level: LogLevel
     message: str
-    at: Time = Field(description="When the runtime saw the line (its clock; the row's day is the sweeper's)")
+    at: AwareTime = Field(description="When the runtime saw the line, ISO 8601 with its offset, 1970 to 9998 "
+                                      "(the runtime's clock; the row's day is the sweeper's)")
+
+
+class LogLineItem(LogLineIn):
+    """One line of a `log_lines` batch: a line with its own message id."""
+
+    message_id: str = Field(min_length=1, max_length=200)
+
+
+class LogLinesIn(Payload):
+    """A batch of lines (any sessions). A line that is not valid is refused alone; the rest of
+    its batch is written."""
+
+    lines: list[LogLineItem] = Field(min_length=1, max_length=LINES_MAX)
 
 
 class LogQuery(Request):
