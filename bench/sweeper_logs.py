@@ -3,17 +3,19 @@
 
 - ingest: N log lines (80 % verbose, the rest info / warning / error; ~120-character messages;
   300 sessions) published into JetStream (`zimmer.ingest.logs`, stream ZIMMER_INGEST) as the
-  runtime publishes them, then the sweeper started as its own process (`zimmer serve sweeper`)
-  and timed from the first row visible in `sweeper.logs` to the last line acked (every row
-  written). Baseline in the same rounds (order alternating): a raw asyncpg COPY of the same rows
-  into the same partitioned table. The sweeper's peak RSS (VmHWM) beside it, against its RSS
-  when ready with nothing to ingest.
+  runtime publishes them, in both shapes the sweeper reads (a `log_line` message a line, and
+  `log_lines` batches of 50), then the sweeper started as its own process (`zimmer serve
+  sweeper`) and timed from its first fetch to the last message acked (every row written).
+  Baseline in the same rounds (the order rotating): a raw asyncpg COPY of the same rows into the
+  same partitioned table. The sweeper's peak RSS (VmHWM) beside it, against its RSS when ready
+  with nothing to ingest.
 - retention: a `sweeper.logs` of 8 days (80 % verbose) at two sizes, day partitions made by
   `partitions.create_one` and `LogRetention.create_ahead`, loaded with COPY. The clock is frozen
   at noon of the day after the last, so exactly one partition is past its window: the oldest
   day's verbose rows, the same 100,000 at both sizes (the other 7 days share the rest), so only
-  the table's size differs. Subject: one `LogRetention.run` tick, which drops it. Baseline: the seed's chunked loop (5,000-row `DELETE … WHERE id IN
-  (SELECT … ORDER BY id DESC LIMIT 5000)`, a transaction each, until a chunk deletes fewer) over
+  the table's size differs. Subject: one `LogRetention.run` tick, which drops it. Baseline: the
+  seed's chunked loop (5,000-row `DELETE … WHERE id IN (SELECT … ORDER BY id DESC LIMIT 5000)`,
+  a transaction each, until a chunk deletes fewer) over
   the same rows copied into a plain table with a bigint primary key and the seed's index
   (level, id, created_at), the cutoff at the end of that day so both remove the same rows.
   Reported as expired rows removed per second (ratio = speedup), and the tick's time at the
@@ -61,6 +63,7 @@ SESSIONS = 300
 DAYS = 8  # days of rows in the retention table; the oldest day's verbose partition is the one past its window
 DELETE_BATCH = 5_000  # the seed's chunk
 PAGE_LIMIT = 100
+LINES_PER_MESSAGE = 50  # lines in one log_lines message: a busy session's output over a few hundred milliseconds
 READ_SESSIONS = 30  # sessions the timeline reads, one every SESSIONS // READ_SESSIONS
 WAIT_SECONDS = 300.0  # bound on any one wait for the service
 
@@ -161,7 +164,7 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     from zimmer_common.bus import Bus
     from zimmer_common.clock import SystemClock
     from zimmer_common.contracts.envelope import EventEnvelope
-    from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LogLineIn
+    from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LOG_LINES, LogLineIn, LogLineItem, LogLinesIn
     from zimmer_common.contracts.subjects import Stream
     from zimmer_common.db import asyncpg_dsn, create_engine, migrate
     from zimmer_common.streams import provision_streams
@@ -177,20 +180,31 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
         level = _level(i)
         pool = POOLS[level]
         lines.append((1 + rng.randrange(SESSIONS), level, pool[rng.randrange(len(pool))]))
-    # The envelopes as the runtime makes them, built once; each round's ids differ (the stream
-    # drops a repeated Nats-Msg-Id inside its duplicate window), by a replace of the id's prefix.
+    # The messages as the runtime makes them, built once, in both shapes the sweeper reads: a
+    # `log_line` per line, and `log_lines` batches of LINES_PER_MESSAGE. Each round's ids differ
+    # (the stream drops a repeated Nats-Msg-Id inside its duplicate window): a replace of "TAG-".
     made = datetime.now(UTC)
-    envelopes = [EventEnvelope(id=f"TAG-{i}", type=LOG_LINE, version=1, source="runtime", occurred_at=made,
-                               data=LogLineIn(session_id=sid, level=level, message=text,  # type: ignore[arg-type]
-                                              at=made).model_dump(mode="json")).model_dump_json().encode()
-                 for i, (sid, level, text) in enumerate(lines)]
-
-    rate = Series("sweeper.ingest.rows", "rows/s", False, n)
+    shapes: dict[str, tuple[list[bytes], list[str]]] = {
+        "log_line": ([EventEnvelope(id=f"TAG-{i}", type=LOG_LINE, version=1, source="runtime", occurred_at=made,
+                                    data=LogLineIn(session_id=sid, level=level, message=text,  # type: ignore[arg-type]
+                                                   at=made).model_dump(mode="json")).model_dump_json().encode()
+                      for i, (sid, level, text) in enumerate(lines)],
+                     [f"{i}" for i in range(n)]),
+        "log_lines": ([EventEnvelope(id=f"TAG-b{k}", type=LOG_LINES, version=1, source="runtime", occurred_at=made,
+                                     data=LogLinesIn(lines=[
+                                         LogLineItem(message_id=f"TAG-{i}", session_id=sid, level=level,  # type: ignore[arg-type]
+                                                     message=text, at=made)
+                                         for i, (sid, level, text) in enumerate(lines[k:k + LINES_PER_MESSAGE], k)]
+                                                   ).model_dump(mode="json")).model_dump_json().encode()
+                       for k in range(0, n, LINES_PER_MESSAGE)],
+                      [f"b{k}" for k in range(0, n, LINES_PER_MESSAGE)]),
+    }
+    names = {"log_line": "sweeper.ingest.rows", "log_lines": f"sweeper.ingest.rows.log_lines_{LINES_PER_MESSAGE}"}
+    rates = {shape: Series(names[shape], "rows/s", False, n) for shape in shapes}
+    peaks = {shape: Series(names[shape].replace(".rows", "") + ".peak_rss", "MB", True, n) for shape in shapes}
     copy_rate = Series("pg.copy.sweeper_logs", "rows/s", False, n)
-    peak = Series("sweeper.ingest.peak_rss", "MB", True, n)
     idle = Series("sweeper.idle_rss", "MB", True, 1)
-    first_rows: list[int] = []
-    end_rss: list[float] = []
+    end_rss: dict[str, list[float]] = {shape: [] for shape in shapes}
     publish_s: list[float] = []
     stream = Stream.INGEST.value
 
@@ -217,25 +231,27 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             await client.js.purge_stream(stream)
             await conn.execute("CHECKPOINT")
 
-        async def publish(tag: str) -> int:
-            """The round's lines into the stream (untimed). Plain NATS publishes with the Nats-Msg-Id
-            header: the stream stores the same messages `Bus.publish_many` would, without its
-            per-message ack futures (4,000 lines/s in nats-py); then the stream's count is checked."""
+        async def publish(tag: str, shape: str) -> int:
+            """The round's messages into the stream (untimed). Plain NATS publishes with the
+            Nats-Msg-Id header: the stream stores the same messages `Bus.publish_many` would, without
+            its per-message ack futures (4,000 messages/s in nats-py); then the stream's count is
+            checked. Returns the last message's stream sequence."""
+            bodies, ids = shapes[shape]
             started = time.perf_counter()
             marker = f'"{tag}-'.encode()
-            for i, body in enumerate(envelopes):
-                await client.nc.publish(INGEST_LOGS, body.replace(b'"TAG-', marker, 1),
-                                        headers={"Nats-Msg-Id": f"{tag}-{i}"})
+            for body, mid in zip(bodies, ids, strict=True):
+                await client.nc.publish(INGEST_LOGS, body.replace(b'"TAG-', marker),
+                                        headers={"Nats-Msg-Id": f"{tag}-{mid}"})
             await client.nc.flush()
             deadline = time.perf_counter() + 60
             while True:
                 state = (await client.js.stream_info(stream)).state
-                if state.messages >= n or time.perf_counter() > deadline:
+                if state.messages >= len(bodies) or time.perf_counter() > deadline:
                     break
                 await asyncio.sleep(0.05)
             publish_s.append(time.perf_counter() - started)
-            if state.messages != n:
-                raise RuntimeError(f"published {n} lines, the stream holds {state.messages}")
+            if state.messages != len(bodies):
+                raise RuntimeError(f"published {len(bodies)} messages, the stream holds {state.messages}")
             return int(state.last_seq)
 
         def alive(service: ServiceProcess, what: str) -> None:
@@ -256,24 +272,25 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             finally:
                 service.stop()
 
-        async def ingest_round(round_no: int) -> None:
+        async def ingest_round(round_no: int, shape: str) -> None:
             await reset()
-            last_seq = await publish(f"bench-{round_no}-{uuid.uuid4().hex[:6]}")
+            last_seq = await publish(f"bench-{round_no}-{uuid.uuid4().hex[:6]}", shape)
             gc.collect()
             service = ServiceProcess("sweeper", ctx, db)
             sampled = 0.0
             try:
                 deadline = time.perf_counter() + WAIT_SECONDS
-                while True:  # the first batch committed
-                    seen = await conn.fetchval("SELECT count(*) FROM sweeper.logs")
-                    if seen:
-                        t0 = time.perf_counter()
-                        break
+                while True:  # the service's first fetch: its consumer has delivered
+                    with contextlib.suppress(NotFoundError):
+                        info = await client.js.consumer_info(stream, DURABLE)
+                        if info.delivered is not None and (info.delivered.stream_seq or 0) > 0:
+                            t0 = time.perf_counter()
+                            break
                     alive(service, "starting")
                     if time.perf_counter() > deadline:
-                        raise service.failure(f"wrote no row within {WAIT_SECONDS:.0f} s")
+                        raise service.failure(f"fetched nothing within {WAIT_SECONDS:.0f} s")
                     await asyncio.sleep(0.005)
-                while True:  # every line acked, which the sweeper does after its batch's commit
+                while True:  # every message acked, which the sweeper does after its batch's commit
                     info = await client.js.consumer_info(stream, DURABLE)
                     if info.ack_floor is not None and info.ack_floor.stream_seq >= last_seq:
                         t1 = time.perf_counter()
@@ -286,11 +303,10 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
                     await asyncio.sleep(0.02)
                 written = await conn.fetchval("SELECT count(*) FROM sweeper.logs")
                 if written != n:
-                    raise RuntimeError(f"{n} lines published, {written} rows in sweeper.logs")
-                rate.add_rate((n - seen) / (t1 - t0))
-                first_rows.append(int(seen))
-                end_rss.append(_rss_of(service.proc.pid))
-                peak.add_latencies([_vm_hwm_mb(service.proc.pid) or max(sampled, end_rss[-1])])
+                    raise RuntimeError(f"{n} lines published as {shape}, {written} rows in sweeper.logs")
+                rates[shape].add_rate(n / (t1 - t0))
+                end_rss[shape].append(_rss_of(service.proc.pid))
+                peaks[shape].add_latencies([_vm_hwm_mb(service.proc.pid) or max(sampled, end_rss[shape][-1])])
             except BaseException as exc:
                 note_dead_services(exc, [service])
                 raise
@@ -313,7 +329,9 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
 
         await idle_service()
         for r in range(sizes.rounds):
-            for step in alternate(lambda r=r: ingest_round(r), lambda r=r: copy_round(r), r):
+            steps = [lambda r=r: ingest_round(r, "log_line"), lambda r=r: ingest_round(r, "log_lines"),
+                     lambda r=r: copy_round(r)]
+            for step in steps[r % 3:] + steps[:r % 3]:  # the order rotates every round
                 await step()
         await reset()
     finally:
@@ -323,23 +341,37 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     rss_end = rss_mb()
 
     idle_mb = idle.median
-    extra = {"lines": n, "sessions": SESSIONS, "verbose_share": 0.8,
-             "mean_message_chars": round(statistics.mean(len(t) for _s, _l, t in lines), 1),
-             "first_rows_seen": first_rows, "publish_seconds": publish_s,
-             "sweeper_rss_mb": {"idle": idle_mb, "peak": peak.round_medians, "at_end": end_rss},
-             "rss_mb": {"before": rss_start, "after": rss_end, "peak": max(rss_end, peak_rss_mb())},
-             "footnote": f"{n:,} lines a round, 80 % verbose, {SESSIONS} sessions, messages "
-                         f"{statistics.mean(len(t) for _s, _l, t in lines):.0f} characters on average; timed from "
-                         f"the first row visible (median {statistics.median(first_rows):,.0f} rows in) to the last "
-                         f"line acked; the sweeper's own process: peak RSS {peak.median:.1f} MB (VmHWM), "
-                         f"{statistics.median(end_rss):.1f} MB at the end, {idle_mb:.1f} MB ready and idle; "
-                         f"bench process peak {max(rss_end, peak_rss_mb()):.1f} MB"}
+    mean_chars = statistics.mean(len(t) for _s, _l, t in lines)
+    bench_rss = {"before": rss_start, "after": rss_end, "peak": max(rss_end, peak_rss_mb())}
+
+    def rss_note(shape: str) -> str:
+        return (f"the sweeper's own process: peak RSS {peaks[shape].median:.1f} MB (VmHWM), "
+                f"{statistics.median(end_rss[shape]):.1f} MB at the end, {idle_mb:.1f} MB ready and idle")
+
+    common = {"lines": n, "sessions": SESSIONS, "verbose_share": 0.8, "mean_message_chars": round(mean_chars, 1),
+              "publish_seconds": publish_s, "rss_mb": bench_rss}
+    single = dict(common, sweeper_rss_mb={"idle": idle_mb, "peak": peaks["log_line"].round_medians,
+                                          "at_end": end_rss["log_line"]},
+                  footnote=f"{n:,} lines a round, one log_line message each, 80 % verbose, {SESSIONS} sessions, "
+                           f"messages {mean_chars:.0f} characters on average; timed from the service's first fetch "
+                           f"to the last message acked; {rss_note('log_line')}; bench process peak "
+                           f"{bench_rss['peak']:.1f} MB")
+    batched = dict(common, lines_per_message=LINES_PER_MESSAGE,
+                   sweeper_rss_mb={"idle": idle_mb, "peak": peaks["log_lines"].round_medians,
+                                   "at_end": end_rss["log_lines"]},
+                   footnote=f"the same {n:,} lines as log_lines messages of {LINES_PER_MESSAGE} "
+                            f"({n // LINES_PER_MESSAGE:,} messages); {rss_note('log_lines')}")
+    ratio_note = "ratio = sweeper ÷ raw COPY of the same rows into the same table (target ≥ 0.45)"
     return [
-        Entry("sweeper_ingest", rate, copy_rate, extra=extra,
-              note="zimmer.ingest.logs → sweeper.logs rows/s with the sweeper as its own process; ratio = sweeper ÷ "
-                   "raw COPY of the same rows into the same table (target ≥ 0.45)"),
-        Entry("sweeper_ingest", peak, idle,
-              note="the sweeper process's peak RSS (VmHWM) over a round ÷ its RSS when ready with nothing to ingest"),
+        Entry("sweeper_ingest", rates["log_line"], copy_rate, extra=single,
+              note=f"zimmer.ingest.logs → sweeper.logs rows/s, one line a message, the sweeper as its own process; "
+                   f"{ratio_note}"),
+        Entry("sweeper_ingest", rates["log_lines"], copy_rate, extra=batched,
+              note=f"the same lines as log_lines batches of {LINES_PER_MESSAGE}; {ratio_note}"),
+        Entry("sweeper_ingest", peaks["log_line"], idle,
+              note="the sweeper process's peak RSS (VmHWM) over a round of log_line messages ÷ its RSS when ready "
+                   "with nothing to ingest"),
+        Entry("sweeper_ingest", peaks["log_lines"], idle, note="the same over a round of log_lines batches"),
     ]
 
 
