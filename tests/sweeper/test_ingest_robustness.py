@@ -87,7 +87,7 @@ async def test_a_failing_write_is_retried_until_it_lands_with_nothing_lost_or_do
 
 
 def test_batch_sizing_halves_after_a_slow_write_and_grows_after_quick_full_ones() -> None:
-    sizing = BatchSizing(size=400, minimum=50, maximum=1000)
+    sizing = BatchSizing(size=400, minimum=50, maximum=1000, per_message=1)
     sizing.after_write(2.0, 400)
     assert sizing.size == 200
     sizing.after_write(0.01, 200)
@@ -104,9 +104,19 @@ def test_batch_sizing_halves_after_a_slow_write_and_grows_after_quick_full_ones(
     assert sizing.size == 50
 
 
-def test_batch_sizing_keeps_a_transaction_under_its_line_cap_when_messages_are_batches() -> None:
+def test_the_first_fetch_and_the_one_after_a_failure_are_bounded_by_the_line_cap() -> None:
     sizing = BatchSizing(size=500, minimum=50, maximum=2000, max_lines=20_000)
-    sizing.after_write(0.01, 500, 500 * 800)  # 800 lines a message: 40 messages hold the cap
+    assert sizing.size == 20  # nothing seen yet: messages may be full 1,000-line batches
+    sizing.after_write(0.01, 20, 20)  # single lines
+    assert sizing.size == 30
+    sizing.after_write(0.01, 30, 30 * 1000)
+    sizing.after_failure()
+    assert sizing.size == 20
+
+
+def test_batch_sizing_keeps_a_transaction_under_its_line_cap_when_messages_are_batches() -> None:
+    sizing = BatchSizing(size=500, minimum=50, maximum=2000, max_lines=20_000, per_message=1)
+    sizing.after_write(0.01, 500, 500 * 800)  # 800 lines a message: 25 messages hold the cap
     assert sizing.size == 25
     sizing.after_write(0.01, 25, 25)  # single lines again: grows back by half a quick full batch at a time
     assert sizing.size == 37

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.expression import bindparam
 
 from zimmer_common.bus import Bus
-from zimmer_common.contracts.logs import INGEST_LOGS
+from zimmer_common.contracts.logs import INGEST_LOGS, LINES_MAX
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
@@ -64,6 +65,12 @@ class BatchSizing:
     max_lines: int = 20_000
     slow_seconds: float = 1.0
     quick_seconds: float = 0.25
+    # Lines a message carried in the last batch; until one is seen, assume the most a message can
+    # carry, so the first fetch after a restart into a backlog of full batches is already bounded.
+    per_message: int = LINES_MAX
+
+    def __post_init__(self) -> None:
+        self._cap()
 
     def after_write(self, elapsed: float, fetched: int, lines: int | None = None) -> None:
         if elapsed > self.slow_seconds:
@@ -71,11 +78,21 @@ class BatchSizing:
         elif elapsed < self.quick_seconds and fetched >= self.size:
             self.size = min(self.maximum, self.size + self.size // 2)
         if lines and fetched:
-            per_message = max(1, lines // fetched)
-            self.size = max(1, min(self.size, self.max_lines // per_message))
+            self.per_message = max(1, lines // fetched)
+        self._cap()
 
     def after_failure(self) -> None:
         self.size = self.minimum
+        self._cap()
+
+    def _cap(self) -> None:
+        self.size = max(1, min(self.size, self.max_lines // self.per_message))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    decoded: list[tuple[Msg, Decoded]]
+    refused: int  # messages that carried no line (already terminated)
 
 
 @dataclass(frozen=True)
@@ -116,7 +133,12 @@ class LogIngest:
                 task.cancel()
 
     async def _loop(self) -> None:
+        """Fetch and decode the next batch while the last one is being written: the decoding is
+        Python's work and the COPY mostly PostgreSQL's, so on two cores they overlap. At most one
+        batch is being written and one more held decoded; a failed write backs off before the next
+        one starts."""
         sub = await self._bus().js.pull_subscribe_bind(DURABLE, stream=Stream.INGEST.value)
+        writing: asyncio.Task[BatchOutcome | None] | None = None
         try:
             while not self._stopping.is_set():
                 try:
@@ -128,16 +150,33 @@ class LogIngest:
                         log.warning("log ingest fetch failed", extra=kv(error=repr(exc)))
                     await asyncio.sleep(1)
                     continue
-                await self.handle(msgs)
+                decoded = await self.prepare(msgs)
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(self.commit(decoded, len(msgs)))
+            if writing is not None:
+                await writing
         finally:
+            if writing is not None and not writing.done():
+                writing.cancel()  # stop() ran out of grace: its batch is unacked and comes back
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
     async def handle(self, msgs: list[Msg]) -> BatchOutcome | None:
         """Write one fetched batch and ack it, or nak it whole and back off."""
-        decoded, refused = self._decode(msgs)
+        return await self.commit(await self.prepare(msgs), len(msgs))
+
+    async def prepare(self, msgs: list[Msg]) -> Prepared:
+        """Decode a fetched batch; what carries no line is terminated here."""
+        with _no_cyclic_gc():
+            decoded, refused = self._decode(msgs)
         for msg in refused:
             await _term(msg)
+        return Prepared(decoded, len(refused))
+
+    async def commit(self, prepared: Prepared, fetched: int) -> BatchOutcome | None:
+        """Write a decoded batch and ack it, or nak it whole and back off."""
+        decoded = prepared.decoded
         started = time.monotonic()
         try:
             fresh = await self.write(decoded)
@@ -159,8 +198,9 @@ class LogIngest:
             with contextlib.suppress(Exception):  # a lost ack is a redelivery, and the ledger dedupes it
                 await msg.ack()
         carried = sum(len(d.lines) for _msg, d in decoded)
-        self.sizing.after_write(elapsed, len(msgs), carried)
-        outcome = BatchOutcome(fresh, carried - fresh, len(refused) + sum(len(d.refused_lines) for _m, d in decoded))
+        self.sizing.after_write(elapsed, fetched, carried)
+        outcome = BatchOutcome(fresh, carried - fresh,
+                               prepared.refused + sum(len(d.refused_lines) for _m, d in decoded))
         if self.on_batch is not None:
             self.on_batch(outcome, elapsed, self.sizing.size)
         return outcome
@@ -206,10 +246,12 @@ class LogIngest:
             lines = [line for seq in fresh for line in by_seq[seq].lines]
             deleted = await _deleted_sessions(conn, {line.session_id for _mid, line in lines})
             # A deleted session's rows went with it, and its late ones follow.
-            records = [(level_class(line.level), created_at, line.session_id, line.level, storable(line.message),
-                        line.at, message_id) for message_id, line in lines if line.session_id not in deleted]
-            if records:
-                await _copy(conn, records)
+            with _no_cyclic_gc():
+                records = [(level_class(line.level), created_at, line.session_id, line.level,
+                            storable(line.message), line.at, message_id)
+                           for message_id, line in lines if line.session_id not in deleted]
+                if records:
+                    await _copy(conn, records)
         return len(records)
 
     async def prune_ledger(self) -> int:
@@ -220,6 +262,22 @@ class LogIngest:
             result = await conn.execute(ledger.delete().where(ledger.c.consumer == DURABLE,
                                                               ledger.c.stream_seq <= floor))
         return int(result.rowcount or 0)
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Decoding a batch allocates a model per line, and writing it a record per line, all kept
+    until the batch is written: the cyclic collector's generational passes over them cost more
+    than the work itself (decoding measured 12-15 µs a line with it, 3-5 µs without). They hold
+    no reference cycles, so reference counting frees them; the collector runs again as soon as
+    the step is done (at most one batch: `BatchSizing.max_lines`)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 async def _term(msg: Msg) -> None:
