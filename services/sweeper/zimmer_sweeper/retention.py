@@ -74,7 +74,7 @@ class LogRetention:
         now = self.now()
         report = RetentionReport(started_at=now)
         async with self._engine().connect() as conn:
-            estimates = {s.partition: s.estimated_rows for s in await partitions.stats(conn)}
+            estimates = await partitions.estimates(conn)
         due = to_drop(now, set(estimates))
         for i, partition in enumerate(due):
             try:
