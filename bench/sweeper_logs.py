@@ -4,7 +4,7 @@
 - ingest: N log lines (80 % verbose, the rest info / warning / error; ~120-character messages;
   300 sessions) published into JetStream (`zimmer.ingest.logs`, stream ZIMMER_INGEST) as the
   runtime publishes them, in both shapes the sweeper reads (a `log_line` message a line, and
-  `log_lines` batches of 50), then the sweeper started as its own process (`zimmer serve
+  `log_lines` batches of 500), then the sweeper started as its own process (`zimmer serve
   sweeper`) and timed from its first fetch to the last message acked (every row written).
   Baseline in the same rounds (the order rotating): a raw asyncpg COPY of the same rows into the
   same partitioned table. The sweeper's peak RSS (VmHWM) beside it, against its RSS when ready
@@ -63,7 +63,9 @@ SESSIONS = 300
 DAYS = 8  # days of rows in the retention table; the oldest day's verbose partition is the one past its window
 DELETE_BATCH = 5_000  # the seed's chunk
 PAGE_LIMIT = 100
-LINES_PER_MESSAGE = 50  # lines in one log_lines message: a busy session's output over a few hundred milliseconds
+# Lines in one log_lines message: what a runtime buffering a busy fleet's output sends every few
+# hundred milliseconds (docs/sweeper.md).
+LINES_PER_MESSAGE = 500
 READ_SESSIONS = 30  # sessions the timeline reads, one every SESSIONS // READ_SESSIONS
 WAIT_SECONDS = 300.0  # bound on any one wait for the service
 
