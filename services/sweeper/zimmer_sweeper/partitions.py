@@ -33,18 +33,19 @@ class PartitionStats:
     index_bytes: int
 
 
-_LIST = text(f"""
-    SELECT c.relname AS name,
-           CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint ELSE coalesce(s.n_live_tup, 0) END AS estimated_rows,
-           pg_total_relation_size(c.oid) AS total_bytes,
-           pg_indexes_size(c.oid) AS index_bytes
+# Every day partition of either class, with its row estimate: reltuples once analysed, before
+# that the statistics collector's live-tuple count (reltuples is -1 until then).
+_PARTITIONS = f"""
       FROM pg_inherits i
       JOIN pg_class c ON c.oid = i.inhrelid
       JOIN pg_class p ON p.oid = i.inhparent
       JOIN pg_namespace n ON n.oid = p.relnamespace
       LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-     WHERE n.nspname = '{SCHEMA}' AND p.relname IN ('logs_verbose', 'logs_other')
-""")
+     WHERE n.nspname = '{SCHEMA}' AND p.relname IN ('logs_verbose', 'logs_other')"""
+_ESTIMATE = "CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint ELSE coalesce(s.n_live_tup, 0) END"
+_LIST = text(f"SELECT c.relname AS name, {_ESTIMATE} AS estimated_rows, pg_total_relation_size(c.oid) AS total_bytes, "
+             f"pg_indexes_size(c.oid) AS index_bytes {_PARTITIONS}")
+_ESTIMATES = text(f"SELECT c.relname AS name, {_ESTIMATE} AS estimated_rows {_PARTITIONS}")
 
 
 async def stats(conn: AsyncConnection) -> list[PartitionStats]:
@@ -58,18 +59,6 @@ async def stats(conn: AsyncConnection) -> list[PartitionStats]:
             found.append(PartitionStats(partition, int(row["estimated_rows"]), int(row["total_bytes"]),
                                         int(row["index_bytes"])))
     return sorted(found, key=lambda s: s.partition)
-
-
-_ESTIMATES = text(f"""
-    SELECT c.relname AS name,
-           CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint ELSE coalesce(s.n_live_tup, 0) END AS estimated_rows
-      FROM pg_inherits i
-      JOIN pg_class c ON c.oid = i.inhrelid
-      JOIN pg_class p ON p.oid = i.inhparent
-      JOIN pg_namespace n ON n.oid = p.relnamespace
-      LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-     WHERE n.nspname = '{SCHEMA}' AND p.relname IN ('logs_verbose', 'logs_other')
-""")
 
 
 async def estimates(conn: AsyncConnection) -> dict[DayPartition, int]:
