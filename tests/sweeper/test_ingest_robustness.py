@@ -144,3 +144,29 @@ async def test_a_batch_keeps_its_good_lines_and_refuses_its_bad_ones_alone(sweep
     info = await sweeper.bus.js.consumer_info(Stream.INGEST.value, DURABLE)
     assert info.num_pending == 0 and info.num_ack_pending == 0
     assert sweeper.app.metrics.lines.labels("refused")._value.get() == 4 + 2  # four lines, two whole messages
+
+
+async def test_the_ingest_loop_outlives_a_batch_that_fails_outside_its_write(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+    """Whatever a batch raises beyond the write `commit` handles, the loop logs it and goes on:
+    a dead loop would stop every session's timeline until the lag alarm, a day later."""
+    ingest = sweeper.app.ingest
+    calls = {"n": 0}
+
+    def exploding(outcome, seconds, size):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a metrics callback that breaks")
+
+    ingest.on_batch = exploding
+    await publish_lines(sweeper.bus, [("first", 11, "info", "one")])
+
+    async def first_written() -> bool:
+        return calls["n"] >= 1
+
+    await eventually(first_written, "the first batch")
+    await publish_lines(sweeper.bus, [("second", 11, "info", "two")])
+
+    async def second_written() -> bool:
+        return bool(await sql("SELECT 1 FROM sweeper.logs WHERE message_id = 'second'"))
+
+    await eventually(second_written, "the batch after the failing one")

@@ -151,11 +151,9 @@ class LogIngest:
                     await asyncio.sleep(1)
                     continue
                 decoded = await self.prepare(msgs)
-                if writing is not None:
-                    await writing
+                await _settled(writing)
                 writing = asyncio.create_task(self.commit(decoded, len(msgs)))
-            if writing is not None:
-                await writing
+            await _settled(writing)
         finally:
             if writing is not None and not writing.done():
                 writing.cancel()  # stop() ran out of grace: its batch is unacked and comes back
@@ -278,6 +276,19 @@ def _no_cyclic_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+async def _settled(writing: asyncio.Task[BatchOutcome | None] | None) -> None:
+    """Wait for the batch being written. `commit` handles a failed write itself; anything else it
+    raises is logged here and its batch left unacked (redelivered), so the loop never dies of it."""
+    if writing is None:
+        return
+    try:
+        await writing
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - the ingest loop must outlive any one batch
+        log.exception("log batch failed outside its write; it will be redelivered")
 
 
 async def _term(msg: Msg) -> None:
