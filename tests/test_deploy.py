@@ -394,6 +394,14 @@ def test_grafana_provisioning() -> None:
         "zimmer_spot_paused_sessions",  # the ceiling (issue 13)
         "zimmer_spot_ceiling_sessions_total",
         "zimmer_logs_estimated_rows",  # the Health page's Log Retention panel (issue 14)
+        "zimmer_queue_ready",  # the Health page's queue, cron and worker panels (issue 15)
+        "zimmer_queue_oldest_ready_age_seconds",
+        "zimmer_queue_seconds_since_last_finished",
+        "zimmer_queue_processing_rate_per_hour",
+        "zimmer_cron_keys",
+        "zimmer_workers_active",
+        "zimmer_workers_registered",
+        "zimmer_health_overall_status",
         "zimmer_logs_total_bytes",
         "zimmer_logs_index_bytes",
         "zimmer_logs_oldest_age_seconds",
