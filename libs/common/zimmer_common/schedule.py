@@ -44,11 +44,19 @@ class ScheduleEntry:
     lane: str
     environments: frozenset[Environment]
     description: str = ""
+    # The sentence saying why this key may go silent for longer than its cadence: the cron
+    # freshness check then reads it as "exempt" and never judges it (seed 003 "cron freshness").
+    freshness_exempt: str | None = None
 
     def __post_init__(self) -> None:
         validate_cadence(self.cadence)
         if self.lane not in LANES:
             raise ScheduleError(f"{self.service}.{self.job}: unknown lane {self.lane!r}")
+        if self.freshness_exempt is not None:
+            why = self.freshness_exempt.strip()
+            if len(why) < 20 or not why.endswith("."):
+                raise ScheduleError(f"{self.service}.{self.job}: freshness_exempt must be the sentence saying why "
+                                    f"it may go silent (at least 20 characters, ending with '.'), not {why!r}")
 
     @property
     def key(self) -> str:

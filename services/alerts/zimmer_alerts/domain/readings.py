@@ -25,6 +25,9 @@ class ConsumerReading:
     acked_total: int  # ack_floor.consumer_seq: what it has finished, ever
     paused: bool
     paused_until: datetime | None = None
+    # Ready messages per subject, when the reader could split them (stream subject counts);
+    # None: only the head's subject is known, and the rest are counted as "(unknown)".
+    ready_by_subject: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
