@@ -122,6 +122,8 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
                               "the boot path)"),
     ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
+    ScheduleEntry("alerts", "health_records_prune", "40 */10 * * * *", "maintenance", ALL,
+                  description="Delete job-run records older than 14 days and heartbeats older than a day"),
     ScheduleEntry("gateway", "readiness_probe", "*/30 * * * * *", "pollers", ALL,
                   description="Ping every service over NATS and publish who answered as zimmer_gateway_peer_up"),
 )

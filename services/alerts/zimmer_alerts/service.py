@@ -13,7 +13,7 @@ import logging
 import httpx
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from zimmer_alerts import ledger
+from zimmer_alerts import health_records, ledger
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.notifier import AlertMetrics, Notifier
 from zimmer_alerts.pager import attach_pager
@@ -21,8 +21,10 @@ from zimmer_alerts.sinks import Sinks
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import alerts as a
+from zimmer_common.contracts import ops
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
+from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
@@ -34,7 +36,7 @@ SCHEMA = "alerts"
 
 def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertSettings | None = None) -> Service:
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_alerts.migrations",
-                      jobs=[outbox_prune_job(SCHEMA)], clock=clock)
+                      jobs=[outbox_prune_job(SCHEMA), health_records_prune_job()], clock=clock)
     attach_pager(service)
     config = alert_settings or AlertSettings()
     metrics = AlertMetrics(service.metrics.registry)
@@ -52,6 +54,15 @@ def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertS
         page = a.Page.model_validate(event.data)
         if await ledger.record(conn, page, event.id, service.clock.now()):
             metrics.pages.labels(page.level, page.source).inc()
+
+    # What the health rules read besides JetStream (issue 15): job runs and heartbeats.
+    @service.consume(ConsumerSpec("alerts_job_runs", Stream.EVENTS, (ops.JOB_RUN,)))
+    async def on_job_run(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await health_records.record_job_run(conn, ops.JobRun.model_validate(event.data))
+
+    @service.consume(ConsumerSpec("alerts_heartbeats", Stream.EVENTS, (ops.HEARTBEAT,)))
+    async def on_heartbeat(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await health_records.record_heartbeat(conn, ops.Heartbeat.model_validate(event.data))
 
     @service.rpc(a.LIST_ALERTS)
     async def list_alerts(q: a.AlertQuery) -> a.AlertList:
@@ -80,3 +91,15 @@ def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertS
         await http.aclose()
 
     return service
+
+
+def health_records_prune_job() -> JobSpec:
+    """Bound the health records: runs past 14 days, heartbeats past a day."""
+
+    async def run(ctx: JobContext) -> None:
+        assert ctx.engine is not None
+        async with ctx.engine.begin() as conn:
+            runs, beats = await health_records.prune(conn, ctx.clock.now())
+        log.info("health records pruned", extra=kv(runs=runs, heartbeats=beats))
+
+    return JobSpec("health_records_prune", "maintenance", run)
