@@ -124,6 +124,10 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("alerts", "health_records_prune", "40 */10 * * * *", "maintenance", ALL,
                   description="Delete job-run records older than 14 days and heartbeats older than a day"),
+    ScheduleEntry("alerts", "queue_recovery_expiry", "0 * * * * *", "auth", ALL,
+                  description="QueueRecoveryModeExpiryJob: lift queue recovery mode once its TTL has elapsed (actor "
+                              "ttl; JetStream's pause deadline is the other path) and re-pause a demand-side "
+                              "consumer created during the halt; on auth, the lane the mode never pauses"),
     ScheduleEntry("gateway", "readiness_probe", "*/30 * * * * *", "pollers", ALL,
                   description="Ping every service over NATS and publish who answered as zimmer_gateway_peer_up"),
 )

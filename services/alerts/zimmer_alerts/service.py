@@ -16,7 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_alerts import health_records, ledger
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.notifier import AlertMetrics, Notifier
+from zimmer_alerts.maintenance import attach_maintenance
 from zimmer_alerts.pager import attach_pager
+from zimmer_alerts.recovery import attach_recovery
 from zimmer_alerts.sinks import Sinks
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
@@ -40,6 +42,9 @@ def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertS
     attach_pager(service)
     config = alert_settings or AlertSettings()
     metrics = AlertMetrics(service.metrics.registry)
+    # Queue recovery mode and queued-message maintenance (issue 15): their RPCs and the expiry job.
+    service.recovery = attach_recovery(service, service.metrics.registry)  # type: ignore[attr-defined]
+    service.maintenance = attach_maintenance(service)  # type: ignore[attr-defined]
 
     def engine() -> AsyncEngine:
         assert service.engine is not None, "used before start"

@@ -140,6 +140,9 @@ class QueueRecoveryStatus(Payload):
     expires_at: datetime | None = None
     lanes: list[str] = []
     paused_consumers: list[str] = []
+    resumed_consumers: list[str] = Field([], description="Exit only: the demand-side consumers it resumed")
+    resumed_by_hand: list[str] = Field([], description="Exit only: resumed consumers the mode had not paused "
+                                                       "(paused by hand)")
 
 
 class HealthReport(Payload):
@@ -198,6 +201,8 @@ class QueuedPreview(Payload):
     by_subject: list[Count]
     by_lane: list[Count]
     over_cap: bool
+    claimed: list[Count] = Field([], description="In scope but already delivered to a worker (ack pending): "
+                                                 "not counted, never touched")
 
 
 class QueuedReceipt(Payload):
@@ -212,6 +217,7 @@ class QueuedReceipt(Payload):
 
 SYSTEM_HEALTH = RpcSpec(CTX, "system_health", HealthQuery, HealthReport)
 ENTER_QUEUE_RECOVERY = RpcSpec(CTX, "enter_queue_recovery_mode", EnterQueueRecoveryMode, QueueRecoveryStatus)
+QUEUE_RECOVERY_STATUS = RpcSpec(CTX, "queue_recovery_status", HealthQuery, QueueRecoveryStatus)
 EXIT_QUEUE_RECOVERY = RpcSpec(CTX, "exit_queue_recovery_mode", ExitQueueRecoveryMode, QueueRecoveryStatus)
 PREVIEW_QUEUED = RpcSpec(CTX, "preview_queued_messages", QueuedScope, QueuedPreview)
 DISCARD_QUEUED = RpcSpec(CTX, "discard_queued_messages", QueuedMutation, QueuedReceipt)
