@@ -17,6 +17,7 @@ from zimmer_alerts import health_records, ledger
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.notifier import AlertMetrics, Notifier
 from zimmer_alerts.maintenance import attach_maintenance
+from zimmer_alerts.monitor import attach_health
 from zimmer_alerts.pager import attach_pager
 from zimmer_alerts.recovery import attach_recovery
 from zimmer_alerts.sinks import Sinks
@@ -40,6 +41,7 @@ def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertS
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_alerts.migrations",
                       jobs=[outbox_prune_job(SCHEMA), health_records_prune_job()], clock=clock)
     attach_pager(service)
+    attach_health(service)  # the health report's RPC and the monitor that pages on it (issue 15)
     config = alert_settings or AlertSettings()
     metrics = AlertMetrics(service.metrics.registry)
     # Queue recovery mode and queued-message maintenance (issue 15): their RPCs and the expiry job.

@@ -1,0 +1,110 @@
+"""The health report, computed live on every call (issue 15; seed 003 "Queues" … "workers",
+"cron freshness"): read JetStream and the alerts records once (health_reader, health_records),
+then apply the pure rules (domain.queues, .cron, .workers, .overall).
+
+The report is answered by the alerts service's request handler (core NATS request/reply, not a
+job lane), so it answers while every job lane is stalled or paused; the gateway answers for it
+when this service is what stopped (zimmer_gateway.health_report). Its cost is bounded by the
+number of consumers and scheduled keys, never by the depth of a queue (bench: health_report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_alerts import health_reader, health_records
+from zimmer_alerts.domain import cron, overall, queues, workers
+from zimmer_alerts.domain.readings import Readings
+from zimmer_alerts.health_metrics import HealthMetrics
+from zimmer_alerts.recovery import recovery_status
+from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock
+from zimmer_common.contracts import health as h
+from zimmer_common.contracts.subjects import CONTEXTS
+from zimmer_common.schedule import SCHEDULE, ScheduleEntry
+from zimmer_common.settings import Environment
+
+REPORT_BUDGET_SECONDS = 4.0  # under the gateway's 5 s: a slow read answers "unreadable", not a timeout
+
+
+def scheduled_entries(env: Environment, schedule: Iterable[ScheduleEntry] = SCHEDULE) -> list[ScheduleEntry]:
+    return [e for e in schedule if env in e.environments]
+
+
+class HealthReporter:
+    def __init__(self, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], clock: Clock, env: Environment, *,
+                 schedule: Iterable[ScheduleEntry] = SCHEDULE, disabled_keys: Iterable[str] = (),
+                 metrics: HealthMetrics | None = None):
+        self._bus = bus
+        self._engine = engine
+        self.clock = clock
+        self.entries = scheduled_entries(env, schedule)
+        self.disabled_keys = frozenset(disabled_keys)
+        self.metrics = metrics
+
+    async def report(self) -> h.HealthReport:
+        t0 = time.perf_counter()
+        now = self.clock.now()
+        try:
+            readings, cron_health = await asyncio.wait_for(self._read(now), REPORT_BUDGET_SECONDS)
+        except (TimeoutError, asyncio.TimeoutError):
+            problem = f"JetStream and the health records did not answer within {REPORT_BUDGET_SECONDS:g}s"
+            readings = Readings(now=now, consumers=[], claimed_runs=[], heartbeats=[], readable=False, problem=problem)
+            cron_health = h.CronHealth(readable=False, problem=problem, status="critical")
+        report = await self._assemble(readings, cron_health, now)
+        if self.metrics is not None:
+            self.metrics.observe(report)
+            self.metrics.report_seconds.observe(time.perf_counter() - t0)
+        return report
+
+    async def _read(self, now: datetime) -> tuple[Readings, h.CronHealth]:
+        readings = await health_reader.read_readings(self._bus(), self._engine(), now)
+        try:
+            cron_health = await self._cron(readings, now)
+        except Exception as exc:  # noqa: BLE001 - the monitor pages on an unreadable check
+            cron_health = h.CronHealth(readable=False, problem=f"{type(exc).__name__}: {exc}", status="critical")
+        return readings, cron_health
+
+    async def _assemble(self, readings: Readings, cron_health: h.CronHealth, now: datetime) -> h.HealthReport:
+        worker_stats = workers.worker_statistics(readings.heartbeats, now)
+        stats = queues.queue_statistics(readings)
+        verdict = queues.queue_verdict(stats, readings, worker_stats)
+        try:
+            async with self._engine().connect() as conn:
+                recovery = await recovery_status(conn, now)
+        except Exception:  # noqa: BLE001 - unknown is reported as off; the banner says nothing
+            recovery = h.QueueRecoveryStatus(active=False)
+        status = overall.overall_status(verdict, cron_health, worker_stats, stats.readable)
+        summary = overall.summary_prose(status, stats, verdict, cron_health, worker_stats, recovery)
+        return h.HealthReport(generated_at=now, overall_status=status, summary=summary, queue=stats, verdict=verdict,
+                              cron=cron_health, workers=worker_stats, queue_recovery_mode=recovery)
+
+    async def _cron(self, readings: Readings, now: datetime) -> h.CronHealth:
+        """Every scheduled key judged: its record, its waiting tick, its lower bounds; witnesses
+        are read only for keys whose owed ticks are past their grace."""
+        if not readings.readable:
+            return h.CronHealth(readable=False, problem=readings.problem, status="critical")
+        bus = self._bus()
+        waiting = await health_reader.waiting_ticks(bus, self.entries)
+        installed = await asyncio.gather(*(health_reader.schedule_installed_at(bus, CONTEXTS[e.service], e.job)
+                                           for e in self.entries))
+        server_id = await health_reader.nats_server_identity(bus)
+        async with self._engine().connect() as conn:
+            records = await health_records.key_records(conn, [e.key for e in self.entries], waiting)
+            nats_since = await health_records.nats_started_at(conn, server_id)
+            worker_stats = workers.worker_statistics(readings.heartbeats, now)
+            keys = []
+            for entry, schedule_at in zip(self.entries, installed, strict=True):
+                record = records.get(entry.key)
+                lower = cron.lower_bound_for(record, server_started_at=nats_since, installed_at=schedule_at,
+                                             newest_worker_start=workers.newest_live_start(worker_stats, entry.service))
+                owed = cron.owed_ticks(entry, record, now, lower)
+                seen = await health_records.witnessed(conn, entry.key, owed) if owed else set()
+                keys.append(cron.judge_key(entry, record, now, lower, seen, disabled=entry.key in self.disabled_keys,
+                                           exempt=entry.freshness_exempt, ceiling=queues.execution_ceiling(entry.lane)))
+        return cron.cron_health(keys)

@@ -1,0 +1,171 @@
+"""The health monitor (seed 003's SystemHealthMonitorJob): every minute it computes the health
+report live and pages on what has held for two consecutive checks.
+
+It is a loop in the alerts process, not a job on a lane: a monitor must never run on a lane it
+watches (the outage it exists to report would starve it into silence too), and it watches every
+lane. What watches the monitor is Prometheus: `zimmer_health_monitor_last_check_timestamp_seconds`
+and the ZimmerHealthMonitorSilent rule (deploy/prometheus/alerts.yml).
+
+Pages (each its own stable title, so each shape is its own issue):
+- the queue verdict's title ("Nothing is executing", "Queue lane wedged", "Queue backlog
+  critical") once a critical verdict has held for CONSECUTIVE_CRITICAL_TO_ALERT checks; the streak
+  is cleared on every non-critical check, and the condition resolved;
+- "Cron schedule stale" once a key has read stale on consecutive checks (a streak per key, kept
+  apart from the queue's). While the queue page is critical, a key held by a running copy is left
+  to it (its breakdown already names what holds the lane): held back, not dropped.
+- While queue recovery mode is on, neither pages: the backlog is the operator's own doing.
+A check that cannot read the cron schedule fails loudly (an ERROR page), never "nothing stale".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zimmer_alerts.domain.cron import CONSECUTIVE_CRITICAL_TO_ALERT, CronStreaks
+from zimmer_alerts.domain.queues import page_body
+from zimmer_alerts.health import HealthReporter
+from zimmer_alerts.health_metrics import HealthMetrics
+from zimmer_alerts.pager import Pager
+from zimmer_common.bus import Bus
+from zimmer_common.contracts import health as h
+from zimmer_common.logs import kv
+from zimmer_common.service import Service
+
+log = logging.getLogger("zimmer.health")
+
+CHECK_INTERVAL_SECONDS = 60.0
+SOURCE = "alerts/health_monitor"
+CRON_TITLE = "Cron schedule stale"
+CRON_CONDITION = "health:cron_stale"
+UNREADABLE_TITLE = "Health monitor cannot read"
+
+
+@dataclass
+class QueueStreak:
+    """Consecutive critical checks of the queue verdict; any non-critical check clears it."""
+
+    count: int = 0
+    code: str | None = None
+
+    def observe(self, verdict: h.QueueVerdict) -> bool:
+        """True when this check confirms a page."""
+        if verdict.status != "critical":
+            self.count, self.code = 0, None
+            return False
+        self.count += 1
+        self.code = verdict.code
+        return self.count >= CONSECUTIVE_CRITICAL_TO_ALERT
+
+
+@dataclass
+class HealthMonitor:
+    reporter: HealthReporter
+    pager: Pager
+    metrics: HealthMetrics | None = None
+    queue_streak: QueueStreak = field(default_factory=QueueStreak)
+    cron_streaks: CronStreaks = field(default_factory=CronStreaks)
+    firing_queue_code: str | None = None
+    cron_firing: bool = False
+
+    async def check_once(self) -> h.HealthReport:
+        report = await self.reporter.report()
+        if self.metrics is not None:
+            self.metrics.checked(time.time())
+        if report.queue_recovery_mode.active:
+            # The operator halted the lanes: no backlog or cron page while that is so, and no
+            # streak carried across the halt into the drain that follows it.
+            self.queue_streak = QueueStreak()
+            self.cron_streaks = CronStreaks()
+            return report
+        await self._queue(report)
+        await self._cron(report)
+        return report
+
+    async def _queue(self, report: h.HealthReport) -> None:
+        verdict = report.verdict
+        confirmed = self.queue_streak.observe(verdict)
+        if confirmed and verdict.code and verdict.title:
+            body = page_body(report.queue, verdict, report.workers)
+            await self.pager.report(
+                title=verdict.title, fingerprint=["health", verdict.code.split(":", 1)[0]], message=body,
+                source=SOURCE, condition_key=f"health:{verdict.code}",
+                context={"status_code": verdict.code, "paused_lanes": verdict.paused_lanes})
+            if self.firing_queue_code and self.firing_queue_code != verdict.code:
+                await self._resolve_queue(self.firing_queue_code)
+            self.firing_queue_code = verdict.code
+        elif verdict.status != "critical" and self.firing_queue_code:
+            await self._resolve_queue(self.firing_queue_code)
+            self.firing_queue_code = None
+
+    async def _resolve_queue(self, code: str) -> None:
+        await self.pager.report(title="Queue health recovered", fingerprint=["health", "recovered"],
+                                message=f"{code} no longer holds", level="warning", source=SOURCE,
+                                condition_key=f"health:{code}", still_true=False)
+
+    async def _cron(self, report: h.HealthReport) -> None:
+        if not report.cron.readable:
+            await self.pager.report(title=UNREADABLE_TITLE, fingerprint=["health", "cron_unreadable"],
+                                    message=f"cron freshness could not be read: {report.cron.problem}",
+                                    source=SOURCE)
+            return
+        queue_critical = report.verdict.status == "critical"
+        stale = [k for k in report.cron.keys if k.state == "stale"
+                 and not (queue_critical and k.held_by == "running")]
+        confirmed = self.cron_streaks.observe([k.key for k in stale])
+        if confirmed:
+            behind = [k for k in stale if k.key in confirmed]
+            lines = [f"{k.key} ({k.cadence}, {k.lane}): {k.reason}" for k in behind]
+            await self.pager.report(
+                title=CRON_TITLE, fingerprint=["health", "cron_stale"], source=SOURCE, condition_key=CRON_CONDITION,
+                message="Scheduled jobs not running: " + "; ".join(lines)
+                        + ". Every key's reading is live in get_system_health (MCP) and GET /api/v1/health.",
+                context={"keys": [k.key for k in behind]})
+            self.cron_firing = True
+        elif self.cron_firing and not stale:
+            await self.pager.report(title=CRON_TITLE, fingerprint=["health", "cron_stale"], level="warning",
+                                    source=SOURCE, condition_key=CRON_CONDITION, still_true=False,
+                                    message="every scheduled job is producing ticks again")
+            self.cron_firing = False
+
+
+def attach_health(service: Service) -> HealthMonitor:
+    """Wire the report's RPC and the monitor loop into the alerts service (called from build)."""
+    assert service.pager is not None, "attach_pager first"
+
+    def bus() -> Bus:
+        assert service.bus is not None, "used before start"
+        return service.bus
+
+    def engine() -> AsyncEngine:
+        assert service.engine is not None, "used before start"
+        return service.engine
+
+    metrics = HealthMetrics(service.metrics.registry)
+    reporter = HealthReporter(bus, engine, service.clock, service.settings.env, metrics=metrics)
+    monitor = HealthMonitor(reporter, service.pager, metrics)
+
+    @service.rpc(h.SYSTEM_HEALTH)
+    async def system_health(_q: h.HealthQuery) -> h.HealthReport:
+        return await reporter.report()
+
+    async def loop() -> None:
+        # The first check waits one interval: a process just started has nothing to judge yet,
+        # and a page needs two checks anyway.
+        while not service.stopping:
+            await service.pause(CHECK_INTERVAL_SECONDS)
+            if service.stopping:
+                break
+            try:
+                await monitor.check_once()
+            except Exception as exc:  # noqa: BLE001 - a failed check is logged; the next one runs
+                log.error("health check failed", extra=kv(error=repr(exc)))
+
+    @service.on_start
+    async def start_monitor(svc: Service) -> None:
+        svc.spawn(loop(), "health-monitor")
+
+    return monitor

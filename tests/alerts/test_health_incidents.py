@@ -1,0 +1,185 @@
+"""The seed's three queue incidents, replayed on real JetStream and PostgreSQL with a frozen clock
+(issue 15): the ten-hour stall (2026-08-13) pages "Nothing is executing" within its first check
+window; the queue-blind page (2026-09-02) does not fire, while a real single-lane starvation pages
+naming the lane and its oldest age; the wedge (2026-09-04) is told apart from a slow lane.
+
+JetStream stamps messages and acks with the real time, so the frozen clock starts at the real
+"now" and is advanced past it: a message published at the start is then as old as the advance."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from alerting import eventually  # type: ignore[import-not-found]
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from zimmer_alerts import health_records
+from zimmer_alerts.config import AlertSettings
+from zimmer_alerts.health import HealthReporter
+from zimmer_alerts.monitor import HealthMonitor
+from zimmer_alerts.service import build
+from zimmer_common.clock import FrozenClock
+from zimmer_common.contracts import ops
+from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery
+from zimmer_common.contracts.subjects import Stream, job_subject, lane_filter
+from zimmer_common.settings import Environment
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture
+async def alerts(settings_factory, clock):  # type: ignore[no-untyped-def]
+    service = build(settings_factory(env=Environment.PRODUCTION), clock=clock,
+                    alert_settings=AlertSettings(alert_check_seconds=3600))
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop()
+
+
+def monitor_of(service: Any, clock: FrozenClock) -> HealthMonitor:
+    # The service's own loop waits a minute before its first check; the test drives one directly.
+    reporter = HealthReporter(lambda: service.bus, lambda: service.engine, clock, Environment.TEST)
+    return HealthMonitor(reporter, service.pager)
+
+
+async def lane_consumer(service: Any, ctx: str, lane: str, pool: int) -> Any:
+    durable = f"jobs_{ctx}_{lane}"
+    await service.bus.js.add_consumer(Stream.JOBS.value, ConsumerConfig(
+        durable_name=durable, filter_subject=lane_filter(ctx, lane), ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL, max_ack_pending=pool, ack_wait=6 * 3600, max_deliver=-1))
+    return await service.bus.js.pull_subscribe_bind(durable, stream=Stream.JOBS.value)
+
+
+async def enqueue(service: Any, ctx: str, lane: str, jobs: list[str]) -> None:
+    for job in jobs:  # one waiting tick per job subject: distinct jobs make depth
+        await service.bus.publish(job_subject(ctx, lane, job), json.dumps({"job": job}).encode())
+
+
+async def heartbeat(service: Any, clock: FrozenClock, name: str = "spot-gate") -> None:
+    async with service.engine.begin() as conn:
+        await health_records.record_heartbeat(conn, ops.Heartbeat(
+            service=name, instance_id=f"{name}-1", version="test", at=clock.now(), uptime_seconds=3600, lanes=[]))
+
+
+async def started(service: Any, job: str, lane: str, at: datetime, run_id: str) -> None:
+    async with service.engine.begin() as conn:
+        await health_records.record_job_run(conn, ops.JobRun(
+            service="spot-gate", job=job, lane=lane, run_id=run_id, state=ops.JobRunState.STARTED, at=at,
+            instance_id="spot-gate-1", enqueued_at=at, started_at=at))
+
+
+async def pages(service: Any, title: str) -> list[Any]:
+    found = (await service.bus.request(LIST_ALERTS, AlertQuery())).issues
+    return [i for i in found if i.title == title]
+
+
+async def test_the_ten_hour_stall_pages_nothing_is_executing_within_its_first_check_window(alerts, clock) -> None:
+    sub = await lane_consumer(alerts, "spot", "default", pool=2)
+    await enqueue(alerts, "spot", "default", ["recheck_due"])
+    [msg] = await sub.fetch(1, timeout=5)
+    await msg.ack_sync()  # the last thing that finished: now
+    await enqueue(alerts, "spot", "default", ["fire_wakes", "hold_repair"])  # fast-lane work nobody takes
+    await heartbeat(alerts, clock)  # the worker's heartbeat is fresh: the stall is not a dead process
+    monitor = monitor_of(alerts, clock)
+
+    clock.advance(9 * 60)
+    report = await monitor.check_once()
+    assert report.verdict.status != "critical", report.verdict  # nine minutes is a slow deploy, not an outage
+    await heartbeat(alerts, clock)
+    clock.advance(61 + 5)  # just past ten minutes: nothing finished, a fast lane's head ten minutes old
+    report = await monitor.check_once()
+    assert (report.verdict.code, report.verdict.title) == ("execution_stalled", "Nothing is executing")
+    assert report.overall_status == "critical"
+    assert await pages(alerts, "Nothing is executing") == []  # one critical check is not a page
+    clock.advance(60)
+    await monitor.check_once()
+    await eventually(lambda: _paged(alerts, "Nothing is executing"), "the execution_stalled page")
+    [issue] = await pages(alerts, "Nothing is executing")
+    assert issue.last_message.startswith("Ready (waiting on a worker): 2")
+    assert "get_system_health" in issue.last_message
+
+
+async def test_a_deployment_that_never_finished_anything_is_not_stalled(alerts, clock) -> None:
+    await lane_consumer(alerts, "spot", "default", pool=2)
+    await enqueue(alerts, "spot", "default", ["recheck_due", "fire_wakes"])
+    clock.advance(3600)
+    report = await monitor_of(alerts, clock).check_once()
+    assert report.verdict.code != "execution_stalled"
+
+
+async def test_the_queue_blind_shape_does_not_page_and_a_starved_lane_names_itself(alerts, clock) -> None:
+    await lane_consumer(alerts, "spot", "inference", pool=2)
+    await lane_consumer(alerts, "spot", "maintenance", pool=2)
+    await lane_consumer(alerts, "backlog", "pollers", pool=1)
+    await enqueue(alerts, "spot", "inference", [f"title_{i}" for i in range(68)])
+    await enqueue(alerts, "spot", "maintenance", [f"install_{i}" for i in range(23)])
+    monitor = monitor_of(alerts, clock)
+    clock.advance(57 * 60)
+    await heartbeat(alerts, clock)
+    await enqueue(alerts, "backlog", "pollers", ["github_snapshot"])  # fresh work beside the old
+    for _ in range(3):
+        report = await monitor.check_once()
+        # 91 ready across lanes beside a 57-minute head: the old rule's two operands, neither a stall.
+        assert report.verdict.status != "critical", report.verdict
+    assert report.queue.head_of_line is not None and report.queue.head_of_line.lane == "inference"
+
+    await enqueue(alerts, "spot", "inference", [f"summary_{i}" for i in range(90)])  # 158 deep
+    clock.advance(5 * 60)  # the head is now 62 minutes old (a hair under): past inference's own 150 / 60 m
+    await heartbeat(alerts, clock)
+    report = await monitor.check_once()
+    assert (report.verdict.code, report.verdict.title) == ("backlog_lane:inference", "Queue backlog critical")
+    await monitor.check_once()
+    await eventually(lambda: _paged(alerts, "Queue backlog critical"), "the starved-lane page")
+    [issue] = await pages(alerts, "Queue backlog critical")
+    first_line = issue.last_message.splitlines()[0]
+    assert "inference" in first_line and "1h 1m" in first_line, first_line
+
+
+async def test_a_wedge_is_told_apart_from_a_slow_lane(alerts, clock) -> None:
+    sub = await lane_consumer(alerts, "spot", "maintenance", pool=2)
+    await enqueue(alerts, "spot", "maintenance", ["docker_prune", "bundle_install"])
+    held = await sub.fetch(2, timeout=5)  # both threads taken, never acked
+    assert len(held) == 2
+    await enqueue(alerts, "spot", "maintenance", ["transcript_archive", "token_backfill"])  # ready behind them
+    t0 = clock.now()
+    await started(alerts, "docker_prune", "maintenance", t0, "1")
+    await started(alerts, "bundle_install", "maintenance", t0 + timedelta(minutes=65), "2")
+    monitor = monitor_of(alerts, clock)
+
+    clock.advance(95 * 60)  # the oldest is past the 90-minute ceiling, the youngest (30 min) is not
+    await heartbeat(alerts, clock)
+    slow = await monitor.check_once()
+    assert not (slow.verdict.code or "").startswith("wedged_lane"), slow.verdict  # one hung thread is a slow lane
+    lane = next(x for x in slow.queue.lanes if x.lane == "maintenance")
+    assert (lane.claimed, lane.ready) == (2, 2)  # the lane's pool also counts alerts' own maintenance consumer
+
+    clock.advance(65 * 60)  # now every thread is past the ceiling, with ready work behind them
+    await heartbeat(alerts, clock)
+    wedged = await monitor.check_once()
+    assert (wedged.verdict.code, wedged.verdict.title) == ("wedged_lane:maintenance", "Queue lane wedged")
+    for msg in held:
+        await msg.ack_sync()
+
+
+async def test_a_wedge_needs_a_live_worker(alerts, clock) -> None:
+    sub = await lane_consumer(alerts, "spot", "maintenance", pool=1)
+    await enqueue(alerts, "spot", "maintenance", ["docker_prune"])
+    [held] = await sub.fetch(1, timeout=5)
+    await enqueue(alerts, "spot", "maintenance", ["bundle_install"])
+    await started(alerts, "docker_prune", "maintenance", clock.now(), "1")
+    clock.advance(3 * 3600)  # no heartbeat of spot-gate: its claims are a dead process's, not a wedge
+    report = await monitor_of(alerts, clock).check_once()
+    assert not (report.verdict.code or "").startswith("wedged_lane"), report.verdict
+    await held.ack_sync()
+
+
+async def _paged(service: Any, title: str) -> bool:
+    return bool(await pages(service, title))
