@@ -37,6 +37,7 @@ _INTERVAL_SAMPLES = 8
 
 
 @lru_cache(maxsize=256)
+@lru_cache(maxsize=256)  # a pure function of the cadence; croniter is most of a report's cost otherwise
 def interval_of(cadence: str) -> timedelta:
     """The cadence's period; for a cron expression the longest gap between its next few fires
     (the generous reading: a longer interval only widens the grace)."""
@@ -44,6 +45,7 @@ def interval_of(cadence: str) -> timedelta:
     return max(b - a for a, b in zip(fires, fires[1:], strict=False))
 
 
+@lru_cache(maxsize=256)
 def grace_for(cadence: str) -> timedelta:
     """min(max(GRACE_FLOOR, GRACE_TICKS × interval), GRACE_CAP)."""
     return min(max(GRACE_FLOOR, GRACE_TICKS * interval_of(cadence)), GRACE_CAP)
@@ -67,7 +69,12 @@ def _counted_from(record: KeyRecord | None, lower_bound: datetime | None) -> dat
 def first_owed_tick(entry: ScheduleEntry, record: KeyRecord | None, lower_bound: datetime | None) -> datetime | None:
     """The first fire time after the newest produced tick (or the lower bound, if newer)."""
     since = _counted_from(record, lower_bound)
-    return None if since is None else next_fire_times(entry.cadence, since, 1)[0]
+    return None if since is None else _next_fire(entry.cadence, since)
+
+
+@lru_cache(maxsize=4096)  # the same (cadence, newest tick) recurs every check until the key ticks again
+def _next_fire(cadence: str, since: datetime) -> datetime:
+    return next_fire_times(cadence, since, 1)[0]
 
 
 def _newest_fires(cadence: str, first: datetime, now: datetime, count: int) -> list[datetime]:
