@@ -183,3 +183,33 @@ async def test_a_wedge_needs_a_live_worker(alerts, clock) -> None:
 
 async def _paged(service: Any, title: str) -> bool:
     return bool(await pages(service, title))
+
+
+async def test_a_schedule_that_stopped_producing_pages_cron_schedule_stale(alerts, clock) -> None:
+    """#619's silence: spot-gate is alive, its recheck_due has produced nothing for three hours,
+    and other keys' ticks witness that the scheduler was firing. A disabled key is never judged."""
+    start = clock.now()
+    async with alerts.engine.begin() as conn:
+        for minute in range(180):  # backlog.recover_starting ticked every minute: the witnesses
+            at = start + timedelta(minutes=minute, seconds=45)
+            await health_records.record_job_run(conn, ops.JobRun(
+                service="backlog", job="recover_starting", lane="default", run_id=str(minute + 1),
+                state=ops.JobRunState.FINISHED, at=at, instance_id="backlog-1", enqueued_at=at, started_at=at,
+                finished_at=at))
+    await heartbeat(alerts, clock)  # spot-gate's instance started an hour before `start`
+    clock.advance(3 * 3600)
+    await heartbeat(alerts, clock)
+    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+                              disabled_keys={"spot-gate.fire_wakes"})
+    monitor = HealthMonitor(reporter, alerts.pager)
+    report = await monitor.check_once()
+    keys = {k.key: k for k in report.cron.keys}
+    assert keys["spot-gate.recheck_due"].state == "stale", keys["spot-gate.recheck_due"]
+    assert "Not produced" in keys["spot-gate.recheck_due"].reason
+    assert keys["spot-gate.fire_wakes"].state == "disabled"
+    assert keys["backlog.recover_starting"].state == "fresh"
+    assert report.cron.status == "critical" and report.overall_status == "critical"
+    await monitor.check_once()
+    await eventually(lambda: _paged(alerts, "Cron schedule stale"), "the cron page")
+    [issue] = await pages(alerts, "Cron schedule stale")
+    assert "spot-gate.recheck_due" in issue.last_message

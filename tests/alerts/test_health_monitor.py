@@ -100,3 +100,15 @@ async def test_a_cron_check_that_cannot_read_pages_loudly() -> None:
     await checks(m, 1)
     [page] = pager.pages
     assert page["title"] == UNREADABLE_TITLE and "JetStream did not answer" in page["message"]
+
+
+async def test_a_page_about_many_keys_fits_its_bound_and_names_them() -> None:
+    from zimmer_common.contracts.alerts import Page
+    keys = tuple(f"service{i}.job_with_a_rather_long_name_{i}" for i in range(40))
+    m, pager = monitor(report(stale=keys), report(stale=keys))
+    await checks(m, 2)
+    [page] = pager.pages
+    assert len(page["message"]) <= 2000 and page["context"]["keys"] == list(keys)
+    assert keys[0] in page["message"] and "more" in page["message"]
+    Page(title=page["title"], level="error", source="alerts", fingerprint=page["fingerprint"],  # valid as sent
+         message=page["message"], context=page["context"], occurred_at=NOW)

@@ -15,3 +15,9 @@ class AlertSettings(BaseSettings):
     alert_sink_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     alert_sink_attempts: int = Field(default=3, ge=1, le=10)
     alert_check_seconds: float = Field(default=5.0, gt=0, le=3600)  # how often the notifier looks
+    # Scheduled keys (service.job) an operator has switched off: cron freshness reads them
+    # "disabled" and never judges them (seed 003). Comma-separated, e.g. "backlog.liveness_sweep".
+    cron_disabled_keys: str = ""
+
+    def disabled_keys(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.cron_disabled_keys.split(",") if k.strip())

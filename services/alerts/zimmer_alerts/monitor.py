@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from zimmer_alerts import health_reader, health_records
 from zimmer_alerts.domain.cron import CONSECUTIVE_CRITICAL_TO_ALERT, CronStreaks
 from zimmer_alerts.domain.queues import page_body
 from zimmer_alerts.health import HealthReporter
@@ -32,6 +33,7 @@ from zimmer_alerts.health_metrics import HealthMetrics
 from zimmer_alerts.pager import Pager
 from zimmer_common.bus import Bus
 from zimmer_common.contracts import health as h
+from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
 from zimmer_common.service import Service
 
@@ -42,6 +44,18 @@ SOURCE = "alerts/health_monitor"
 CRON_TITLE = "Cron schedule stale"
 CRON_CONDITION = "health:cron_stale"
 UNREADABLE_TITLE = "Health monitor cannot read"
+
+
+CRON_KEYS_IN_PAGE = 5  # with reasons; the rest by name (every reading is live in get_system_health)
+LIVE_ELSEWHERE = " Every key's reading is live in get_system_health (MCP) and GET /api/v1/health."
+CUT = " … (cut; the whole reading is live in get_system_health)"
+
+
+def bounded(text: str, tail: str) -> str:
+    """A page's message fits the contract's bound (LongText): cut, and say where the rest is."""
+    if len(text) + len(tail) <= LONG_TEXT_MAX:
+        return text + tail
+    return text[:LONG_TEXT_MAX - len(CUT)] + CUT
 
 
 @dataclass
@@ -89,7 +103,7 @@ class HealthMonitor:
         verdict = report.verdict
         confirmed = self.queue_streak.observe(verdict)
         if confirmed and verdict.code and verdict.title:
-            body = page_body(report.queue, verdict, report.workers)
+            body = bounded(page_body(report.queue, verdict, report.workers), "")
             await self.pager.report(
                 title=verdict.title, fingerprint=["health", verdict.code.split(":", 1)[0]], message=body,
                 source=SOURCE, condition_key=f"health:{verdict.code}",
@@ -118,11 +132,13 @@ class HealthMonitor:
         confirmed = self.cron_streaks.observe([k.key for k in stale])
         if confirmed:
             behind = [k for k in stale if k.key in confirmed]
-            lines = [f"{k.key} ({k.cadence}, {k.lane}): {k.reason}" for k in behind]
+            lines = [f"{k.key} ({k.cadence}, {k.lane}): {k.reason}" for k in behind[:CRON_KEYS_IN_PAGE]]
+            more = behind[CRON_KEYS_IN_PAGE:]
+            if more:
+                lines.append(f"and {len(more)} more: {', '.join(k.key for k in more)}")
             await self.pager.report(
                 title=CRON_TITLE, fingerprint=["health", "cron_stale"], source=SOURCE, condition_key=CRON_CONDITION,
-                message="Scheduled jobs not running: " + "; ".join(lines)
-                        + ". Every key's reading is live in get_system_health (MCP) and GET /api/v1/health.",
+                message=bounded("Scheduled jobs not running: " + "; ".join(lines), LIVE_ELSEWHERE),
                 context={"keys": [k.key for k in behind]})
             self.cron_firing = True
         elif self.cron_firing and not stale:
@@ -132,7 +148,7 @@ class HealthMonitor:
             self.cron_firing = False
 
 
-def attach_health(service: Service) -> HealthMonitor:
+def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset()) -> HealthMonitor:
     """Wire the report's RPC and the monitor loop into the alerts service (called from build)."""
     assert service.pager is not None, "attach_pager first"
 
@@ -145,7 +161,8 @@ def attach_health(service: Service) -> HealthMonitor:
         return service.engine
 
     metrics = HealthMetrics(service.metrics.registry)
-    reporter = HealthReporter(bus, engine, service.clock, service.settings.env, metrics=metrics)
+    reporter = HealthReporter(bus, engine, service.clock, service.settings.env, disabled_keys=disabled_keys,
+                              metrics=metrics)
     monitor = HealthMonitor(reporter, service.pager, metrics)
 
     @service.rpc(h.SYSTEM_HEALTH)
@@ -166,6 +183,14 @@ def attach_health(service: Service) -> HealthMonitor:
 
     @service.on_start
     async def start_monitor(svc: Service) -> None:
+        # The NATS server's first sighting is a lower bound of cron freshness (a restarted server
+        # fires no missed ticks); note it at start, not only at the first report.
+        try:
+            server_id = await health_reader.nats_server_identity(bus())
+            async with engine().begin() as conn:
+                await health_records.record_server(conn, server_id, svc.clock.now())
+        except Exception as exc:  # noqa: BLE001 - the first report records it instead
+            log.warning("NATS server not recorded at start", extra=kv(error=repr(exc)))
         svc.spawn(loop(), "health-monitor")
 
     return monitor

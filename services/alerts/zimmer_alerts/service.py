@@ -41,8 +41,9 @@ def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertS
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_alerts.migrations",
                       jobs=[outbox_prune_job(SCHEMA), health_records_prune_job()], clock=clock)
     attach_pager(service)
-    attach_health(service)  # the health report's RPC and the monitor that pages on it (issue 15)
     config = alert_settings or AlertSettings()
+    # The health report's RPC and the monitor that pages on it (issue 15).
+    attach_health(service, config.disabled_keys())
     metrics = AlertMetrics(service.metrics.registry)
     # Queue recovery mode and queued-message maintenance (issue 15): their RPCs and the expiry job.
     service.recovery = attach_recovery(service, service.metrics.registry)  # type: ignore[attr-defined]
