@@ -25,11 +25,13 @@ from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
 from zimmer_gateway.routes.alerts import router as alerts_router
 from zimmer_gateway.routes.backlog import router as backlog_router
+from zimmer_gateway.routes.health_actions import router as health_actions_router
 from zimmer_gateway.routes.logs import router as logs_router
 from zimmer_gateway.routes.spot import router as spot_router
 from zimmer_gateway.web.health import create_health
 from zimmer_gateway.web.issues import create_issues
 from zimmer_gateway.web.pages import STATIC, NotSignedIn, create_signin, to_signin
+from zimmer_gateway.web.health_recovery import install_queue_recovery_pages
 from zimmer_gateway.web.costs import create_costs
 from zimmer_gateway.web.quotas import create_quotas
 from zimmer_gateway.web.ranked import create_ranked
@@ -121,6 +123,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
     app.include_router(alerts_router)  # the alerts ledger
     app.include_router(logs_router)  # session timelines and log retention readings (sweeper)
+    app.include_router(health_actions_router)  # queue recovery mode and queued-message maintenance (alerts)
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
     app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]
@@ -128,6 +131,7 @@ def create_app(service: Service) -> FastAPI:
                   create_sessions(service), create_ranked(service), create_health(service, ping_peers)):
         app.include_router(pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    install_queue_recovery_pages(app, service)  # recovery mode's banner on every page; its Health panels' forms
 
     # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
     # would redirect it to `/mcp/`), the mount answers `/mcp/`.

@@ -33,6 +33,10 @@ from zimmer_gateway.auth import REALM_SCOPE_KEY, Realm, realm_of
 from zimmer_gateway.problems import problem
 
 CREDENTIAL_PREFIXES = ("/api/", "/mcp")
+# The one API path that needs no credential: leaving queue recovery mode must work on the first
+# try, even where the operator token was never set (seed 003; DESIGN §6). A credential sent along
+# still names the caller.
+UNGATED_PATHS = frozenset({"/api/v1/health/exit_queue_recovery_mode"})
 SESSION_HEADER = b"x-zimmer-session-id"
 
 
@@ -60,13 +64,14 @@ class Edge:
         realm: Realm | None = None
         if path.startswith(CREDENTIAL_PREFIXES):
             realm = _realm(self.settings, headers.get(b"authorization", b""))
-            if realm is None:
+            if realm is None and path not in UNGATED_PATHS:
                 detail = "invalid bearer credential" if headers.get(b"authorization") else "missing bearer credential"
                 await _refuse(scope, receive, send, problem(
                     401, detail, instance=path, type_="urn:zimmer:error:unauthorized", code="unauthorized",
                     headers={"WWW-Authenticate": 'Bearer realm="zimmer"'}))
                 return
-            scope[REALM_SCOPE_KEY] = realm
+            if realm is not None:
+                scope[REALM_SCOPE_KEY] = realm
 
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):

@@ -14,6 +14,7 @@ from zimmer_common.contracts.logs import LOG_RETENTION_HEALTH, LogRetentionHealt
 from zimmer_common.contracts.ops import PingReply
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
+from zimmer_gateway.web.health_recovery import recovery_panels
 from zimmer_gateway.web.pages import Ping, render, signed_in
 
 
@@ -31,7 +32,7 @@ def create_health(service: Service, ping: Ping) -> APIRouter:
         overall = "ok" if all(r["up"] and r["ready"] for r in rows) else "degraded"
         retention, retention_problem = await _log_retention(service)
         return render(request, "health.html", title="Health", overall=overall, rows=rows, retention=retention,
-                      retention_problem=retention_problem)
+                      retention_problem=retention_problem, **await recovery_panels(service, request))
 
     return router
 

@@ -59,6 +59,8 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
     if "session" not in context:  # a page that checked it already keeps it on the request
         context["session"] = getattr(request.state, "operator", None) or \
             web_session.read_session(request, request.app.state.settings)
+    # The queue-recovery banner's status, left by its ASGI layer (web/recovery_banner.py) on page GETs.
+    context.setdefault("queue_recovery", getattr(request.state, "queue_recovery", None))
     response = TEMPLATES.TemplateResponse(
         request, template, {"navigation": NAVIGATION, "version": __version__, **context}, status_code=status_code)
     response.headers["Cache-Control"] = "no-store"

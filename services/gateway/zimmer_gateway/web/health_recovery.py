@@ -1,0 +1,107 @@
+"""The Health page's "Queue recovery mode" and "Queued messages" panels (issue 15; seed 003
+"/health (enter, extend, resume)", "the Queued Job Maintenance panel"), their forms, and the
+amber banner's wiring.
+
+Entering and extending are behind the operator session (and its CSRF token); resuming is
+deliberately not: the exit form works without a session, as REST's exit works without a
+credential (an anonymous resume is the escape hatch, and forging one does nothing an anonymous
+caller could not). Discard and reschedule carry the count the page rendered beside the button as
+`expected_count`: a page opened ten minutes ago names a number that no longer matches, and the
+click is refused (with the service's words) rather than acting on a set the operator never saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from starlette.responses import Response
+
+from zimmer_common.contracts import health as h
+from zimmer_common.errors import ZimmerError
+from zimmer_common.service import Service
+from zimmer_gateway.web import session as web_session
+from zimmer_gateway.web.pages import Refused, as_operator, back_to, bus_of, perform, refusal, whole_number
+from zimmer_gateway.web.recovery_banner import install_recovery_banner, remember
+
+PANEL = "/health#queue-recovery"
+
+
+def _text(form: Any, name: str) -> str | None:
+    return str(form.get(name) or "").strip() or None
+
+
+async def recovery_panels(service: Service, request: Request) -> dict[str, Any]:
+    """The two panels' data for the Health page: the mode's status (read now, not the banner's
+    cache) and, when the page was asked with a lane or subject, the preview of that scope."""
+    found: dict[str, Any] = {"recovery": None, "recovery_problem": None, "queued": None, "queued_problem": None,
+                             "queued_lane": request.query_params.get("lane") or "",
+                             "queued_subject": request.query_params.get("subject") or "",
+                             "lanes": [lane for lane in ("default", "pollers", "triggers", "inference", "maintenance")]}
+    try:
+        found["recovery"] = await bus_of(service).request(h.QUEUE_RECOVERY_STATUS, h.HealthQuery())
+    except ZimmerError as exc:
+        found["recovery_problem"] = f"{exc.code.value}: {exc.message}"
+    if found["queued_lane"] or found["queued_subject"]:
+        try:
+            found["queued"] = await bus_of(service).request(h.PREVIEW_QUEUED, h.QueuedScope(
+                lane=found["queued_lane"] or None, subject=found["queued_subject"] or None))
+        except ZimmerError as exc:
+            found["queued_problem"] = f"{exc.code.value}: {exc.message}"
+    return found
+
+
+def create_health_recovery(service: Service) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.post("/health/queue_recovery/enter")
+    async def enter(request: Request) -> Response:
+        def build(form: Any) -> h.EnterQueueRecoveryMode:
+            return h.EnterQueueRecoveryMode(reason=str(form.get("reason") or "").strip(),
+                                            ttl_minutes=whole_number(form, "ttl_minutes") or 60, actor="operator")
+        try:
+            status = await perform(request, service, h.ENTER_QUEUE_RECOVERY, build)
+        except Refused as refused:
+            return refused.response
+        remember(request.app, status)
+        return back_to("/health", "recovery_on")
+
+    @router.post("/health/queue_recovery/exit")
+    async def exit_(request: Request) -> Response:
+        # Never gated: no session and no CSRF check (see the module's docstring).
+        signed = web_session.read_session(request, request.app.state.settings) is not None
+        try:
+            with as_operator():
+                status = await bus_of(service).request(h.EXIT_QUEUE_RECOVERY, h.ExitQueueRecoveryMode(
+                    actor="operator" if signed else "anonymous"))
+        except ZimmerError as exc:
+            return refusal(request, exc)
+        remember(request.app, status)
+        return back_to("/health", "recovery_off", resumed=str(len(status.resumed_consumers)))
+
+    async def mutate(request: Request, rpc: Any, done: str) -> Response:
+        def build(form: Any) -> h.QueuedMutation:
+            return h.QueuedMutation(lane=_text(form, "lane"), subject=_text(form, "subject"),
+                                    expected_count=whole_number(form, "expected_count") or 0,
+                                    delay_minutes=whole_number(form, "delay_minutes"), actor="operator")
+        try:
+            receipt = await perform(request, service, rpc, build)
+        except Refused as refused:
+            return refused.response
+        return back_to("/health", done, count=str(receipt.count), skipped=str(len(receipt.skipped)))
+
+    @router.post("/health/queued/discard")
+    async def discard(request: Request) -> Response:
+        return await mutate(request, h.DISCARD_QUEUED, "discarded")
+
+    @router.post("/health/queued/reschedule")
+    async def reschedule(request: Request) -> Response:
+        return await mutate(request, h.RESCHEDULE_QUEUED, "rescheduled")
+
+    return router
+
+
+def install_queue_recovery_pages(app: FastAPI, service: Service) -> None:
+    """The banner on every page and the panels' form routes."""
+    install_recovery_banner(app, service)
+    app.include_router(create_health_recovery(service))
