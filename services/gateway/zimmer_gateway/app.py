@@ -25,6 +25,7 @@ from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
 from zimmer_gateway.routes.alerts import router as alerts_router
 from zimmer_gateway.routes.backlog import router as backlog_router
+from zimmer_gateway.routes.health import router as health_router
 from zimmer_gateway.routes.health_actions import router as health_actions_router
 from zimmer_gateway.routes.logs import router as logs_router
 from zimmer_gateway.routes.spot import router as spot_router
@@ -124,6 +125,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(alerts_router)  # the alerts ledger
     app.include_router(logs_router)  # session timelines and log retention readings (sweeper)
     app.include_router(health_actions_router)  # queue recovery mode and queued-message maintenance (alerts)
+    app.include_router(health_router)  # the system health report (alerts)
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
     app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]

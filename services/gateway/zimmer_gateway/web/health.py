@@ -1,6 +1,7 @@
-"""The Health page (seed 003 "/health", the panels that exist today): the overall status, each
-service's instance, version and uptime from the pings, and the Log Retention panel (sweeper).
-Later issues add their panels here."""
+"""The Health page (seed 003 "/health"): the overall status, each service's instance, version and
+uptime from the pings, the Log Retention panel (sweeper), and the health monitors' panels (queues
+and their backlog breakdown, cron freshness, workers, the alerts ledger) from the report the
+alerts service computes live (issue 15)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from zimmer_common import __version__
+from zimmer_common.contracts.alerts import LIST_ALERTS, AlertList, AlertQuery
 from zimmer_common.contracts.logs import LOG_RETENTION_HEALTH, LogRetentionHealth, RetentionHealthQuery
 from zimmer_common.contracts.ops import PingReply
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
+from zimmer_gateway.health_report import system_health
 from zimmer_gateway.web.health_recovery import recovery_panels
 from zimmer_gateway.web.pages import Ping, render, signed_in
 
@@ -31,8 +34,13 @@ def create_health(service: Service, ping: Ping) -> APIRouter:
                         "database": None, "problem": None})
         overall = "ok" if all(r["up"] and r["ready"] for r in rows) else "degraded"
         retention, retention_problem = await _log_retention(service)
+        report = await system_health(service.bus, service.clock)
+        if overall == "ok" or report.overall_status == "critical":
+            overall = report.overall_status
+        alerts, alerts_problem = await _alerts(service)
         return render(request, "health.html", title="Health", overall=overall, rows=rows, retention=retention,
-                      retention_problem=retention_problem, **await recovery_panels(service, request))
+                      retention_problem=retention_problem, report=report, alerts=alerts,
+                      alerts_problem=alerts_problem, **await recovery_panels(service, request))
 
     return router
 
@@ -44,6 +52,16 @@ async def _log_retention(service: Service) -> tuple[LogRetentionHealth | None, s
         return None, "the gateway is not connected to the bus yet"
     try:
         return await service.bus.request(LOG_RETENTION_HEALTH, RetentionHealthQuery()), None
+    except ZimmerError as exc:
+        return None, f"{exc.code.value}: {exc.message}"
+
+
+async def _alerts(service: Service) -> tuple[AlertList | None, str | None]:
+    """The alerts ledger's newest issues, for the Alerts panel."""
+    if service.bus is None:
+        return None, "the gateway is not connected to the bus yet"
+    try:
+        return await service.bus.request(LIST_ALERTS, AlertQuery(limit=10)), None
     except ZimmerError as exc:
         return None, f"{exc.code.value}: {exc.message}"
 

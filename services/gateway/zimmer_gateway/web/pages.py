@@ -40,7 +40,24 @@ def utc(at: datetime | None) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
 
 
+def age(seconds: float | None) -> str:
+    """A wait or an execution as the pages and pages' bodies say it: 18s, 41m, 2h 5m, 3d 4h."""
+    if seconds is None:
+        return "—"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        hours, minutes = divmod(s // 60, 60)
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    days, hours = divmod(s // 3600, 24)
+    return f"{days}d {hours}h" if hours else f"{days}d"
+
+
 TEMPLATES.env.filters["utc"] = utc
+TEMPLATES.env.filters["age"] = age
 STATIC = Path(__file__).parent / "static"  # our own small scripts (no build step, no CDN)
 NAVIGATION: list[tuple[str, str]] = [
     ("Issues", "/issues"), ("Ranked", "/ranked"), ("Quotas", "/quotas"), ("Costs", "/costs"), ("Sessions", "/sessions"),

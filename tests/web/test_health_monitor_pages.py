@@ -1,0 +1,72 @@
+"""The health monitors' panels on the Health page (issue 15), in headless Chromium against a
+running stack: the queue verdict and each lane read live from JetStream (work waiting on a lane
+shows there), cron freshness, "N active / M registered" workers, and the alerts ledger; with the
+alerts service stopped the page still renders and says the report could not be computed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from pageshots import accessibility_problems, screenshot
+
+from zimmer_common.contracts.subjects import Stream, job_subject, lane_filter
+
+OPERATOR = "test-operator-token"
+
+
+async def sign_in(page: Any, base: str) -> None:
+    await page.goto(f"{base}/health")
+    await page.get_by_label("Operator token").fill(OPERATOR)
+    await page.get_by_role("button", name="Sign in").click()
+    assert page.url == f"{base}/health"
+
+
+async def test_the_health_page_shows_lanes_cron_workers_and_the_ledger(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    services, base = stack
+    bus = services["spot-gate"].bus
+    await bus.js.add_consumer(Stream.JOBS.value, ConsumerConfig(
+        durable_name="jobs_spot_inference", filter_subject=lane_filter("spot", "inference"),
+        ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, max_ack_pending=2, ack_wait=30))
+    for job in ("title_1", "title_2", "summary_1"):  # nobody fetches them: three ready on inference
+        await bus.publish(job_subject("spot", "inference", job), json.dumps({"job": job}).encode())
+    await services["backlog"].pager.report(title="Liveness sweep failed", fingerprint=["backlog", "liveness"],
+                                           message="GitHub answered 502")
+    page = await browser.new_page()
+    await sign_in(page, base)
+
+    assert await page.locator("[data-verdict]").count() == 1
+    inference = page.locator('#queues tr[data-lane="inference"]')
+    assert await inference.locator("[data-ready]").get_attribute("data-ready") == "3"
+    assert "0 / 2" in await inference.inner_text()  # claimed / pool
+    assert await page.locator("[data-ready-count]").get_attribute("data-ready-count") == "3"
+    assert "inference" in await page.locator("[data-ready-count]").inner_text()  # the head of line's lane
+    assert await page.locator('#queues tr[data-lane="events"]').count() == 1
+    assert await page.locator("[data-cron-status]").get_attribute("data-cron-status") == "ok"
+    active, registered = (int(n) for n in (await page.locator("[data-workers]").get_attribute("data-workers")
+                                            or "0/0").split("/"))
+    assert active >= 1 and registered >= active
+    assert f"{active} active / {registered} registered" in await page.locator("#workers").inner_text()
+    summary = await page.locator("[data-summary]").inner_text()
+    assert summary.startswith("Overall:") and "Workers:" in summary
+    for _ in range(50):  # the page reaches the ledger through the sender's outbox
+        if await page.locator("[data-alert-issue]").count():
+            break
+        await page.wait_for_timeout(100)
+        await page.reload()
+    assert "Liveness sweep failed" in await page.locator("#alerts-ledger").inner_text()
+    assert await accessibility_problems(page) == []
+    await screenshot(page, "health-monitors")
+
+
+async def test_the_page_renders_when_the_alerts_service_is_down(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    services, base = stack
+    await services["alerts"].stop()
+    page = await browser.new_page()
+    await sign_in(page, base)
+    assert await page.locator("[data-overall]").get_attribute("data-overall") in ("critical", "degraded")
+    assert "cannot be read now" in await page.locator("[data-queue-problem]").inner_text()
+    assert "cannot be read now" in await page.locator("[data-cron-problem]").inner_text()
+    assert "cannot be read now" in await page.locator("[data-alerts-problem]").inner_text()
+    assert await accessibility_problems(page) == []
