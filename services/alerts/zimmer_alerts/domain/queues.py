@@ -345,7 +345,7 @@ def queue_verdict(stats: QueueStatistics, readings: Readings, workers: WorkerSta
     paused = [lane.lane for lane in stats.lanes if lane.paused]
     if not stats.readable:
         return QueueVerdict(status="critical", code="queue_unreadable", title="Queue health unreadable",
-                            summary=f"JetStream could not be read: {stats.problem or 'no reason given'}.")
+                            summary=f"The queues could not be read: {stats.problem or 'no reason given'}.")
     verdict = (_execution_stalled(stats, workers) or _wedged_lane(readings, workers) or _starved_lane(stats)
                or _cross_lane_stall(stats) or _draining(stats))
     if verdict is not None:
