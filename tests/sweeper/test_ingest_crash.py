@@ -108,8 +108,8 @@ async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered
         sub = await svc.bus.js.pull_subscribe_bind(DURABLE, stream=Stream.INGEST.value)
         msgs = await sub.fetch(50, timeout=5)
         assert len(msgs) == 50
-        lines, refused = svc.app.ingest._decode(msgs)  # noqa: SLF001
-        assert await svc.app.ingest.write(lines) == 50 and not refused  # committed; the acks are "lost"
+        prepared = await svc.app.ingest.prepare(msgs)
+        assert await svc.app.ingest.write(prepared.decoded) == 50 and not prepared.refused  # committed; acks "lost"
         redelivered = await sub.fetch(50, timeout=10)  # after the 1 s ack wait
         assert {m.metadata.sequence.stream for m in redelivered} == {m.metadata.sequence.stream for m in msgs}
         outcome = await svc.app.ingest.handle(redelivered)

@@ -28,27 +28,25 @@ import asyncpg
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from sqlalchemy import BigInteger, func, literal, select
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql.expression import bindparam
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.logs import INGEST_LOGS, LINES_MAX
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
-from zimmer_sweeper import partitions
+from zimmer_sweeper import copytext, partitions
 from zimmer_sweeper.decode import Decoded, Refused, decode
-from zimmer_sweeper.domain.retention import CLASSES, DayPartition, level_class, storable
-from zimmer_sweeper.tables import COPY_COLUMNS, SCHEMA, ledger, purges
+from zimmer_sweeper.domain.retention import CLASSES, DayPartition
+from zimmer_sweeper.tables import SCHEMA, ledger
 
 log = logging.getLogger("zimmer.sweeper.ingest")
 
 DURABLE = "sweeper_logs"
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
 STREAM_MAX_AGE = timedelta(days=3)  # zimmer_common.streams: ZIMMER_INGEST max_age
+YIELD_LINES = 250  # decoding gives the event loop a turn this often (~0.5 ms of work)
 PAGE_LAG = timedelta(hours=48)  # two thirds of the stream's age limit: a day to act before a line is lost
 
 
@@ -165,9 +163,25 @@ class LogIngest:
         return await self.commit(await self.prepare(msgs), len(msgs))
 
     async def prepare(self, msgs: list[Msg]) -> Prepared:
-        """Decode a fetched batch; what carries no line is terminated here."""
+        """Decode a fetched batch; what carries no line is terminated here. The event loop gets a
+        turn every `YIELD_LINES` lines: the batch being written meanwhile needs it, to send the
+        next statement and the rest of its COPY data (asyncpg pushes a buffer larger than the
+        socket's as the loop turns), or PostgreSQL waits for the whole decode."""
+        decoded: list[tuple[Msg, Decoded]] = []
+        refused: list[Msg] = []
         with _no_cyclic_gc():
-            decoded, refused = self._decode(msgs)
+            since = 0
+            for msg in msgs:
+                found = self._decode_one(msg)
+                if found is None:
+                    refused.append(msg)
+                    since += 1
+                else:
+                    decoded.append((msg, found))
+                    since += len(found.lines)
+                if since >= YIELD_LINES:
+                    since = 0
+                    await asyncio.sleep(0)
         for msg in refused:
             await _term(msg)
         return Prepared(decoded, len(refused))
@@ -203,23 +217,19 @@ class LogIngest:
             self.on_batch(outcome, elapsed, self.sizing.size)
         return outcome
 
-    def _decode(self, msgs: list[Msg]) -> tuple[list[tuple[Msg, Decoded]], list[Msg]]:
-        """The lines each message carries, and the messages that carry none (terminated: waiting
-        will not make them valid). A batch's refused lines are logged; its others are kept."""
-        decoded: list[tuple[Msg, Decoded]] = []
-        refused: list[Msg] = []
-        for msg in msgs:
-            try:
-                found = decode(msg.data)
-            except Refused as exc:
-                refused.append(msg)
-                log.error("log message refused and terminated", extra=kv(subject=msg.subject, error=str(exc)))
-                continue
-            if found.refused_lines:
-                log.error("log lines refused; the rest of their batch is written", extra=kv(
-                    refused=len(found.refused_lines), kept=len(found.lines), why=found.refused_lines[:5]))
-            decoded.append((msg, found))
-        return decoded, refused
+    @staticmethod
+    def _decode_one(msg: Msg) -> Decoded | None:
+        """The lines a message carries, or None if it carries none (it is then terminated: waiting
+        will not make it valid). A batch's refused lines are logged; its others are kept."""
+        try:
+            found = decode(msg.data)
+        except Refused as exc:
+            log.error("log message refused and terminated", extra=kv(subject=msg.subject, error=str(exc)))
+            return None
+        if found.refused_lines:
+            log.error("log lines refused; the rest of their batch is written", extra=kv(
+                refused=len(found.refused_lines), kept=len(found.lines), why=found.refused_lines[:5]))
+        return found
 
     async def write(self, lines: list[tuple[Msg, Decoded]]) -> int:
         """Record the batch's sequences and COPY the rows new to the ledger, in one transaction;
@@ -240,17 +250,14 @@ class LogIngest:
         created_at = self.now()
         by_seq = {msg.metadata.sequence.stream: found for msg, found in messages}
         async with self._engine().begin() as conn:
-            fresh = await _record(conn, DURABLE, list(by_seq))
-            lines = [line for seq in fresh for line in by_seq[seq].lines]
-            deleted = await _deleted_sessions(conn, {line.session_id for _mid, line in lines})
-            # A deleted session's rows went with it, and its late ones follow.
-            with _no_cyclic_gc():
-                records = [(level_class(line.level), created_at, line.session_id, line.level,
-                            storable(line.message), line.at, message_id)
-                           for message_id, line in lines if line.session_id not in deleted]
-                if records:
-                    await _copy(conn, records)
-        return len(records)
+            sessions = {session_id for found in by_seq.values() for session_id, _tail in found.lines}
+            fresh, deleted = await _record(conn, DURABLE, list(by_seq), sessions)
+            rows = [row for seq in fresh for row in by_seq[seq].lines]
+            if deleted:  # a deleted session's rows went with it, and its late ones follow
+                rows = [row for row in rows if row[0] not in deleted]
+            if rows:
+                await _copy(conn, copytext.buffer(created_at, [tail for _sid, tail in rows]))
+        return len(rows)
 
     async def prune_ledger(self) -> int:
         """Forget the sequences at or below the consumer's ack floor: those are never redelivered."""
@@ -264,11 +271,11 @@ class LogIngest:
 
 @contextlib.contextmanager
 def _no_cyclic_gc() -> Iterator[None]:
-    """Decoding a batch allocates a model per line, and writing it a record per line, all kept
-    until the batch is written: the cyclic collector's generational passes over them cost more
-    than the work itself (decoding measured 12-15 µs a line with it, 3-5 µs without). They hold
-    no reference cycles, so reference counting frees them; the collector runs again as soon as
-    the step is done (at most one batch: `BatchSizing.max_lines`)."""
+    """Decoding a batch allocates a parsed dict and a row per line (a model per line on the
+    pydantic path), the rows kept until the batch is written: the cyclic collector's generational
+    passes over them cost more than the work itself (pydantic decoding measured 12-15 µs a line
+    with it, 3-5 µs without). They hold no reference cycles, so reference counting frees them;
+    the collector runs again as soon as the step is done (at most one batch: `BatchSizing.max_lines`)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -296,29 +303,42 @@ async def _term(msg: Msg) -> None:
         await msg.term()
 
 
-_SEQS = bindparam("seqs", type_=ARRAY(BigInteger))
+# One round trip: the batch's sequences into the ledger (those it did not already hold come back:
+# the ones to write), and which of the batch's sessions were deleted. Through SQLAlchemy, not the
+# raw connection: its first statement is what begins the transaction the COPY then runs in.
+_RECORD = text(f"""
+WITH fresh AS (
+    INSERT INTO {SCHEMA}.ingest_ledger (consumer, stream_seq)
+    SELECT CAST(:consumer AS text), unnest(CAST(:seqs AS bigint[]))
+    ON CONFLICT DO NOTHING RETURNING stream_seq)
+SELECT stream_seq, NULL::bigint AS deleted FROM fresh
+UNION ALL
+SELECT NULL, session_id FROM {SCHEMA}.log_purges WHERE session_id = ANY(CAST(:sessions AS bigint[]))""")
 
 
-async def _record(conn: AsyncConnection, consumer: str, seqs: list[int]) -> list[int]:
-    """Insert the sequences into the ledger; returns those it did not already hold."""
-    stmt = (pg_insert(ledger)
-            .from_select(["consumer", "stream_seq"], select(literal(consumer), func.unnest(_SEQS)))
-            .on_conflict_do_nothing()
-            .returning(ledger.c.stream_seq))
-    return list((await conn.execute(stmt, {"seqs": seqs})).scalars())
+async def _record(conn: AsyncConnection, consumer: str, seqs: list[int],
+                  session_ids: set[int]) -> tuple[list[int], set[int]]:
+    """Insert the sequences into the ledger; returns those it did not already hold, and which of
+    `session_ids` were deleted (`log_purges`)."""
+    fresh: list[int] = []
+    deleted: set[int] = set()
+    result = await conn.execute(_RECORD, {"consumer": consumer, "seqs": seqs, "sessions": list(session_ids)})
+    for seq, session_id in result:
+        if seq is not None:
+            fresh.append(seq)
+        else:
+            deleted.add(session_id)
+    return fresh, deleted
 
 
-async def _deleted_sessions(conn: AsyncConnection, session_ids: set[int]) -> set[int]:
-    if not session_ids:
-        return set()
-    rows = await conn.execute(select(purges.c.session_id).where(purges.c.session_id.in_(session_ids)))
-    return set(rows.scalars())
-
-
-async def _copy(conn: AsyncConnection, records: list[tuple[Any, ...]]) -> None:
+async def _copy(conn: AsyncConnection, data: memoryview) -> None:
+    """One text-format COPY of a batch's rows (`copytext`: built as its lines were decoded)."""
     raw = await conn.get_raw_connection()
-    await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
-        "logs", schema_name=SCHEMA, columns=list(COPY_COLUMNS), records=records)
+    driver: asyncpg.Connection = raw.driver_connection  # type: ignore[assignment]
+    if not driver.is_in_transaction():  # outside it, the rows would commit apart from the ledger's record
+        raise RuntimeError("the COPY must run in the batch's transaction")
+    await driver.copy_to_table("logs", schema_name=SCHEMA, columns=list(copytext.COLUMNS), source=data,
+                               format="text")
 
 
 async def ensure_today(engine: AsyncEngine, now: datetime) -> list[DayPartition]:
