@@ -54,7 +54,9 @@ async def enter_queue_recovery_mode(body: EnterBody, bus: BusDep, request: Reque
 
 
 @router.post("/exit_queue_recovery_mode", summary="Lift queue recovery mode (never gated; no credential needed)",
-             response_model=h.QueueRecoveryStatus, responses=problem_responses())
+             response_model=h.QueueRecoveryStatus, responses=problem_responses(),
+             # The bearer is optional here, and the document says so: `{}` among the requirements.
+             openapi_extra={"security": [{}]})
 async def exit_queue_recovery_mode(
         bus: BusDep, request: Request,
         _optional: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
