@@ -1,8 +1,8 @@
 """Reading one ingest message into the lines it carries (`zimmer_common.contracts.logs`).
 
 A message is a `log_line` (one line; its envelope id is the line's message id) or a `log_lines`
-batch (each line with its own message id). The fast path validates the whole message in one
-pydantic pass. When that fails the message is read again slowly, so that one bad line in a
+batch (each line with its own message id). The pydantic path validates the whole message in one
+pass. When that fails the message is read again slowly, so that one bad line in a
 batch is refused alone and the rest are kept, and so that a lone surrogate escape (`\\ud800`,
 which pydantic's JSON parser refuses as invalid JSON and a CLI's stdout can carry) reaches
 `storable` instead of costing the line. A message that yields no line is refused whole.
