@@ -72,7 +72,7 @@ async def test_alertmanager_receives_groups_and_resolves(settings_factory, alert
     # later afternoon, and Alertmanager takes them as resolved on arrival. It starts a few minutes behind so
     # that a resolution's endsAt (the frozen now, after the test's advances) is past when it arrives.
     clock = FrozenClock(datetime.now(UTC) - timedelta(minutes=5))
-    config = AlertSettings(alertmanager_url=alertmanager, alert_check_seconds=3600)
+    config = AlertSettings(alertmanager_url=alertmanager, alert_check_seconds=3600, health_check_seconds=3600)
     service = build(settings_factory(env=Environment.PRODUCTION), clock=clock, alert_settings=config)
     await service.start()
     try:

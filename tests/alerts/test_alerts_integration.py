@@ -18,7 +18,9 @@ from zimmer_common.settings import Environment
 
 
 async def alerts_service(settings_factory: Any, clock: Any, env: Environment, **sinks: str) -> Any:
-    config = AlertSettings(alert_sink_attempts=2, alert_check_seconds=3600, **sinks)  # the test drives the notifier
+    # The test drives the notifier; the health monitor (whose frozen-clock readings of real
+    # JetStream would be nonsense here) does not check within a test's length.
+    config = AlertSettings(alert_sink_attempts=2, alert_check_seconds=3600, health_check_seconds=3600, **sinks)
     service = build(settings_factory(env=env), clock=clock, alert_settings=config)
     service.app.sinks.backoff = 0.01
     await service.start()
@@ -146,7 +148,7 @@ async def test_a_crashed_job_pages(settings_factory, clock) -> None:  # type: ig
     async def explode(ctx: JobContext) -> None:
         raise PermissionError("cannot remove /clones/x: Authorization: Bearer s3cr3t-token")
 
-    config = AlertSettings(alert_check_seconds=3600)
+    config = AlertSettings(alert_check_seconds=3600, health_check_seconds=3600)
     service = build(settings_factory(env=Environment.TEST), clock=clock, alert_settings=config)
     service.job_specs.append(JobSpec("explode", "maintenance", explode))
     await service.start()

@@ -36,7 +36,7 @@ def clock() -> FrozenClock:
 @pytest.fixture
 async def alerts(settings_factory, clock):  # type: ignore[no-untyped-def]
     service = build(settings_factory(env=Environment.PRODUCTION), clock=clock,
-                    alert_settings=AlertSettings(alert_check_seconds=3600))
+                    alert_settings=AlertSettings(alert_check_seconds=3600, health_check_seconds=3600))
     await service.start()
     try:
         yield service
@@ -213,3 +213,20 @@ async def test_a_schedule_that_stopped_producing_pages_cron_schedule_stale(alert
     await eventually(lambda: _paged(alerts, "Cron schedule stale"), "the cron page")
     [issue] = await pages(alerts, "Cron schedule stale")
     assert "spot-gate.recheck_due" in issue.last_message
+
+
+async def test_concurrent_callers_share_one_report(alerts, clock) -> None:
+    import asyncio
+
+    from prometheus_client import CollectorRegistry
+
+    from zimmer_alerts.health_metrics import HealthMetrics
+
+    registry = CollectorRegistry()
+    metrics = HealthMetrics(registry)
+    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.TEST, metrics=metrics)
+    reports = await asyncio.gather(*(reporter.report() for _ in range(10)))
+    assert len({id(r) for r in reports}) == 1 and reports[0].queue.readable
+    assert registry.get_sample_value("zimmer_health_report_seconds_count") == 1  # computed once
+    await reporter.report()
+    assert registry.get_sample_value("zimmer_health_report_seconds_count") == 2  # a later caller: a new one

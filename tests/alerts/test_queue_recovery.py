@@ -33,7 +33,7 @@ def clock() -> FrozenClock:
 
 async def start(settings_factory: Any, clock: FrozenClock) -> tuple[Any, JobRunner, list[str]]:
     service = build(settings_factory(env=Environment.TEST), clock=clock,
-                    alert_settings=AlertSettings(alert_check_seconds=3600))
+                    alert_settings=AlertSettings(alert_check_seconds=3600, health_check_seconds=3600))
     await service.start()
     ran: list[str] = []
 

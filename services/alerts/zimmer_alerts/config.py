@@ -18,6 +18,7 @@ class AlertSettings(BaseSettings):
     # Scheduled keys (service.job) an operator has switched off: cron freshness reads them
     # "disabled" and never judges them (seed 003). Comma-separated, e.g. "backlog.liveness_sweep".
     cron_disabled_keys: str = ""
+    health_check_seconds: float = Field(default=60.0, gt=0, le=3600)  # how often the health monitor checks
 
     def disabled_keys(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.cron_disabled_keys.split(",") if k.strip())

@@ -46,8 +46,17 @@ class HealthReporter:
         self.entries = scheduled_entries(env, schedule)
         self.disabled_keys = frozenset(disabled_keys)
         self.metrics = metrics
+        self._inflight: asyncio.Future[h.HealthReport] | None = None
 
     async def report(self) -> h.HealthReport:
+        """The report, computed now. Callers that arrive while one is being computed share it (it
+        is at most one report's time older than their own would be): a burst of N dashboards costs
+        JetStream one report, not N, at the moment the system is least able to pay for N."""
+        if self._inflight is None or self._inflight.done():
+            self._inflight = asyncio.ensure_future(self._compute())
+        return await asyncio.shield(self._inflight)
+
+    async def _compute(self) -> h.HealthReport:
         t0 = time.perf_counter()
         now = self.clock.now()
         try:

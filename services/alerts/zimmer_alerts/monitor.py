@@ -148,7 +148,8 @@ class HealthMonitor:
             self.cron_firing = False
 
 
-def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset()) -> HealthMonitor:
+def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset(),
+                  interval: float = CHECK_INTERVAL_SECONDS) -> HealthMonitor:
     """Wire the report's RPC and the monitor loop into the alerts service (called from build)."""
     assert service.pager is not None, "attach_pager first"
 
@@ -173,7 +174,7 @@ def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset())
         # The first check waits one interval: a process just started has nothing to judge yet,
         # and a page needs two checks anyway.
         while not service.stopping:
-            await service.pause(CHECK_INTERVAL_SECONDS)
+            await service.pause(interval)
             if service.stopping:
                 break
             try:
