@@ -18,8 +18,10 @@ the services make them, none of them fetching, so everything published stays pen
   and one on ZIMMER_INGEST (`sweeper_bench_depth`, filter `zimmer.ingest.bench_depth.>`).
 
 Depth: DEPTH_SHARES of the pending messages go to the job lanes (distinct subjects
-`zimmer.jobs.<ctx>.<lane>.bench_depth.<i>`: ZIMMER_JOBS keeps one message a subject), to the
-events durable and to the ingest durable, published round-robin across them. Two depths, 1,000
+`zimmer.jobs.<ctx>.<lane>.bench_depth.<i>`: ZIMMER_JOBS keeps one message a subject, so a real
+deployment's job lanes hold one message per job at most; the bench caps them at JOB_DEPTH_CAP,
+200, at every depth), to the events durable and to the ingest durable (the rest, 3:5), published
+round-robin across them. Two depths, 1,000
 and 100,000 (quick: 1,000 and 20,000); every round measures both, the order alternating: going
 down purges the bench's subjects and publishes the small depth afresh, going up tops it up
 (untimed). At each depth, reports and the baseline take turns chunk by chunk
@@ -52,6 +54,10 @@ SMALL = 1_000
 LARGE_FULL = 100_000
 LARGE_QUICK = 20_000
 DEPTH_SHARES = {"jobs": 0.2, "events": 0.3, "ingest": 0.5}
+# ZIMMER_JOBS keeps one waiting message per job subject (ticks and hand enqueues coalesce), so a
+# deployment's job lanes hold at most one message per job: ~25 today. The job lanes take their
+# share up to this many in all; the rest of the depth is where depth really builds up (events, ingest).
+JOB_DEPTH_CAP = 200
 EVENTS_DURABLE = "backlog_bench_depth"
 EVENTS_FILTER = "zimmer.backlog.evt.bench_depth.>"
 INGEST_DURABLE = "sweeper_bench_depth"
@@ -88,14 +94,16 @@ class Depth:
         self.lanes = _job_lanes()
         self.current = 0
         self.job_index = 0  # job subjects must be distinct (one message a subject on ZIMMER_JOBS)
+        self.jobs_now = 0  # job-lane messages pending now (capped at JOB_DEPTH_CAP)
         self.publish_s: list[float] = []
         self.purges = [(Stream.JOBS.value, f"zimmer.jobs.{ctx}.{lane}.bench_depth.>") for ctx, lane in self.lanes]
         self.purges += [(Stream.EVENTS.value, EVENTS_FILTER), (Stream.INGEST.value, INGEST_FILTER)]
 
     def targets(self, n: int) -> list[str]:
         """The subjects of the next `n` messages, every destination taking its share in turn."""
-        jobs = round(n * DEPTH_SHARES["jobs"])
-        events = round(n * DEPTH_SHARES["events"])
+        jobs = max(0, min(round(n * DEPTH_SHARES["jobs"]), JOB_DEPTH_CAP - self.jobs_now))
+        self.jobs_now += jobs
+        events = round((n - jobs) * DEPTH_SHARES["events"] / (DEPTH_SHARES["events"] + DEPTH_SHARES["ingest"]))
         ingest = n - jobs - events
         lanes = self.lanes
         job_subjects = []
@@ -118,6 +126,7 @@ class Depth:
             if "error" in resp:
                 raise RuntimeError(f"purge {stream} {subject}: {resp['error']}")
         self.current = 0
+        self.jobs_now = 0
 
     async def publish(self, subjects: list[str]) -> None:
         """Core NATS publishes, no per-message ack (a JetStream ack each runs at 2-4k msg/s on a 2-core
