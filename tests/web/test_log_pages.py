@@ -35,6 +35,19 @@ async def publish(services: dict[str, Any], session_id: int, lines: list[tuple[s
         for i, (level, text) in enumerate(lines)])
 
 
+async def spawn(http: httpx.AsyncClient, body: dict[str, Any]) -> int:
+    """A session, as a client makes one: a 503 is retry-safe and retried (a stack just started can
+    answer one while its services finish connecting); anything else but 201 fails, saying what it was."""
+    import asyncio
+    for _ in range(5):
+        spawned = await http.post("/api/v1/sessions", json=body)
+        if spawned.status_code != 503:
+            break
+        await asyncio.sleep(0.5)
+    assert spawned.status_code == 201, spawned.text
+    return int(spawned.json()["session"]["id"])
+
+
 async def wait_for_lines(http: httpx.AsyncClient, session_id: int, count: int) -> None:
     import asyncio
     for _ in range(200):
@@ -49,8 +62,7 @@ async def wait_for_lines(http: httpx.AsyncClient, session_id: int, count: int) -
 async def test_the_session_page_shows_its_timeline_newest_first(stack, browser) -> None:  # type: ignore[no-untyped-def]
     services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
-        spawned = await http.post("/api/v1/sessions", json={"genesis": "web_ui", "title": "logging", "start": False})
-        sid = spawned.json()["session"]["id"]
+        sid = await spawn(http, {"genesis": "web_ui", "title": "logging", "start": False})
         lines = [("info", f"step {i}") for i in range(130)] + [("verbose", "raw stdout <b>bold?</b>"),
                                                                ("error", "<script>alert(1)</script> failed")]
         await publish(services, sid, lines, f"s{sid}")
@@ -84,8 +96,7 @@ async def test_the_session_page_shows_its_timeline_newest_first(stack, browser) 
 async def test_the_health_page_shows_log_retention_outside_the_overall_status(stack, browser) -> None:  # type: ignore[no-untyped-def]
     services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
-        spawned = await http.post("/api/v1/sessions", json={"genesis": "web_ui", "title": "logging", "start": False})
-        sid = spawned.json()["session"]["id"]
+        sid = await spawn(http, {"genesis": "web_ui", "title": "logging", "start": False})
         await publish(services, sid, [("verbose", f"v{i}") for i in range(40)] + [("info", "i")], "h")
         await wait_for_lines(http, sid, 41)
         await services["sweeper"].app.retention.run(SweepBudget(90))
@@ -108,8 +119,7 @@ async def test_the_timeline_route_refuses_what_it_cannot_answer(stack) -> None: 
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         assert (await http.get("/api/v1/sessions/999999/logs")).status_code == 404
-        spawned = await http.post("/api/v1/sessions", json={"genesis": "api", "start": False})
-        sid = spawned.json()["session"]["id"]
+        sid = await spawn(http, {"genesis": "api", "start": False})
         for params in ({"level": "debug"}, {"limit": 0}, {"limit": 1001}, {"order": "sideways"},
                        {"cursor": "x" * 201}):
             r = await http.get(f"/api/v1/sessions/{sid}/logs", params=params)
