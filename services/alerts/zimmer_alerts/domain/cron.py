@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from croniter import croniter
 
+from zimmer_alerts.domain.queues import format_age
 from zimmer_alerts.domain.readings import KeyRecord
 from zimmer_common.contracts.health import CronHealth, CronKeyReading, Status
 from zimmer_common.schedule import ScheduleEntry, next_fire_times
@@ -116,13 +117,7 @@ def _when(t: datetime) -> str:
 
 
 def _span(d: timedelta) -> str:
-    s = int(d.total_seconds())
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    hours, minutes = divmod(s // 60, 60)
-    return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    return format_age(d.total_seconds())
 
 
 def judge_key(entry: ScheduleEntry, record: KeyRecord | None, now: datetime, lower_bound: datetime | None,
