@@ -207,3 +207,25 @@ async def test_a_request_made_as_soon_as_serve_returns_is_answered(buses) -> Non
         spec = RpcSpec(f"race{n}", "note", Note, Noted)
         await server.serve(spec, handle)
         await client.request(spec, Note(text="x"), timeout=1.5)
+
+
+async def test_a_deadline_that_passed_during_an_outage_names_the_dependency(buses) -> None:  # type: ignore[no-untyped-def]
+    """DESIGN §5: an outage is a 503 naming the dependency. A request whose deadline passed (or
+    that met a full bound) while this process's database was down failed because of it: the
+    answer says so. The same answer with nothing down names no dependency."""
+    server, client, _ = buses
+
+    async def handle(_req: Note) -> Noted:
+        raise deadline.DeadlinePassed()
+
+    await server.serve(NOTE, handle)
+    with pytest.raises(ZimmerError) as healthy:
+        await client.request(NOTE, Note(text="x"), timeout=1.5)
+    assert healthy.value.code is ErrorCode.UNAVAILABLE and "dependency" not in healthy.value.details
+
+    server.outages.of("database").failed("connection refused", where="test")
+    with pytest.raises(ZimmerError) as during:
+        await client.request(NOTE, Note(text="x"), timeout=1.5)
+    assert during.value.code is ErrorCode.UNAVAILABLE
+    assert during.value.details["dependency"] == "database" and during.value.details["retry_safe"] is True
+    server.outages.of("database").recovered()
