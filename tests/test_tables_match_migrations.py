@@ -19,7 +19,11 @@ from zimmer_common.db import asyncpg_dsn, migrate
 SERVICES = [("backlog", "zimmer_backlog.migrations", "zimmer_backlog.tables"),
             ("alerts", "zimmer_alerts.migrations", "zimmer_alerts.tables,zimmer_alerts.health_tables"),
             ("spot_gate", "zimmer_spot_gate.migrations", "zimmer_spot_gate.store.tables"),
-            ("sweeper", "zimmer_sweeper.migrations", "zimmer_sweeper.tables")]
+            ("sweeper", "zimmer_sweeper.migrations", "zimmer_sweeper.tables,zimmer_sweeper.disk_tables")]
+
+
+# The catalog names an array's element type by its internal name; SQLAlchemy compiles the SQL name.
+UDT_NAMES = {"int8": "bigint", "int4": "integer", "int2": "smallint", "bool": "boolean"}
 
 
 async def _columns(conn: Any, schema: str) -> dict[str, dict[str, tuple[str, bool, bool]]]:
@@ -32,7 +36,8 @@ async def _columns(conn: Any, schema: str) -> dict[str, dict[str, tuple[str, boo
                               "WHERE n.nspname = c.table_schema AND k.relname = c.table_name AND k.relispartition)",
                               schema):
         # An array's data_type is just ARRAY; its element type is the udt's name after the underscore.
-        kind = f"{r['udt_name'].lstrip('_')}[]" if r["data_type"] == "ARRAY" else r["data_type"]
+        element = r["udt_name"].lstrip("_")
+        kind = f"{UDT_NAMES.get(element, element)}[]" if r["data_type"] == "ARRAY" else r["data_type"]
         tables.setdefault(r["table_name"], {})[r["column_name"]] = (
             kind, r["is_nullable"] == "YES", r["column_default"] is not None or r["is_identity"] == "YES")
     return tables

@@ -238,3 +238,39 @@ async def test_six_field_cron_is_accepted_by_the_server(settings_factory, runs_t
         await service.stop()
     runs = await rows(runs_table, "cron")
     assert isinstance(runs[0].started_at, datetime)
+
+
+async def test_a_per_host_job_runs_on_every_host_and_a_shared_one_once(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+    """One sweeper runs beside each runtime host's disk (DESIGN §9): a per-host job's schedule
+    ticks on each host's own subject, so two hosts each run it (on their own disk), two replicas
+    on one host share it, and a shared job still runs once per tick across all of them."""
+    schedule = (ScheduleEntry("backlog", "disk", "@every 1s", "default", TEST_ONLY, per_host=True),
+                ScheduleEntry("backlog", "shared", "@every 1s", "default", TEST_ONLY))
+    services = []
+    for instance, host in (("a1", "host-a"), ("a2", "host-a"), ("b1", "host-b")):
+        disk = recording_job("disk", "default", runs_table, instance=instance)
+        services.append(Service("backlog", settings_factory(instance_id=instance, host=host), schema="backlog",
+                                jobs=[JobSpec("disk", "default", disk.fn, per_host=True),
+                                      recording_job("shared", "default", runs_table, instance=instance)],
+                                schedule=schedule, serve_metrics=False))
+    for s in services:
+        await s.start()
+    try:
+        async def both_hosts_ran() -> bool:
+            ran = {r.instance for r in await rows(runs_table, "disk")}
+            return bool(ran & {"a1", "a2"}) and "b1" in ran and len(await rows(runs_table, "shared")) >= 2
+
+        await eventually(both_hosts_ran, within=40, what="the per-host job on both hosts")
+        assert services[0].bus is not None
+        info = await services[0].bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}",
+                                            {"subjects_filter": "zimmer.jobs.schedule.>"})
+        subjects = set((info["state"].get("subjects") or {}).keys())
+        assert {"zimmer.jobs.schedule.backlog-host-a.disk", "zimmer.jobs.schedule.backlog-host-b.disk",
+                "zimmer.jobs.schedule.backlog.shared"} <= subjects, subjects
+        assert "zimmer.jobs.schedule.backlog.disk" not in subjects
+        await services[2].enqueue("disk")  # by hand: on its own host
+    finally:
+        for s in services:
+            await s.stop()
+    shared = await rows(runs_table, "shared")
+    assert len({r.run_id for r in shared}) == len(shared), "a shared tick ran on two hosts"

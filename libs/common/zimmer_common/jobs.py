@@ -68,6 +68,9 @@ class JobSpec:
     name: str
     lane: str
     fn: JobFn
+    # Runs on every host's instance of the service, each on its own disk (ticks on
+    # `zimmer.jobs.<ctx>-<host>.<lane>.<job>`); the default runs once across all replicas.
+    per_host: bool = False
 
     def __post_init__(self) -> None:
         if self.lane not in LANES:

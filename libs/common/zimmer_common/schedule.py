@@ -47,6 +47,9 @@ class ScheduleEntry:
     # The sentence saying why this key may go silent for longer than its cadence: the cron
     # freshness check then reads it as "exempt" and never judges it (seed 003 "cron freshness").
     freshness_exempt: str | None = None
+    # Every host's instance runs it on its own disk (the sweeper's disk sweeps): one schedule per
+    # host, and cron freshness judges each host's key apart.
+    per_host: bool = False
 
     def __post_init__(self) -> None:
         validate_cadence(self.cadence)
@@ -143,7 +146,7 @@ def resolved_schedule(schedule: tuple[ScheduleEntry, ...] = SCHEDULE) -> dict[st
         if e.key in seen:
             raise ScheduleError(f"duplicate schedule entry {e.key}")
         seen.add(e.key)
-    return {env.value: {e.key: {"cadence": e.cadence, "lane": e.lane}
+    return {env.value: {e.key: {"cadence": e.cadence, "lane": e.lane, **({"per_host": "yes"} if e.per_host else {})}
                         for e in schedule if env in e.environments}
             for env in Environment}
 

@@ -25,7 +25,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.contracts.envelope import RpcSpec
 from zimmer_common.contracts.ops import HEARTBEAT, Heartbeat, PingReply, PingRequest, ping_rpc
-from zimmer_common.contracts.subjects import CONTEXTS
+from zimmer_common.contracts.subjects import CONTEXTS, host_ctx
 from zimmer_common.consumer import ConsumerSpec, DurableConsumer, Handler
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.jobs import JobContext, JobRunner, JobSpec
@@ -67,6 +67,7 @@ class Service:
         self.bus: Bus | None = None
         self.relay: OutboxRelay | None = None
         self.runner: JobRunner | None = None
+        self.host_runner: JobRunner | None = None  # the per-host jobs', when the service has any
         self.metrics_port: int | None = None
         self.ready = False
         # The service's application object (its domain operations), for hooks and tests.
@@ -148,17 +149,33 @@ class Service:
                                        outages=self.outages)
             await consumer.start()
             self.consumers.append(consumer)
-        self.runner = JobRunner(self.bus, ctx=self.ctx, service=self.name, instance_id=s.instance_id,
-                                jobs=self.job_specs, engine=self.engine, metrics=self.metrics, clock=self.clock,
-                                outages=self.outages, on_failure=self._job_failed)
-        await self.runner.install_schedules(entries_for(self.name, s.env, self.schedule))
+        entries = entries_for(self.name, s.env, self.schedule)
+        self.runner = self._job_runner(self.ctx, [j for j in self.job_specs if not j.per_host])
+        await self.runner.install_schedules([e for e in entries if not e.per_host])
         await self.runner.start()
+        host_specs = [j for j in self.job_specs if j.per_host]
+        if host_specs:
+            self.host_runner = self._job_runner(host_ctx(self.ctx, s.host), host_specs)
+            await self.host_runner.install_schedules([e for e in entries if e.per_host])
+            await self.host_runner.start()
         for hook in self._on_start:
             await hook(self)
         self.spawn(self._heartbeat_loop(), "heartbeat")
         self.ready = True
         self.metrics.ready.labels(self.name).set(1)
         log.info("ready", extra=kv(metrics_port=self.metrics_port))
+
+    def _job_runner(self, ctx: str, specs: list[JobSpec]) -> JobRunner:
+        return JobRunner(self.bus, ctx=ctx, service=self.name, instance_id=self.settings.instance_id,  # type: ignore[arg-type]
+                         jobs=specs, engine=self.engine, metrics=self.metrics, clock=self.clock,
+                         outages=self.outages, on_failure=self._job_failed)
+
+    async def enqueue(self, job: str) -> int:
+        """Ask for a run of `job` now, outside its schedule (on this host, for a per-host job)."""
+        for runner in (self.runner, self.host_runner):
+            if runner is not None and job in runner.jobs:
+                return await runner.enqueue(job)
+        raise KeyError(f"{self.name} has no job {job!r} (or is not started)")
 
     async def stop(self) -> None:
         grace = self.settings.shutdown_grace_seconds
@@ -170,8 +187,9 @@ class Service:
                 await asyncio.wait_for(hook(self), timeout=grace)
             except Exception:  # noqa: BLE001 - one failing hook must not stop the rest of the shutdown
                 log.exception("stop hook failed", extra=kv(hook=getattr(hook, "__name__", repr(hook))))
-        if self.runner:
-            await self.runner.stop(grace)
+        for runner in (self.host_runner, self.runner):
+            if runner:
+                await runner.stop(grace)
         for consumer in self.consumers:
             await consumer.stop(grace=2.0)
         if self.bus:
@@ -248,7 +266,7 @@ class Service:
         while not self._stopping.is_set():
             beat = Heartbeat(service=self.name, instance_id=self.settings.instance_id, version=__version__,
                              at=self.clock.now(), uptime_seconds=round(self.uptime, 3),
-                             lanes=[lane.name for lane in (self.runner.lanes if self.runner else [])])
+                             lanes=sorted({lane.name for r in (self.runner, self.host_runner) if r for lane in r.lanes}))
             try:
                 await self.bus.publish_event(HEARTBEAT, "heartbeat", beat, occurred_at=beat.at,
                                              event_id=f"heartbeat.{self.name}.{self.settings.instance_id}.{int(time.time())}")

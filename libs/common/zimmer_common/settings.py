@@ -7,6 +7,7 @@ production fleet reachable with a placeholder key is worse than one that does no
 
 from __future__ import annotations
 
+import re
 import socket
 import uuid
 from enum import StrEnum
@@ -33,6 +34,15 @@ def _default_instance_id() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
+HOST_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+
+def _default_host() -> str:
+    """This machine's name as a subject token: lower case, letters, digits, '-' and '_' only."""
+    token = re.sub(r"[^a-z0-9_-]+", "-", socket.gethostname().lower()).strip("-_")[:63]
+    return token or "host"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZIMMER_", extra="ignore")
 
@@ -44,6 +54,9 @@ class Settings(BaseSettings):
     operator_token: SecretStr = SecretStr("")
     data_dir: Path = Path(".zimmer")
     instance_id: str = Field(default_factory=_default_instance_id)
+    # The host this process runs on, for work scoped to a host's disk (the sweeper runs one per
+    # runtime host): its per-host jobs tick on subjects carrying it, so every host sweeps its own.
+    host: str = Field(default_factory=_default_host, pattern=HOST_PATTERN)
     log_level: str = "INFO"
     # Prometheus endpoint of a non-gateway service; 0 picks a free port, -1 disables it.
     metrics_port: int = 9100

@@ -150,7 +150,6 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
 
 async def _enqueue(service: Service, job: str) -> None:
     try:
-        assert service.runner is not None
-        await service.runner.enqueue(job)
+        await service.enqueue(job)
     except Exception as exc:  # noqa: BLE001 - its schedule runs it anyway
         log.warning("could not ask for a job run now; its schedule will run it", extra=kv(job=job, error=repr(exc)))

@@ -22,6 +22,13 @@ class Stream(StrEnum):
     JOBS = "ZIMMER_JOBS"
 
 
+def host_ctx(ctx: str, host: str) -> str:
+    """The context of a service's per-host jobs (the sweeper's disk sweeps, one sweeper per
+    runtime host): their ticks, schedules and lane consumers carry the host, so every host's
+    instance sweeps its own disk and no other host's tick reaches it."""
+    return f"{ctx}-{host}"
+
+
 def rpc_subject(ctx: str, op: str) -> str:
     return f"zimmer.{ctx}.rpc.{op}"
 
