@@ -35,6 +35,7 @@ from zimmer_common.contracts.fields import LongText, Name, RowId, ShortText, Tim
 from zimmer_common.contracts.runtime import SessionStatusName
 from zimmer_common.contracts.spot import SessionRef
 from zimmer_common.contracts.subjects import ingest_subject
+from zimmer_common.settings import HOST_PATTERN
 
 CTX = "spot"
 INGEST_CLONE = ingest_subject("clone")
@@ -58,6 +59,8 @@ class CloneReport(Request):
     agent_subdirectory: ShortText | None = Field(
         default=None, description="The agent root inside the clone: the agent's cwd is <clone>/<subdirectory>")
     scaffolded: bool = Field(default=False, description="A fork's clone scaffolded empty on purpose (no git tree)")
+    host: Annotated[str, StringConstraints(pattern=HOST_PATTERN)] | None = Field(
+        default=None, description="The runtime host whose disk holds the clone (its sweeper reaps it)")
     at: Time | None = None
 
 
@@ -92,6 +95,7 @@ class SessionIdsAnswer(Payload):
 
 class SessionClonesQuery(Request):
     scope: Literal["live", "all"] = "live"  # live: waiting, running, needs_input, or reap-protected
+    host: Annotated[str, StringConstraints(pattern=HOST_PATTERN)] | None = None  # only clones on this host
     after_id: int = Field(default=0, ge=0)
     limit: int = Field(default=500, ge=1, le=1_000)
 
@@ -102,6 +106,7 @@ class SessionClone(Payload):
     clone_path: str
     agent_subdirectory: str | None
     scaffolded: bool
+    host: str | None
     reap_protected: bool  # live, or an unarchive stamped within UNARCHIVE_GRACE
     updated_at: datetime
 

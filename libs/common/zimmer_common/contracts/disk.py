@@ -78,15 +78,29 @@ class SweepRunView(Payload):
     note: str  # one sentence: what it did, or why it stopped
 
 
-class DiskHealth(Payload):
-    status: Literal["ok", "warning", "critical"]
-    host: str  # the sweeper instance's host: one sweeper per runtime host
+class HostDisk(Payload):
+    """One runtime host's disk, as its sweeper last wrote it down."""
+
+    host: str
+    read_at: datetime | None  # the newest root reading; None: this host's sweeper never read its roots
     roots: list[RootReading]
-    runs: list[SweepRunView]  # the newest run of each sweep
+    runs: list[SweepRunView]  # the newest run of each sweep on this host
     refusals_24h: int  # guard refusals in the last day (each one paged)
     pressure: Literal["ok", "reclaiming", "unreachable"]
+
+
+class DiskHealth(Payload):
+    """Every host's disk: any sweeper answers, from the schema all of them share."""
+
+    status: Literal["ok", "warning", "critical"]
+    hosts: list[HostDisk]
     lines: list[str]  # the prose get_system_health shows
 
 
-RECLAIM_SPACE = RpcSpec(CTX, "reclaim_space", ReclaimSpace, ReclaimReport)
 DISK_HEALTH = RpcSpec(CTX, "disk_health", DiskHealthQuery, DiskHealth)
+
+
+def reclaim_space_spec(host: str) -> RpcSpec[ReclaimSpace, ReclaimReport]:
+    """Reclaiming is about one host's disk, so it is asked of that host's sweeper: the subject
+    carries the host (`zimmer.sweeper.rpc.reclaim_space.<host>`)."""
+    return RpcSpec(CTX, f"reclaim_space.{host}", ReclaimSpace, ReclaimReport)
