@@ -230,3 +230,46 @@ async def test_concurrent_callers_share_one_report(alerts, clock) -> None:
     assert registry.get_sample_value("zimmer_health_report_seconds_count") == 1  # computed once
     await reporter.report()
     assert registry.get_sample_value("zimmer_health_report_seconds_count") == 2  # a later caller: a new one
+
+
+async def test_a_per_host_sweep_silent_on_one_host_is_stale_there_only(alerts, clock) -> None:
+    """One sweeper runs beside each runtime host's disk (DESIGN §9), each on its own ticks: cron
+    freshness judges each host's key apart, so a host whose sweeps stopped is noticed while the
+    other host's run ("A sweep that stops is noticed": per key)."""
+    from zimmer_common.schedule import ScheduleEntry
+
+    entry = ScheduleEntry("sweeper", "disk_sweep", "0 */10 * * * *", "maintenance",
+                          frozenset({Environment.PRODUCTION}), per_host=True)
+    witness = ScheduleEntry("backlog", "recover_starting", "45 * * * * *", "default",
+                            frozenset({Environment.PRODUCTION}))
+    for host in ("host-a", "host-b"):  # what each host's JobRunner.install_schedules publishes
+        await alerts.bus.publish(f"zimmer.jobs.schedule.sweeper-{host}.disk_sweep", b'{"job": "disk_sweep"}',
+                                 headers={"Nats-Schedule": "@every 24h",
+                                          "Nats-Schedule-Target": f"zimmer.jobs.sweeper-{host}.maintenance.disk_sweep"})
+    start = clock.now()
+    async with alerts.engine.begin() as conn:
+        for minute in range(180):
+            at = start + timedelta(minutes=minute, seconds=45)
+            await health_records.record_job_run(conn, ops.JobRun(
+                service="backlog", job="recover_starting", lane="default", run_id=str(minute + 1),
+                state=ops.JobRunState.FINISHED, at=at, instance_id="backlog-1", enqueued_at=at, started_at=at,
+                finished_at=at))
+            if minute % 10 == 0:  # host-a's disk sweep ran every ten minutes; host-b's never
+                await health_records.record_job_run(conn, ops.JobRun(
+                    service="sweeper@host-a", job="disk_sweep", lane="maintenance", run_id=str(minute + 1),
+                    state=ops.JobRunState.FINISHED, at=at, instance_id="sweeper-a", enqueued_at=at,
+                    started_at=at, finished_at=at))
+    await heartbeat(alerts, clock, "sweeper")
+    clock.advance(3 * 3600)
+    await heartbeat(alerts, clock, "sweeper")
+    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+                              schedule=(entry, witness))
+    report = await reporter.report()
+    keys = {k.key: k for k in report.cron.keys}
+    assert set(keys) == {"sweeper@host-a.disk_sweep", "sweeper@host-b.disk_sweep", "backlog.recover_starting"}
+    assert keys["sweeper@host-a.disk_sweep"].state == "fresh", keys["sweeper@host-a.disk_sweep"]
+    assert keys["sweeper@host-b.disk_sweep"].state == "stale", keys["sweeper@host-b.disk_sweep"]
+    disabled = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+                              schedule=(entry, witness), disabled_keys={"sweeper.disk_sweep"})
+    keys = {k.key: k for k in (await disabled.report()).cron.keys}
+    assert {keys[f"sweeper@{h}.disk_sweep"].state for h in ("host-a", "host-b")} == {"disabled"}

@@ -274,3 +274,42 @@ async def test_a_per_host_job_runs_on_every_host_and_a_shared_one_once(settings_
             await s.stop()
     shared = await rows(runs_table, "shared")
     assert len({r.run_id for r in shared}) == len(shared), "a shared tick ran on two hosts"
+
+
+async def test_a_retired_host_is_forgotten_with_its_schedules_and_consumers(settings_factory, runs_table,  # type: ignore[no-untyped-def]
+                                                                           nats_url: str) -> None:
+    """`zimmer jobs hosts` lists the hosts running per-host jobs; `zimmer jobs forget-host` removes a
+    retired one's schedules and lane consumers (cron freshness judges every installed host, so a
+    host retired on purpose must be forgotten on purpose), leaving the other host's alone."""
+    import sys
+    from pathlib import Path
+
+    schedule = (ScheduleEntry("sweeper", "disk", "@every 1h", "maintenance", TEST_ONLY, per_host=True),)
+    services = [Service("sweeper", settings_factory(instance_id=host, host=host), schema="backlog",
+                        jobs=[JobSpec("disk", "maintenance", recording_job("disk", "maintenance", runs_table).fn,
+                                      per_host=True)], schedule=schedule, serve_metrics=False)
+                for host in ("host-a", "host-b")]
+    for s in services:
+        await s.start()
+    zimmer = str(Path(sys.executable).with_name("zimmer"))
+
+    async def cli(*args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(zimmer, "jobs", *args, "--nats-url", nats_url,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        return out.decode()
+
+    try:
+        assert (await cli("hosts")).splitlines() == ["host-a: disk", "host-b: disk"]
+    finally:
+        for s in services:
+            await s.stop()
+    assert "forgot host-b: 1 schedule(s), 1 lane consumer(s) removed" in await cli("forget-host", "host-b")
+    assert (await cli("hosts")).splitlines() == ["host-a: disk"]
+    nc = await nats.connect(nats_url)
+    try:
+        names = (await nc.jetstream().consumers_info(Stream.JOBS.value))
+        assert {c.name for c in names} == {"jobs_sweeper-host-a_maintenance"}
+    finally:
+        await nc.close()

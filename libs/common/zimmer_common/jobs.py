@@ -37,7 +37,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.contracts.ops import JOB_RUN, JobRun, JobRunState
-from zimmer_common.contracts.subjects import SCHEDULE_PREFIX, Stream, job_subject, lane_filter, schedule_subject
+from zimmer_common.contracts.subjects import (
+    SCHEDULE_PREFIX, Stream, host_service, job_subject, lane_filter, schedule_subject)
 from zimmer_common.lanes import LANES, Lane
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
@@ -89,12 +90,14 @@ class JobRunner:
     def __init__(self, bus: Bus, *, ctx: str, service: str, instance_id: str, jobs: list[JobSpec],
                  engine: AsyncEngine | None, metrics: ServiceMetrics | None = None, clock: Clock | None = None,
                  outages: Outages | None = None,
-                 on_failure: Callable[[str, BaseException], Awaitable[None]] | None = None):
+                 on_failure: Callable[[str, BaseException], Awaitable[None]] | None = None, host: str | None = None):
         self.bus = bus
         self.outages = outages or Outages(metrics)
         self.on_failure = on_failure  # a crashed job pages (wired at start-up; see zimmer_alerts.pager)
         self.ctx = ctx
         self.service = service
+        # A per-host runner's runs are `service@host`'s: each host's keys are judged apart.
+        self.run_service = host_service(service, host) if host else service
         self.instance_id = instance_id
         self.jobs = {j.name: j for j in jobs}
         self.engine = engine
@@ -317,7 +320,7 @@ class JobRunner:
         return bool(got)
 
     async def _event(self, spec: JobSpec, run_id: str, state: JobRunState, at: datetime, **fields: Any) -> None:
-        payload = JobRun(service=self.service, job=spec.name, lane=spec.lane, run_id=run_id, state=state, at=at,
+        payload = JobRun(service=self.run_service, job=spec.name, lane=spec.lane, run_id=run_id, state=state, at=at,
                          instance_id=self.instance_id, **fields)
         try:
             await self.bus.publish_event(JOB_RUN, "job_run", payload, occurred_at=at,

@@ -155,7 +155,7 @@ class Service:
         await self.runner.start()
         host_specs = [j for j in self.job_specs if j.per_host]
         if host_specs:
-            self.host_runner = self._job_runner(host_ctx(self.ctx, s.host), host_specs)
+            self.host_runner = self._job_runner(host_ctx(self.ctx, s.host), host_specs, host=s.host)
             await self.host_runner.install_schedules([e for e in entries if e.per_host])
             await self.host_runner.start()
         for hook in self._on_start:
@@ -165,10 +165,10 @@ class Service:
         self.metrics.ready.labels(self.name).set(1)
         log.info("ready", extra=kv(metrics_port=self.metrics_port))
 
-    def _job_runner(self, ctx: str, specs: list[JobSpec]) -> JobRunner:
+    def _job_runner(self, ctx: str, specs: list[JobSpec], host: str | None = None) -> JobRunner:
         return JobRunner(self.bus, ctx=ctx, service=self.name, instance_id=self.settings.instance_id,  # type: ignore[arg-type]
                          jobs=specs, engine=self.engine, metrics=self.metrics, clock=self.clock,
-                         outages=self.outages, on_failure=self._job_failed)
+                         outages=self.outages, on_failure=self._job_failed, host=host)
 
     async def enqueue(self, job: str) -> int:
         """Ask for a run of `job` now, outside its schedule (on this host, for a per-host job)."""

@@ -25,7 +25,7 @@ from zimmer_alerts.recovery import recovery_status
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
-from zimmer_common.contracts.subjects import CONTEXTS
+from zimmer_common.contracts.subjects import ctx_of, split_host_service
 from zimmer_common.schedule import SCHEDULE, ScheduleEntry
 from zimmer_common.settings import Environment
 
@@ -99,21 +99,24 @@ class HealthReporter:
         if not readings.readable:
             return h.CronHealth(readable=False, problem=readings.problem, status="critical")
         bus = self._bus()
-        waiting = await health_reader.waiting_ticks(bus, self.entries)
-        installed = await asyncio.gather(*(health_reader.schedule_installed_at(bus, CONTEXTS[e.service], e.job)
-                                           for e in self.entries))
+        entries = await health_reader.per_host_entries(bus, self.entries)
+        waiting = await health_reader.waiting_ticks(bus, entries)
+        installed = await asyncio.gather(*(health_reader.schedule_installed_at(bus, ctx_of(e.service), e.job)
+                                           for e in entries))
         server_id = await health_reader.nats_server_identity(bus)
         async with self._engine().connect() as conn:
-            records = await health_records.key_records(conn, [e.key for e in self.entries], waiting)
+            records = await health_records.key_records(conn, [e.key for e in entries], waiting)
             nats_since = await health_records.nats_started_at(conn, server_id)
             worker_stats = workers.worker_statistics(readings.heartbeats, now)
             keys = []
-            for entry, schedule_at in zip(self.entries, installed, strict=True):
+            for entry, schedule_at in zip(entries, installed, strict=True):
                 record = records.get(entry.key)
+                newest_start = workers.newest_live_start(worker_stats, split_host_service(entry.service)[0])
                 lower = cron.lower_bound_for(record, server_started_at=nats_since, installed_at=schedule_at,
-                                             newest_worker_start=workers.newest_live_start(worker_stats, entry.service))
+                                             newest_worker_start=newest_start)
                 owed = cron.owed_ticks(entry, record, now, lower)
                 seen = await health_records.witnessed(conn, entry.key, owed) if owed else set()
-                keys.append(cron.judge_key(entry, record, now, lower, seen, disabled=entry.key in self.disabled_keys,
+                disabled = bool({entry.key, f"{split_host_service(entry.service)[0]}.{entry.job}"} & self.disabled_keys)
+                keys.append(cron.judge_key(entry, record, now, lower, seen, disabled=disabled,
                                            exempt=entry.freshness_exempt, ceiling=queues.execution_ceiling(entry.lane)))
         return cron.cron_health(keys)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zimmer_alerts import health_records
 from zimmer_alerts.domain.readings import ConsumerReading, Readings
 from zimmer_common.bus import Bus
-from zimmer_common.contracts.subjects import CONTEXTS, Stream, job_subject, schedule_subject
+from zimmer_common.contracts.subjects import (
+    CONTEXTS, SCHEDULE_PREFIX, Stream, ctx_of, host_service, job_subject, schedule_subject, service_of_ctx)
 from zimmer_common.errors import ZimmerError
 from zimmer_common.schedule import ScheduleEntry
 
@@ -38,7 +40,6 @@ CONSUMER_NOT_FOUND = 10014
 JOB_CONSUMER_PREFIX = "jobs_"  # JobRunner.consumer_name: jobs_<ctx>_<lane>
 STREAM_LANES = {Stream.EVENTS: "events", Stream.INGEST: "ingest", Stream.RUNTIME: "commands"}
 READ_STREAMS = (Stream.JOBS, Stream.EVENTS, Stream.INGEST, Stream.RUNTIME)
-SERVICE_BY_CTX = {ctx: service for service, ctx in CONTEXTS.items()}
 _ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: "never"
 
 
@@ -76,7 +77,7 @@ def classify(stream: Stream, durable: str) -> tuple[str, str | None]:
     if stream is Stream.JOBS and durable.startswith(JOB_CONSUMER_PREFIX):
         ctx, _, lane = durable[len(JOB_CONSUMER_PREFIX):].rpartition("_")
         if ctx and lane:
-            return lane, SERVICE_BY_CTX.get(ctx)
+            return lane, service_of_ctx(ctx)  # a per-host runner's lane is `service@host`'s
     lane = STREAM_LANES.get(stream, "jobs")
     # Durables are named for their service ("spot_gate_spend"); the longest prefix wins.
     for service in sorted(CONTEXTS, key=len, reverse=True):
@@ -174,6 +175,28 @@ async def schedule_installed_at(bus: Bus, ctx: str, job: str) -> datetime | None
     return found[0] if found else None
 
 
+async def per_host_entries(bus: Bus, entries: Iterable[ScheduleEntry]) -> list[ScheduleEntry]:
+    """The entries as keys to judge: a per-host entry becomes one key per host whose schedule for it
+    is installed (`sweeper@host-a.orphan_clone_sweep`), so a host whose sweeper went silent is
+    noticed while the others run. A host is retired by removing its schedules
+    (`zimmer jobs forget-host`). One STREAM.INFO for all of them."""
+    entries = list(entries)
+    if not any(e.per_host for e in entries):
+        return entries
+    info = await _api(bus, f"STREAM.INFO.{Stream.JOBS.value}", {"subjects_filter": f"{SCHEDULE_PREFIX}.>"})
+    installed = set(((info or {}).get("state") or {}).get("subjects") or {})
+    keys: list[ScheduleEntry] = []
+    for e in entries:
+        if not e.per_host:
+            keys.append(e)
+            continue
+        prefix = f"{SCHEDULE_PREFIX}.{CONTEXTS[e.service]}-"
+        hosts = sorted(subject[len(prefix):].rpartition(".")[0] for subject in installed
+                       if subject.startswith(prefix) and subject.endswith(f".{e.job}"))
+        keys.extend(replace(e, service=host_service(e.service, host), per_host=False) for host in hosts if host)
+    return keys
+
+
 async def waiting_ticks(bus: Bus, entries: Iterable[ScheduleEntry]) -> dict[str, datetime]:
     """key → timestamp of its tick waiting on the stream for a worker. ZIMMER_JOBS keeps one message
     per job subject; it is waiting when its lane's consumer has not delivered it yet (a running
@@ -187,11 +210,11 @@ async def waiting_ticks(bus: Bus, entries: Iterable[ScheduleEntry]) -> dict[str,
             info = await _api(bus, f"CONSUMER.INFO.{Stream.JOBS.value}.{consumer}", {}, allow=(CONSUMER_NOT_FOUND,))
         delivered[consumer] = int(((info or {}).get("delivered") or {}).get("stream_seq", 0))
 
-    consumers = {f"{JOB_CONSUMER_PREFIX}{CONTEXTS[e.service]}_{e.lane}" for e in entries}
+    consumers = {f"{JOB_CONSUMER_PREFIX}{ctx_of(e.service)}_{e.lane}" for e in entries}
     await asyncio.gather(*(delivered_seq(c) for c in sorted(consumers)))
 
     async def tick(e: ScheduleEntry) -> tuple[str, datetime] | None:
-        ctx = CONTEXTS[e.service]
+        ctx = ctx_of(e.service)
         async with gate:
             found = await _message_time(bus, job_subject(ctx, e.lane, e.job))
         if found and found[1] > delivered[f"{JOB_CONSUMER_PREFIX}{ctx}_{e.lane}"]:

@@ -29,6 +29,37 @@ def host_ctx(ctx: str, host: str) -> str:
     return f"{ctx}-{host}"
 
 
+HOST_SEPARATOR = "@"
+
+
+def host_service(service: str, host: str) -> str:
+    """How a per-host job's runs name their service (`sweeper@host-a`), so each host's key
+    (`sweeper@host-a.orphan_clone_sweep`) is judged apart by cron freshness."""
+    return f"{service}{HOST_SEPARATOR}{host}"
+
+
+def split_host_service(name: str) -> tuple[str, str | None]:
+    service, _, host = name.partition(HOST_SEPARATOR)
+    return service, host or None
+
+
+def ctx_of(name: str) -> str:
+    """The subject context of a service name, or of a per-host one (`sweeper@h` → `sweeper-h`)."""
+    service, host = split_host_service(name)
+    ctx = CONTEXTS.get(service, service)
+    return host_ctx(ctx, host) if host else ctx
+
+
+def service_of_ctx(ctx: str) -> str | None:
+    """The inverse of `ctx_of`: `spot` → `spot-gate`, `sweeper-h` → `sweeper@h`, unknown → None."""
+    for service, known in sorted(CONTEXTS.items(), key=lambda kv: len(kv[1]), reverse=True):
+        if ctx == known:
+            return service
+        if ctx.startswith(known + "-"):
+            return host_service(service, ctx[len(known) + 1:])
+    return None
+
+
 def rpc_subject(ctx: str, op: str) -> str:
     return f"zimmer.{ctx}.rpc.{op}"
 

@@ -1,0 +1,82 @@
+"""`zimmer jobs`: the hosts that run per-host jobs (the sweeper's disk sweeps, one sweeper per
+runtime host), and retiring one. A host's per-host schedules stay installed after its sweeper is
+gone, so cron freshness keeps judging it (a host whose sweeps went silent must be noticed); a host
+that is retired on purpose is forgotten here, which removes its schedules and its lane consumers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Annotated
+
+import typer
+
+from zimmer_common.contracts.subjects import CONTEXTS, SCHEDULE_PREFIX, Stream, host_ctx
+from zimmer_common.settings import HOST_PATTERN
+
+jobs_app = typer.Typer(help="Background jobs: per-host schedules.", no_args_is_help=True)
+NatsUrl = Annotated[str, typer.Option(envvar="ZIMMER_NATS_URL", help="NATS server(s), comma-separated")]
+Service = Annotated[str, typer.Option(help="The service whose per-host jobs these are")]
+
+
+@jobs_app.command("hosts")
+def hosts(nats_url: NatsUrl = "nats://127.0.0.1:4222", service: Service = "sweeper") -> None:
+    """List the hosts with per-host schedules installed, and their jobs."""
+    found = asyncio.run(_hosts(nats_url, service))
+    if not found:
+        typer.echo(f"no host has per-host schedules of {service}")
+    for host, jobs in sorted(found.items()):
+        typer.echo(f"{host}: {', '.join(sorted(jobs))}")
+
+
+@jobs_app.command("forget-host")
+def forget_host(host: Annotated[str, typer.Argument(help="The retired host")],
+                nats_url: NatsUrl = "nats://127.0.0.1:4222", service: Service = "sweeper") -> None:
+    """Remove a retired host's per-host schedules and lane consumers, so cron freshness stops
+    judging it. A host still running will install them again at its next start."""
+    import re
+
+    if not re.match(HOST_PATTERN, host):
+        raise typer.BadParameter(f"{host!r} is not a host name (lower case letters, digits, '-' and '_')")
+    removed, consumers = asyncio.run(_forget(nats_url, service, host))
+    typer.echo(f"forgot {host}: {removed} schedule(s), {consumers} lane consumer(s) removed")
+
+
+async def _connect(nats_url: str):  # type: ignore[no-untyped-def]
+    from zimmer_common.bus import Bus
+
+    return await Bus.connect([u for u in nats_url.split(",") if u], service="cli", instance_id=str(os.getpid()),
+                             rpc_timeout=10.0)
+
+
+async def _hosts(nats_url: str, service: str) -> dict[str, set[str]]:
+    bus = await _connect(nats_url)
+    try:
+        info = await bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}", {"subjects_filter": f"{SCHEDULE_PREFIX}.>"})
+    finally:
+        await bus.close()
+    prefix = f"{SCHEDULE_PREFIX}.{CONTEXTS[service]}-"
+    found: dict[str, set[str]] = {}
+    for subject in (info.get("state") or {}).get("subjects") or {}:
+        if subject.startswith(prefix):
+            host, _, job = subject[len(prefix):].rpartition(".")
+            found.setdefault(host, set()).add(job)
+    return found
+
+
+async def _forget(nats_url: str, service: str, host: str) -> tuple[int, int]:
+    ctx = host_ctx(CONTEXTS[service], host)
+    bus = await _connect(nats_url)
+    try:
+        info = await bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}",
+                                {"subjects_filter": f"{SCHEDULE_PREFIX}.{ctx}.>"})
+        schedules = len((info.get("state") or {}).get("subjects") or {})
+        await bus.js_api(f"STREAM.PURGE.{Stream.JOBS.value}", {"filter": f"{SCHEDULE_PREFIX}.{ctx}.>"})
+        await bus.js_api(f"STREAM.PURGE.{Stream.JOBS.value}", {"filter": f"zimmer.jobs.{ctx}.>"})  # waiting ticks
+        names = (await bus.js_api(f"CONSUMER.NAMES.{Stream.JOBS.value}", {})).get("consumers") or []
+        mine = [n for n in names if n.startswith(f"jobs_{ctx}_")]
+        for name in mine:
+            await bus.js_api(f"CONSUMER.DELETE.{Stream.JOBS.value}.{name}", {})
+    finally:
+        await bus.close()
+    return schedules, len(mine)
