@@ -28,7 +28,8 @@ from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
-from zimmer_sweeper import health, timeline
+from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealth, DiskHealthQuery
+from zimmer_sweeper import disk_health, health, timeline
 from zimmer_sweeper.config import LogIngestSettings
 from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, IngestLag, LogIngest
 from zimmer_sweeper.metrics import SweeperMetrics
@@ -96,6 +97,11 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
 
     service.rpc(c.GET_SESSION_LOGS)(session_logs)
     service.rpc(c.LOG_RETENTION_HEALTH)(retention_health)
+
+    async def disk_readings(req: DiskHealthQuery) -> DiskHealth:
+        return await disk_health.read(engine(), service.clock.now())
+
+    service.rpc(DISK_HEALTH)(disk_readings)
 
     def purge_soon() -> None:
         if service.runner is not None:
