@@ -51,7 +51,7 @@ async def test_every_hosts_roots_newest_runs_and_refusals(database_url: str) -> 
     text = "\n".join(health.lines)
     assert "Disk on host-a: pressure ok; 2 guard refusals in the last 24 h." in text
     assert "scratch: not configured." in text
-    assert "orphan_clone_sweep: partial" in text and "3.0 GB freed" in text and "budget exhausted; 2 left" in text
+    assert "orphan_clone_sweep: partial" in text and "3.0 GiB freed" in text and "budget exhausted; 2 left" in text
     assert "not swept here: inside the durable volume" in text
 
 

@@ -9,11 +9,16 @@ overall status is critical and whose every section says it could not be read, ra
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
 
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
+from zimmer_common.contracts import disk as dk
 from zimmer_common.contracts import health as h
+from zimmer_common.contracts import logs as lg
+from zimmer_common.contracts.envelope import RpcSpec
 from zimmer_common.errors import ZimmerError
 
 REPORT_TIMEOUT_SECONDS = 5.0
@@ -21,12 +26,40 @@ UNREADABLE_CODE = "report_unavailable"
 
 
 async def system_health(bus: Bus | None, clock: Clock) -> h.HealthReport:
+    """The alerts service's report, with the sweeper's log retention and disk readings beside it
+    (asked at the same time; each says why when it is missing). Neither sweeper reading is counted
+    in the overall status (seed 003: a retention backlog draining on schedule must not turn the
+    report yellow; the disk pages on its own)."""
     if bus is None:
         return unreadable_report("the gateway is not connected to the message bus", clock)
+    report, retention, disk = await asyncio.gather(
+        _ask(bus, h.SYSTEM_HEALTH, h.HealthQuery()), _ask(bus, lg.LOG_RETENTION_HEALTH, lg.RetentionHealthQuery()),
+        _ask(bus, dk.DISK_HEALTH, dk.DiskHealthQuery()))
+    if isinstance(report, str):
+        report = unreadable_report(f"the alerts service did not answer ({report})", clock)
+    lines = []
+    if isinstance(retention, str):
+        lines.append(f"Log retention: cannot be read now ({retention}).")
+    else:
+        lines.append(f"Log retention: {retention.status} ({retention.status_note}; not counted in the overall status).")
+    if isinstance(disk, str):
+        lines.append(f"Disk and clones: cannot be read now ({disk}).")
+    else:
+        lines.append(f"Disk and clones: {disk.status} (not counted in the overall status).")
+        lines.extend(disk.lines)
+    return report.model_copy(update=dict(
+        summary="\n".join([report.summary, *lines]),
+        log_retention=None if isinstance(retention, str) else retention,
+        log_retention_problem=retention if isinstance(retention, str) else None,
+        disk=None if isinstance(disk, str) else disk, disk_problem=disk if isinstance(disk, str) else None))
+
+
+async def _ask(bus: Bus, spec: RpcSpec[Any, Any], request: Any) -> Any:
+    """The answer, or why there is none ("unavailable: …")."""
     try:
-        return await bus.request(h.SYSTEM_HEALTH, h.HealthQuery(), timeout=REPORT_TIMEOUT_SECONDS)
+        return await bus.request(spec, request, timeout=REPORT_TIMEOUT_SECONDS)
     except ZimmerError as exc:
-        return unreadable_report(f"the alerts service did not answer ({exc.code.value}: {exc.message})", clock)
+        return f"{exc.code.value}: {exc.message}"
 
 
 def unreadable_report(problem: str, clock: Clock) -> h.HealthReport:

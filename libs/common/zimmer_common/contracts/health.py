@@ -15,8 +15,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from zimmer_common.contracts.disk import DiskHealth
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import LongText, Name, ShortText
+from zimmer_common.contracts.logs import LogRetentionHealth
 
 CTX = "alerts"
 Status = Literal["ok", "warning", "critical"]
@@ -154,6 +156,13 @@ class HealthReport(Payload):
     cron: CronHealth
     workers: WorkerStatistics
     queue_recovery_mode: QueueRecoveryStatus
+    # The sweeper's readings, added by the gateway (seed 003: GET /api/v1/health carries
+    # log_retention_health; issue 16: the disk): neither is counted in overall_status. Each is
+    # None with its *_problem saying why when the sweeper did not answer.
+    log_retention: LogRetentionHealth | None = None
+    log_retention_problem: str | None = None
+    disk: DiskHealth | None = None
+    disk_problem: str | None = None
 
 
 class HealthQuery(Request):

@@ -1,7 +1,7 @@
 """The Health page (seed 003 "/health"): the overall status, each service's instance, version and
-uptime from the pings, the Log Retention panel (sweeper), and the health monitors' panels (queues
-and their backlog breakdown, cron freshness, workers, the alerts ledger) from the report the
-alerts service computes live (issue 15)."""
+uptime from the pings, the Log Retention and Disk and clones panels (sweeper; never counted in the
+overall status), and the health monitors' panels (queues and their backlog breakdown, cron
+freshness, workers, the alerts ledger) from the report the alerts service computes live (issue 15)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from starlette.responses import Response
 
 from zimmer_common import __version__
 from zimmer_common.contracts.alerts import LIST_ALERTS, AlertList, AlertQuery
-from zimmer_common.contracts.logs import LOG_RETENTION_HEALTH, LogRetentionHealth, RetentionHealthQuery
 from zimmer_common.contracts.ops import PingReply
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
@@ -33,27 +32,16 @@ def create_health(service: Service, ping: Ping) -> APIRouter:
                         "instance_id": service.settings.instance_id, "uptime": duration(service.uptime),
                         "database": None, "problem": None})
         overall = "ok" if all(r["up"] and r["ready"] for r in rows) else "degraded"
-        retention, retention_problem = await _log_retention(service)
-        report = await system_health(service.bus, service.clock)
+        report = await system_health(service.bus, service.clock)  # with the sweeper's readings beside it
         if overall == "ok" or report.overall_status == "critical":
             overall = report.overall_status
         alerts, alerts_problem = await _alerts(service)
-        return render(request, "health.html", title="Health", overall=overall, rows=rows, retention=retention,
-                      retention_problem=retention_problem, report=report, alerts=alerts,
+        return render(request, "health.html", title="Health", overall=overall, rows=rows,
+                      retention=report.log_retention, retention_problem=report.log_retention_problem,
+                      disk=report.disk, disk_problem=report.disk_problem, report=report, alerts=alerts,
                       alerts_problem=alerts_problem, **await recovery_panels(service, request))
 
     return router
-
-
-async def _log_retention(service: Service) -> tuple[LogRetentionHealth | None, str | None]:
-    """The Log Retention panel's readings (sweeper), or why they cannot be read: never counted in
-    the overall status (seed 003: a backlog draining on schedule must not turn the report yellow)."""
-    if service.bus is None:
-        return None, "the gateway is not connected to the bus yet"
-    try:
-        return await service.bus.request(LOG_RETENTION_HEALTH, RetentionHealthQuery()), None
-    except ZimmerError as exc:
-        return None, f"{exc.code.value}: {exc.message}"
 
 
 async def _alerts(service: Service) -> tuple[AlertList | None, str | None]:
