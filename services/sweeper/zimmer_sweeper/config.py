@@ -6,6 +6,8 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from zimmer_sweeper.domain.trash import GIT_TIMEOUT_SECONDS
+
 
 class LogIngestSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZIMMER_LOG_INGEST_", extra="ignore")
@@ -56,3 +58,14 @@ class DiskSettings(BaseSettings):
         if self.free_low_bytes > self.free_high_bytes:
             raise ValueError("ZIMMER_SWEEPER_FREE_LOW_BYTES must not exceed ZIMMER_SWEEPER_FREE_HIGH_BYTES")
         return self
+
+
+class TrashSettings(BaseSettings):
+    """The trash pipeline's git: which binary, and the bound on each command (seed 003
+    GIT_TIMEOUT_SECONDS, 120 s). The bound is a setting so an operator can lengthen it for a
+    volume known to be slow, and so a test can wedge git without waiting two minutes."""
+
+    model_config = SettingsConfigDict(env_prefix="ZIMMER_TRASH_", extra="ignore")
+
+    git_binary: str = "git"
+    git_timeout_seconds: float = Field(default=GIT_TIMEOUT_SECONDS, gt=0, le=3600)
