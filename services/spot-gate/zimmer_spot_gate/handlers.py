@@ -16,7 +16,7 @@ from zimmer_common.contracts.spot import (
     SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList, EnqueuedMessage,
     EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent,
     ReorderResult, ReorderSession, SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession,
-    TurnResult, UpdateSession)
+    SessionWarningNote, TurnResult, UpdateSession)
 from zimmer_common import idempotency
 from zimmer_common.logs import kv
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -27,7 +27,7 @@ from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
 from zimmer_spot_gate.domain.wakes import paused_until
 from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
 from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, dearest, price_for, spend_dollars
-from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import clones, quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from zimmer_spot_gate.policy import PolicyOps
 
 RUNNING = SessionStatus.RUNNING.value
+WARNINGS_SHOWN = 5  # the newest few on get_session; the sweeper's refusals page as well
 log = logging.getLogger("zimmer.spot_gate")
 
 
@@ -100,8 +101,12 @@ class SpotGate:
         return view.model_copy(update={"paused_until": ahead}) if ahead else view
 
     async def get(self, req: SessionRef) -> SessionView:
+        """The session as it now is, with the newest warnings left on it (where an operator looks)."""
         async with self.engine.connect() as conn:
-            return self._as_of_now(await self._view(conn, req.session_id))
+            view = self._as_of_now(await self._view(conn, req.session_id))
+            warnings = await clones.newest_warnings(conn, req.session_id, WARNINGS_SHOWN)
+        return view.model_copy(update={"warnings": [SessionWarningNote(**w._mapping) for w in warnings]}) \
+            if warnings else view
 
     async def by_key(self, req: SessionByKey) -> SessionView:
         """The session a spawn with this key made; `not_found` when none did. Asked after a

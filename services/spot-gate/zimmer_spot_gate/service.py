@@ -14,8 +14,10 @@ from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.contracts import clones as k
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
+from zimmer_common.contracts.clones import CloneReport
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.runtime import (
     INGEST_QUOTA_READING, INGEST_SESSION_STATUS, INGEST_SPEND, QuotaReadingIn, SessionStatusReport, SpendReport)
@@ -23,7 +25,9 @@ from zimmer_common.contracts.subjects import Stream
 from zimmer_common.outbox import OutboxRelay
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
+from zimmer_spot_gate.clones import Clones
 from zimmer_spot_gate.config import SpotSettings
+from zimmer_spot_gate.deletion import Deletion
 from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.ceiling import CeilingSweep
 from zimmer_spot_gate.jobs import spot_jobs
@@ -146,6 +150,20 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     trash = Trash(engine, gate, kick=kick)
     service.rpc(c.ARCHIVE)(trash.archive)
     service.rpc(c.UNARCHIVE)(trash.unarchive)
+    deletion = Deletion(engine, gate, kick=kick)
+    service.rpc(k.DELETE_SESSION)(deletion.delete)
+
+    # What the sweepers ask before they delete anything (issue 16), and the runtime's clone reports.
+    clones = Clones(engine)
+    service.rpc(k.CLONE_OWNERSHIP)(clones.ownership)
+    service.rpc(k.SESSIONS_EXIST)(clones.sessions_exist)
+    service.rpc(k.SESSION_CLONES)(clones.session_clones)
+    service.rpc(k.RECORD_SESSION_WARNING)(clones.record_warning)
+    service.rpc(k.UNARCHIVE_RESTORED)(clones.unarchive_restored)
+
+    @service.consume(ConsumerSpec("spot_gate_clones", Stream.INGEST, (k.INGEST_CLONE,)))
+    async def on_clone(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await clones.record_report(conn, CloneReport.model_validate(event.data), event.occurred_at)
 
     async def ceiling_sweep(ctx: JobContext) -> None:
         await ceiling.run()

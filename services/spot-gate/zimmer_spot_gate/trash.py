@@ -61,9 +61,14 @@ class Trash:
                     return store.to_view(before, overrides)  # already in the trash: nothing to do
                 raise ZimmerError(ErrorCode.REFUSED, f"session {session_id} is {before.status}, not archived",
                                   {"status": before.status})
+            # The unarchive stamp protects the clone the sweeper is about to rebuild, whatever the
+            # status says (seed 003 "The unarchive window"), until it says the restore finished
+            # (unarchive_restored), 30 minutes pass, or the session is archived again.
             fields: dict[str, Any] = (
-                dict(status=ARCHIVED, archived_at=func.now(), archived_from_status=before.status, **NOTHING_WAITED_FOR)
-                if archive else dict(status=restored_status(before), archived_at=None, archived_from_status=None))
+                dict(status=ARCHIVED, archived_at=func.now(), archived_from_status=before.status,
+                     unarchive_started_at=None, **NOTHING_WAITED_FOR)
+                if archive else dict(status=restored_status(before), archived_at=None, archived_from_status=None,
+                                     unarchive_started_at=func.now()))
             view = store.to_view(await store.update_fields(conn, session_id, **fields), overrides)
             spawned_by = (before.metadata or {}).get("spawned_by")
             events: list[tuple[str, str, Any]] = [

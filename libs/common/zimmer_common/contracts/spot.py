@@ -33,6 +33,17 @@ SESSION_UNARCHIVED = event_subject(CTX, "session_unarchived")
 SESSION_DELETED = event_subject(CTX, "session_deleted")
 
 
+class SessionWarningNote(Payload):
+    """A durable warning on a session (contracts.clones `record_session_warning`): a refused reap
+    means a sweeper's snapshot went stale and the guard caught it, which is never routine."""
+
+    id: int
+    kind: str
+    message: str
+    source: str
+    created_at: datetime
+
+
 class SessionView(Payload):
     id: int
     parent_session_id: int | None
@@ -77,6 +88,9 @@ class SessionView(Payload):
     # pause: nothing starts it early); past it, it no longer holds anything back.
     next_wake_at: datetime | None = None
     paused_until: datetime | None = None  # set on reads while that wake is still ahead: **Paused:** yes
+    # The newest durable warnings left on the session (a sweeper's refused reap), newest first:
+    # filled by get_session, empty in lists and events.
+    warnings: list[SessionWarningNote] = Field(default_factory=list)
 
 
 class SessionEvent(Payload):

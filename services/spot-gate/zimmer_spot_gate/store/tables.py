@@ -1,5 +1,5 @@
 """The spot_gate schema as SQLModel table models, which the store builds its SQLAlchemy Core
-queries from. A declaration of what migrations/0001..0004 build (every column with its type,
+queries from. A declaration of what migrations/0001..0007 build (every column with its type,
 nullability, key and server default); the migrations remain the DDL: nothing creates a table
 from these, and CHECK constraints and indexes are declared only there."""
 
@@ -74,13 +74,19 @@ class SessionRow(SQLModel, table=True):
     archived_at: datetime | None = col(TIMESTAMPTZ, null=True)
     archived_from_status: str | None = col(Text, null=True)
     stranded_rescues: int = col(Integer, default="0")
+    # The clone as the runtime reported it (clone_path above), and the unarchive stamp (0007).
+    agent_subdirectory: str | None = col(Text, null=True)
+    clone_scaffolded: bool = col(Boolean, default="false")
+    clone_host: str | None = col(Text, null=True)
+    clone_reported_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    unarchive_started_at: datetime | None = col(TIMESTAMPTZ, null=True)
 
 
 class SessionWakeRow(SQLModel, table=True):
     __tablename__ = "session_wakes"
     __table_args__ = SCHEMA
     id: int | None = identity()
-    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id"))
+    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id", ondelete="CASCADE"))
     wake_at: datetime = col(TIMESTAMPTZ)
     prompt: str | None = col(Text, null=True)
     set_by: str = col(Text)
@@ -93,7 +99,7 @@ class EnqueuedMessageRow(SQLModel, table=True):
     __tablename__ = "enqueued_messages"
     __table_args__ = SCHEMA
     id: int | None = identity()
-    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id"))
+    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id", ondelete="CASCADE"))
     turn_kind: str = col(Text)
     prompt: str | None = col(Text, null=True)
     attachments: list[Any] = col(JSON, default="'[]'::jsonb")
@@ -105,7 +111,7 @@ class GateDecisionLogRow(SQLModel, table=True):
     __tablename__ = "gate_decisions"
     __table_args__ = SCHEMA
     id: int | None = identity()
-    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id"))
+    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id", ondelete="CASCADE"))
     turn_kind: str = col(Text)
     allowed: bool = col(Boolean)
     reason: str = col(Text)
@@ -113,6 +119,17 @@ class GateDecisionLogRow(SQLModel, table=True):
     sentence: str = col(Text)
     numbers: dict[str, Any] = col(JSON)
     decided_at: datetime = col(TIMESTAMPTZ, default="now()")
+
+
+class SessionWarningRow(SQLModel, table=True):
+    __tablename__ = "session_warnings"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id", ondelete="CASCADE"))
+    kind: str = col(Text)
+    message: str = col(Text)
+    source: str = col(Text)
+    created_at: datetime = col(TIMESTAMPTZ, default="now()")
 
 
 class SpotPolicyRow(SQLModel, table=True):
@@ -194,6 +211,7 @@ sessions = _table(SessionRow)
 enqueued_messages = _table(EnqueuedMessageRow)
 session_wakes = _table(SessionWakeRow)
 gate_decisions = _table(GateDecisionLogRow)
+session_warnings = _table(SessionWarningRow)
 spot_policy = _table(SpotPolicyRow)
 accounts = _table(AccountRow)
 quota_readings = _table(QuotaReadingRow)
