@@ -29,6 +29,7 @@ from zimmer_gateway.routes.health import router as health_router
 from zimmer_gateway.routes.health_actions import router as health_actions_router
 from zimmer_gateway.routes.logs import router as logs_router
 from zimmer_gateway.routes.spot import router as spot_router
+from zimmer_gateway.routes.transcripts import router as transcripts_router
 from zimmer_gateway.web.health import create_health
 from zimmer_gateway.web.issues import create_issues
 from zimmer_gateway.web.pages import STATIC, NotSignedIn, create_signin, to_signin
@@ -124,6 +125,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
     app.include_router(alerts_router)  # the alerts ledger
     app.include_router(logs_router)  # session timelines and log retention readings (sweeper)
+    app.include_router(transcripts_router)  # archived transcript zips, from the object store (sweeper's)
     app.include_router(health_actions_router)  # queue recovery mode and queued-message maintenance (alerts)
     app.include_router(health_router)  # the system health report (alerts)
 
