@@ -56,7 +56,10 @@ class Git:
     async def run(self, *args: str, index_file: Path | None = None, ok_codes: tuple[int, ...] = (0,)) -> BoundedResult:
         if self.wedged:
             raise GitTimedOut(f"git {args[0]} declined: an earlier git command on {self.cwd} timed out")
-        env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+        # GIT_CEILING_DIRECTORIES: a clone whose .git is broken or empty must fail, never make git
+        # walk up and answer for whatever repository happens to hold the clones base.
+        env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C",
+                   GIT_CEILING_DIRECTORIES=str(self.cwd.parent))
         if index_file is not None:
             env["GIT_INDEX_FILE"] = str(index_file)
         self.started += 1

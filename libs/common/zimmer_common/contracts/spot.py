@@ -84,6 +84,9 @@ class SessionView(Payload):
     spot_pause_count: int = 0
     pause_sentence: str | None = None
     archived_at: datetime | None = None
+    # The runtime host whose disk holds the clone, as the runtime reported it (CloneReport.host):
+    # that host's sweeper trashes and restores it. None: never reported (any host holding it acts).
+    clone_host: str | None = None
     # The armed one-time wake: while it is ahead, the session is paused until then (a wall-clock
     # pause: nothing starts it early); past it, it no longer holds anything back.
     next_wake_at: datetime | None = None

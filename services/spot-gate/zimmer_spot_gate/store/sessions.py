@@ -64,7 +64,7 @@ def view_of(s: Mapping[str, Any], overrides: Mapping[Genesis, SchedulingClass]) 
         **{k: s[k] for k in VIEW_COLUMNS}, metadata=s["metadata"] or {},
         priority_class=resolve_class(own, Genesis(s["genesis"]), overrides).value,
         queued_prompt_coming=s["held_turn_kind"] is not None or s["enqueued"] > 0, enqueued_messages=s["enqueued"],
-        pause_sentence=pause_sentence(s), next_wake_at=s.get("next_wake_at"))
+        pause_sentence=pause_sentence(s), next_wake_at=s.get("next_wake_at"), clone_host=s.get("clone_host"))
 
 
 def pause_sentence(s: Mapping[str, Any]) -> str | None:
