@@ -123,6 +123,17 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
     ScheduleEntry("sweeper", "log_partitions", "0 5 * * * *", "maintenance", ALL,
                   description="Create each log class's day partitions a week ahead (after the deploy, never on "
                               "the boot path)"),
+    # The disk sweeps run wherever a sweeper runs beside a disk, development included (seed 003: bin/dev
+    # runs the stale cleanup hourly): what keeps a non-owning deployment off the deployed disk is the
+    # fence on the path, not the environment list (a root inside the durable volume is deleted from
+    # only in production and staging; a relocated one anywhere).
+    ScheduleEntry("sweeper", "orphan_clone_sweep", "0 30 */6 * * *", "maintenance", ALL, per_host=True,
+                  description="OrphanCloneFilesystemCleanupJob: reap tombstones, then up to 20 clone directories "
+                              "no session row names, older than 48 h, oldest first, each through the guard; "
+                              "5-minute budget"),
+    ScheduleEntry("sweeper", "stale_clone_cleanup", "0 25 * * * *", "maintenance", ALL, per_host=True,
+                  description="StaleCloneCleanupJob: reap tombstones and sweep scratch/attachment directories of "
+                              "sessions whose row is gone (1 h age, 200 per root); 5-minute budget"),
     ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("alerts", "health_records_prune", "40 */10 * * * *", "maintenance", ALL,

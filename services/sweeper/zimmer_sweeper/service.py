@@ -30,7 +30,9 @@ from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealth, DiskHealthQuery
 from zimmer_sweeper import disk_health, health, timeline
-from zimmer_sweeper.config import LogIngestSettings
+from zimmer_sweeper.config import DiskSettings, LogIngestSettings
+from zimmer_sweeper.disk_app import DiskApp, wire_disk
+from zimmer_sweeper.diskwatch import VolumeReader
 from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, IngestLag, LogIngest
 from zimmer_sweeper.metrics import SweeperMetrics
 from zimmer_sweeper.retention import BUDGET_SECONDS, LogRetention, request_purge
@@ -49,9 +51,11 @@ class SweeperApp:
     retention: LogRetention
     lag: IngestLag
     metrics: SweeperMetrics
+    disk: DiskApp  # this host's clones, scratch and attachments: the guard, sweeps, reclaim, monitor
 
 
-def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIngestSettings | None = None) -> Service:
+def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIngestSettings | None = None,
+          disk_settings: DiskSettings | None = None, read_volume: VolumeReader | None = None) -> Service:
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_sweeper.migrations",
                       jobs=[outbox_prune_job(SCHEMA)], clock=clock)
     pager = attach_pager(service)  # a crashed sweep pages
@@ -87,7 +91,8 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
     # JetStream stamps messages with the NATS server's wall clock, so the lag is read against the
     # real one (a test's frozen clock would make every line look months old).
     lag = IngestLag(bus, lambda: datetime.now(UTC), lambda: pager)
-    service.app = SweeperApp(ingest, retention, lag, metrics)
+    disk = wire_disk(service, pager, disk_settings or DiskSettings(), engine=engine, bus=bus, read=read_volume)
+    service.app = SweeperApp(ingest, retention, lag, metrics, disk)
 
     async def session_logs(req: c.LogQuery) -> c.LogPage:
         return await timeline.page(engine(), req)
