@@ -249,8 +249,12 @@ async def test_postgres_killed_and_restarted_under_load(settings_factory, tmp_pa
             await running
             await asyncio.sleep(3)
             tallies = await check_nothing_late_and_nothing_twice(load, database_url)
-            assert not [p for p in load.problems if p.get("dependency") != "database"], \
-                    [p for p in load.problems if p.get("dependency") != "database"][:3]
+            # Each refusal names what was down as its answerer saw it: the database (the backlog
+            # answered), or the backlog (the gateway's deadline passed while the backlog waited on
+            # the database it could not reach: "did not answer", or "no time left to ask").
+            unnamed = [p for p in load.problems if p.get("dependency") not in ("database", "backlog")]
+            assert not unnamed, unnamed[:3]
+            assert any(p.get("dependency") == "database" for p in load.problems), load.problems[:3]
             await retry_refused_with_their_keys(load, url, database_url)
             errors = _errors(caplog)[len(errors_before):]
             tracebacks = [r for r in errors if r.exc_info]

@@ -39,6 +39,7 @@ from zimmer_common.metrics import ServiceMetrics
 from zimmer_common.outage import MESSAGE_BUS, Outages
 
 log = logging.getLogger("zimmer.bus")
+ADMIN_TIMEOUT_SECONDS = 15.0
 
 Req = TypeVar("Req", bound=Payload)
 Resp = TypeVar("Resp", bound=Payload)
@@ -129,6 +130,13 @@ class Bus:
     @property
     def max_payload(self) -> int:
         return int(self.nc.max_payload or 1024 * 1024)
+
+    @property
+    def admin_timeout(self) -> float:
+        """The bound on start-up's JetStream administration (streams, consumers, schedules): on no
+        request's path, so it may wait out a server busy writing or a cluster electing a leader
+        rather than fail the start."""
+        return max(self.rpc_timeout, ADMIN_TIMEOUT_SECONDS)
 
     def payload_room(self) -> int:
         """The largest payload a request or reply may carry on this connection."""

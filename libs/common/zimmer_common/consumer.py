@@ -68,7 +68,7 @@ class DurableConsumer:
         cfg = ConsumerConfig(durable_name=self.spec.durable, ack_policy=AckPolicy.EXPLICIT,
                              deliver_policy=DeliverPolicy.ALL, ack_wait=self.spec.ack_wait_seconds,
                              max_ack_pending=self.spec.batch * 4, filter_subjects=list(self.spec.subjects))
-        await self.bus.js.add_consumer(self.spec.stream.value, cfg)
+        await self.bus.js.add_consumer(self.spec.stream.value, cfg, timeout=self.bus.admin_timeout)
         self._task = asyncio.create_task(self._loop(), name=f"consumer:{self.spec.durable}")
 
     async def stop(self, grace: float = 5.0) -> None:

@@ -129,7 +129,7 @@ class JobRunner:
         wanted = {schedule_subject(self.ctx, e.job): e for e in entries}
         installed = await self._installed_schedule_subjects()
         for subject in installed - wanted.keys():
-            await self.bus.js_api(f"STREAM.PURGE.{Stream.JOBS.value}", {"filter": subject})
+            await self.bus.js_api(f"STREAM.PURGE.{Stream.JOBS.value}", {"filter": subject}, timeout=self.bus.admin_timeout)
             log.info("schedule removed", extra=kv(subject=subject))
         for subject, e in wanted.items():
             headers = {"Nats-Schedule": e.cadence,
@@ -141,11 +141,12 @@ class JobRunner:
 
     async def _installed_schedule_subjects(self) -> set[str]:
         info = await self.bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}",
-                                     {"subjects_filter": f"{SCHEDULE_PREFIX}.{self.ctx}.>"})
+                                     {"subjects_filter": f"{SCHEDULE_PREFIX}.{self.ctx}.>"}, timeout=self.bus.admin_timeout)
         return set((info.get("state", {}).get("subjects") or {}).keys())
 
     async def _current_schedule_headers(self, subject: str) -> dict[str, str] | None:
-        resp = await self.bus.js_api(f"STREAM.MSG.GET.{Stream.JOBS.value}", {"last_by_subj": subject})
+        resp = await self.bus.js_api(f"STREAM.MSG.GET.{Stream.JOBS.value}", {"last_by_subj": subject},
+                                     timeout=self.bus.admin_timeout)
         raw = resp.get("message", {}).get("hdrs")
         if not raw:
             return None
@@ -173,7 +174,7 @@ class JobRunner:
         cfg = ConsumerConfig(durable_name=self.consumer_name(lane.name), filter_subject=lane_filter(self.ctx, lane.name),
                              ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
                              max_ack_pending=lane.threads, ack_wait=lane.ack_wait_seconds, max_deliver=-1)
-        await self.bus.js.add_consumer(Stream.JOBS.value, cfg)
+        await self.bus.js.add_consumer(Stream.JOBS.value, cfg, timeout=self.bus.admin_timeout)
 
     async def _lane_loop(self, lane: Lane) -> None:
         sub = await self.bus.js.pull_subscribe_bind(self.consumer_name(lane.name), stream=Stream.JOBS.value)

@@ -69,7 +69,7 @@ async def check_server(bus: Bus) -> str:
     if not bus.nc._server_info.get("jetstream"):  # noqa: SLF001
         raise UnsupportedServer(disabled)
     try:
-        info = await bus.js_api("INFO")
+        info = await bus.js_api("INFO", timeout=bus.admin_timeout)
     except ZimmerError:
         raise UnsupportedServer(disabled) from None
     if "error" in info:
@@ -80,17 +80,18 @@ async def check_server(bus: Bus) -> str:
 async def provision_streams(bus: Bus, replicas: int = 1) -> None:
     """Create each stream, or update it to the wanted config; safe to run from every replica."""
     await check_server(bus)
+    timeout = bus.admin_timeout
     for stream, cfg in stream_configs(replicas).items():
         body = {"name": stream.value, **cfg}
-        info = await bus.js_api(f"STREAM.INFO.{stream.value}")
+        info = await bus.js_api(f"STREAM.INFO.{stream.value}", timeout=timeout)
         if "error" in info:
-            resp = await bus.js_api(f"STREAM.CREATE.{stream.value}", body)
+            resp = await bus.js_api(f"STREAM.CREATE.{stream.value}", body, timeout=timeout)
             if "error" in resp and resp["error"].get("err_code") != 10058:  # 10058: created by a peer meanwhile
                 raise RuntimeError(f"cannot create stream {stream.value}: {resp['error']}")
             continue
         current = info.get("config", {})
         if any(current.get(k) != v for k, v in body.items()):
-            resp = await bus.js_api(f"STREAM.UPDATE.{stream.value}", {**current, **body})
+            resp = await bus.js_api(f"STREAM.UPDATE.{stream.value}", {**current, **body}, timeout=timeout)
             if "error" in resp:
                 raise RuntimeError(f"cannot update stream {stream.value}: {resp['error']}")
             log.info("stream updated", extra={"fields": {"stream": stream.value}})

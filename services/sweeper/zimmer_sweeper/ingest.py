@@ -119,7 +119,7 @@ class LogIngest:
         cfg = ConsumerConfig(durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
                              ack_wait=self.ack_wait_seconds, max_ack_pending=self.sizing.maximum * 4,
                              filter_subject=INGEST_LOGS)
-        await self._bus().js.add_consumer(Stream.INGEST.value, cfg)
+        await self._bus().js.add_consumer(Stream.INGEST.value, cfg, timeout=self._bus().admin_timeout)
         self._task = asyncio.create_task(self._loop(), name="sweeper-log-ingest")
 
     async def stop(self, grace: float = 5.0) -> None:
