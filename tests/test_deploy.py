@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from zimmer_sweeper.config import LogIngestSettings
+from zimmer_sweeper.config import DiskSettings, LogIngestSettings
 from zimmer_alerts.config import AlertSettings
 from zimmer_backlog.config import GithubSettings
 from zimmer_common.settings import Settings
@@ -38,7 +38,8 @@ GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
 # misspelt variable in the compose file or the image is not one of these and fails here.
 KNOWN_ZIMMER_ENV = {f"ZIMMER_{name.upper()}" for name in
                     [*Settings.model_fields, *GithubSettings.model_fields, *AlertSettings.model_fields,
-                     *(f"log_ingest_{name}" for name in LogIngestSettings.model_fields)]}
+                     *(f"log_ingest_{name}" for name in LogIngestSettings.model_fields),
+                     *(f"sweeper_{name}" for name in DiskSettings.model_fields)]}
 ZIMMER_ENVS = {"production", "staging", "development", "test"}
 SECRETS = ("ZIMMER_API_KEY", "ZIMMER_OPERATOR_TOKEN")
 
@@ -166,9 +167,40 @@ def test_image_services_run_a_registered_service(services: dict[str, dict]) -> N
         assert cmd[1] in SERVICES, f"{name}: `zimmer serve {cmd[1]}` names no registered service"
 
 
+# The sweeper runs beside the disk it sweeps (DESIGN §9): one compose service per runtime host,
+# each a single replica naming its host and mounting that host's volume, rather than replicas.
+PER_HOST = {"sweeper": "sweeper-runner-"}
+
+
+def _deployed_as(services: dict[str, dict], name: str) -> list[str]:
+    """The compose services that deploy registered service `name`."""
+    prefix = PER_HOST.get(name)
+    return sorted(s for s in _zimmer_services(services) if (s.startswith(prefix) if prefix else s == name))
+
+
+def test_the_sweeper_runs_once_per_runtime_host_beside_its_disk(services: dict[str, dict]) -> None:
+    hosts = _deployed_as(services, "sweeper")
+    assert len(hosts) >= 2, f"show at least two runtime hosts, not {hosts}"
+    seen_hosts, seen_volumes = set(), set()
+    for name in hosts:
+        svc = services[name]
+        env = _environment(svc)
+        assert _command(svc) == ["serve", "sweeper"], name
+        assert (svc.get("deploy") or {}).get("replicas") == 1, f"{name}: one sweeper per host"
+        assert env.get("ZIMMER_HOST") and env["ZIMMER_HOST"] not in seen_hosts, f"{name}: ZIMMER_HOST"
+        seen_hosts.add(env["ZIMMER_HOST"])
+        clones = env.get("ZIMMER_SWEEPER_CLONES_DIR", "")
+        mounts = [str(v).split(":") for v in svc.get("volumes") or []]
+        volume = next((m[0] for m in mounts if len(m) >= 2 and clones.startswith(m[1])), None)
+        assert volume and volume not in seen_volumes, f"{name}: its clones dir must be on its own host's volume"
+        seen_volumes.add(volume)
+
+
 def test_every_registered_service_is_deployed_twice(services: dict[str, dict]) -> None:
     zimmer = _zimmer_services(services)
     for name in SERVICES:
+        if name in PER_HOST:
+            continue  # one per host: the test above
         assert name in zimmer, f"service {name!r} is missing from docker-compose.yml"
         svc = zimmer[name]
         assert _command(svc) == ["serve", name], f"{name} runs {_command(svc)!r}"
@@ -285,11 +317,13 @@ def test_prometheus_scrapes_every_service(prometheus: dict, services: dict[str, 
     for name in SERVICES:
         job = jobs[f"zimmer-{name}"]
         assert job.get("metrics_path", "/metrics") == "/metrics"
-        port = _expected_port(name, _environment(services[name]))
+        deployed = _deployed_as(services, name)
+        port = _expected_port(name, _environment(services[deployed[0]]))
         targets = _job_targets(job)
         assert targets, f"zimmer-{name} has no targets"
+        assert {host for host, _ in targets} >= set(deployed) or name not in PER_HOST, f"zimmer-{name}: {targets}"
         for host, target_port in targets:
-            assert host in (name, f"tasks.{name}"), f"zimmer-{name} scrapes {host!r}"
+            assert host in {*deployed, *(f"tasks.{d}" for d in deployed)}, f"zimmer-{name} scrapes {host!r}"
             assert target_port == port, f"zimmer-{name} scrapes port {target_port}, not {port}"
     assert prometheus["rule_files"] == ["/etc/prometheus/alerts.yml"]
 
