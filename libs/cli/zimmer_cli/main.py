@@ -221,6 +221,8 @@ def up(data_dir: DataDir = None,
             if name == "gateway":
                 child_env.update(ZIMMER_HTTP_HOST=host, ZIMMER_HTTP_PORT=str(port))
             else:
+                if name == "sweeper":
+                    child_env.update(_embedded_disk_roots(root, child_env))
                 child_env.update(ZIMMER_METRICS_HOST="127.0.0.1", ZIMMER_METRICS_PORT=str(free_port()))
             children.append(Child(name, [sys.executable, "-m", "zimmer_cli", "serve", name], child_env,
                                   logs / f"{name}.log"))
@@ -300,6 +302,20 @@ def status(data_dir: DataDir = None,
             line += f"ping FAILED: {answer}"
         typer.echo(line)
     raise typer.Exit(0 if healthy else 1)
+
+
+def _embedded_disk_roots(root: Path, env: dict[str, str]) -> dict[str, str]:
+    """The sweeper's roots for this machine's runtime, under the data directory unless configured
+    (ZIMMER_SWEEPER_<ROOT>_DIR): created, so the Health page's Disk and clones panel reads them."""
+    from zimmer_common.contracts.disk import ROOT_NAMES
+
+    roots = {}
+    for name in ROOT_NAMES:
+        var = f"ZIMMER_SWEEPER_{name.upper()}_DIR"
+        path = Path(env.get(var) or root / "runtime" / name)
+        path.mkdir(parents=True, exist_ok=True)
+        roots[var] = str(path)
+    return roots
 
 
 async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
