@@ -208,3 +208,21 @@ async def test_the_monitor_reclaims_below_low_to_high_and_pages_when_it_cannot(
                           "ORDER BY id")
         last = json.loads(pages[-1]["page"])
         assert (last["title"], last["still_true"]) == (TITLE, False)
+
+
+@pytest.mark.parametrize(("env", "swept"), [("test", False), ("development", False), ("production", True),
+                                            ("staging", True)])
+async def test_a_clones_base_on_the_durable_volume_is_swept_only_by_production_and_staging(
+        settings_factory, tmp_path: Path, env: str, swept: bool) -> None:  # type: ignore[no-untyped-def]
+    """bin/dev and the test suite resolve the clones base onto ~/.zimmer; beside a real deployment
+    their databases would call every live clone there an orphan. A relocated base is swept anywhere
+    (every other test here runs in `test` with one)."""
+    volume = tmp_path / "zimmer"
+    async with running(settings_factory, volume, durable_volume=volume, env=env, capacity=20 * MB) as stack:
+        orphan = make_dir(stack.layout.clones / "zimmer-main-1-orphan", age=90 * H)
+        run = await stack.disk.orphans.sweep()
+        report = await stack.disk.orphans.reclaim_space(20 * MB)
+        assert orphan.exists() is not swept
+        assert (run.outcome == "aborted") is not swept and report.reached is swept
+        if not swept:
+            assert "only production and staging" in run.note and "only production and staging" in report.sentence

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from disking import HOST, make_dir, running  # type: ignore[import-not-found]
+from disking import make_dir, running  # type: ignore[import-not-found]
 from sweeping import T0, eventually  # type: ignore[import-not-found]
 
 from zimmer_common.budget import SweepBudget
@@ -173,4 +173,26 @@ async def test_a_deleted_sessions_directories_go_at_once_on_every_host(settings_
             assert bystander.exists() and clone.exists()
         finally:
             await second.stop()
-    assert HOST != "host-b"
+
+
+async def test_the_archived_sessions_pass_runs_first_and_a_failure_there_stops_nothing_else(
+        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    async with running(settings_factory, tmp_path) as stack:
+        await stack.spot.session()
+        orphan = make_dir(stack.layout.scratch / "31337", age=9 * H)
+
+        async def archived_pass(budget: SweepBudget) -> dict[str, int]:
+            assert orphan.exists(), "the archived sessions' pass comes before the orphan sweep"
+            return {"removed": 2, "bytes_freed": 5_000}
+
+        stack.disk.stale.reap_due_archived = archived_pass
+        run = await stack.disk.stale.run()
+        assert (run.counts["archived_removed"], run.bytes_freed >= 5_000, orphan.exists()) == (2, True, False)
+
+        async def broken_pass(budget: SweepBudget) -> dict[str, int]:
+            raise RuntimeError("spot-gate's listing broke")
+
+        again = make_dir(stack.layout.scratch / "31338", age=9 * H)
+        stack.disk.stale.reap_due_archived = broken_pass
+        run = await stack.disk.stale.run()
+        assert run.outcome == "failed" and "listing broke" in run.note and not again.exists()

@@ -94,7 +94,8 @@ class OrphanCloneSweep:
                 run.mark("aborted", f"Nothing deleted: {exc}.")
             else:
                 await self._remove_each(choice.candidates, run, budget)
-            run.bytes_freed = max(0, self._probe(base) - free_before)
+            if run.counts["removed"] or run.counts["tombstones_reaped"]:  # the volume moves with others' writes too
+                run.bytes_freed = max(0, self._probe(base) - free_before)
         await record(run, self.records, self.metrics, self.clock.now())
         return run
 
@@ -164,7 +165,8 @@ class OrphanCloneSweep:
                         failed.append(entry.path)
                     free = after
         reached = base is not None and free >= target
-        run.bytes_freed = max(0, free - free_before)
+        if removed or tombstones:
+            run.bytes_freed = max(0, free - free_before)
         run.counts["reached"] = int(reached)
         sentence = _reclaim_sentence(base, target, free_before, free, tombstones, len(removed), len(refused),
                                      len(failed), exhausted, run)

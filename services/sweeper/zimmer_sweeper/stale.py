@@ -53,7 +53,7 @@ JOB = "stale_clone_cleanup"
 DELETED_JOB = "session_deleted"
 SESSION_ROOTS: tuple[RootName, ...] = ("scratch", "attachments")
 # The trash pipeline's per-session pass: reap the clones of archived sessions whose deadline passed,
-# within the budget; returns counts to add to this run's record.
+# within the budget; returns counts to add to this run's record (`bytes_freed` to its bytes).
 ArchivedReaper = Callable[[SweepBudget], Awaitable[Mapping[str, int]]]
 
 
@@ -124,7 +124,10 @@ class StaleCloneCleanup:
             run.mark("failed", f"The archived sessions' clone pass failed: {exc!r}"[:300] + ".")
             return
         for key, value in counts.items():
-            run.counts[f"archived_{key}"] += int(value)
+            if key == "bytes_freed":
+                run.bytes_freed += int(value)
+            else:
+                run.counts[f"archived_{key}"] += int(value)
 
     async def _reap(self, name: RootName, run: SweepRun) -> None:
         root = self.roots.sweepable(name)
@@ -166,6 +169,7 @@ class StaleCloneCleanup:
             log.warning("more orphaned session directories than one run removes; the rest go next hour",
                         extra=kv(job=JOB, root=str(root), overflow=choice.overflow, limit=len(choice.orphans)))
         free_before = self._free(root)
+        removed_before = run.counts["removed"]
         try:
             for i, (sid, entry) in enumerate(choice.orphans):
                 try:
@@ -181,7 +185,7 @@ class StaleCloneCleanup:
                 await self._remove_orphan(name, sid, entry, run)
         finally:
             free_after = self._free(root)
-            if free_before is not None and free_after is not None:
+            if free_before is not None and free_after is not None and run.counts["removed"] > removed_before:
                 run.bytes_freed += max(0, free_after - free_before)
 
     async def _remove_orphan(self, name: RootName, sid: int, entry: DirEntry, run: SweepRun) -> None:
