@@ -226,3 +226,11 @@ async def test_a_clones_base_on_the_durable_volume_is_swept_only_by_production_a
         assert (run.outcome == "aborted") is not swept and report.reached is swept
         if not swept:
             assert "only production and staging" in run.note and "only production and staging" in report.sentence
+
+
+async def test_a_missing_clones_base_aborts_rather_than_reading_as_empty(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    async with running(settings_factory, tmp_path) as stack:
+        stack.layout.clones.rmdir()
+        run = await stack.disk.orphans.sweep()
+        report = await stack.disk.orphans.reclaim_space(1)
+        assert run.outcome == "aborted" and not report.reached and "not a directory" in report.sentence

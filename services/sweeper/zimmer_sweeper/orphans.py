@@ -185,6 +185,9 @@ class OrphanCloneSweep:
         base = self.roots.sweepable("clones")
         if base is None:
             run.mark("aborted", f"Clones base not swept: {self.roots.fence('clones').sentence}.")
+        elif not base.is_dir():  # missing or unmounted: never read as "nothing there", nor probed
+            run.mark("aborted", f"Clones base {base} is not a directory here; nothing deleted.")
+            return None
         return base
 
     def _probe(self, base: Path) -> int:
@@ -208,13 +211,15 @@ class OrphanCloneSweep:
             raise SnapshotUnavailable(f"the clones base {base} could not be listed ({exc})") from exc
         run.counts["examined"] += sum(1 for e in entries if e.is_dir and not is_tombstone(e.name))
         aged = aged_clone_directories(entries, now=self.clock.now(), age_bar=age_bar)
+        run.counts["kept_young"] += run.counts["examined"] - len(aged)
+        if not aged:
+            return OrphanChoice()
         tracked = await self._tracked([e.name for e in aged], run)
         try:
             live = [c.clone_path for c in await clone_listing.all_clones(self._bus(), scope="live")]
         except Exception as exc:  # noqa: BLE001 - no live list, no deletion
             raise SnapshotUnavailable(f"spot-gate did not list the live clones ({str(exc)[:200]})") from exc
         choice = choose_orphans(aged, tracked=tracked, live_clone_paths=live, limit=limit)
-        run.counts["kept_young"] += run.counts["examined"] - len(aged)
         run.counts["kept_tracked"] += len(choice.tracked)
         run.counts["kept_live"] += len(choice.live)
         run.counts["kept_unanswered"] += len(choice.unanswered)
