@@ -136,8 +136,8 @@ async def test_mcp_nested_objects_refuse_unknown_keys_and_coercion(stack) -> Non
 async def test_405_lists_every_method_and_hosts_are_case_insensitive(stack) -> None:  # type: ignore[no-untyped-def]
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as http:
-        r = await http.delete("/api/v1/sessions/1")
-        assert r.status_code == 405 and set(r.headers["allow"].split(", ")) >= {"GET", "PATCH"}
+        r = await http.put("/api/v1/sessions/1")
+        assert r.status_code == 405 and set(r.headers["allow"].split(", ")) >= {"GET", "PATCH", "DELETE"}
         r = await http.put("/api/v1/work_backlog_items")
         assert r.status_code == 405 and set(r.headers["allow"].split(", ")) >= {"GET", "POST"}
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

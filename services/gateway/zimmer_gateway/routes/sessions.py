@@ -1,15 +1,18 @@
-"""`/api/v1/sessions`: spawn, read, search, re-class and re-rank sessions; turns; the decision log."""
+"""`/api/v1/sessions`: spawn, read, search, re-class and re-rank sessions; turns; the decision log;
+the operator's delete."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Depends, Query, Response, status
 from pydantic import ConfigDict, Field
 
+from zimmer_common.contracts import clones as k
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts.fields import IdempotencyKey, Prompt, Time
 from zimmer_common.contracts.runtime import SessionStatusName, TurnKindName
+from zimmer_gateway.auth import Realm, operator_only
 from zimmer_gateway.routes.common import (
     ID_MAX, BusDep, IdempotencyHeader, Precedence, RowId, SessionIdPath, StrictBody, keyed, problem_responses)
 
@@ -204,6 +207,18 @@ async def unarchive(session_id: SessionIdPath, bus: BusDep) -> c.SessionView:
     """Back as it was before the trash (a stopped turn: needs_input); `session_unarchived`
     announces it. 409 `refused` for a session that is not archived."""
     return await bus.request(c.UNARCHIVE, c.SessionRef(session_id=session_id))
+
+
+@router.delete("/{session_id}", summary="Delete a session (operator only; not recoverable)",
+               response_model=k.SessionDeletion, responses=problem_responses(403, 404))
+async def delete_session(session_id: SessionIdPath, bus: BusDep,
+                         _realm: Annotated[Realm, Depends(operator_only)]) -> k.SessionDeletion:
+    """The row goes at once, with its enqueued messages, gate decisions, wakes and warnings;
+    children and forks keep running without the link. A running turn is stopped (halt), and
+    `session_deleted` tells the sweeper to take the directories keyed by its id (and its logs).
+    Not the Trash: nothing brings it back. 404 for an id with no session, including a second
+    delete of the same one."""
+    return await bus.request(k.DELETE_SESSION, c.SessionRef(session_id=session_id))
 
 
 class PauseUntilBody(StrictBody):

@@ -2,7 +2,10 @@
 session page with its class, genesis, precedence and status, the hold banner ("Held for quota
 headroom", or "Next turn held for quota headroom" for a resume, naming the reason, the next check
 and "Make this session priority"), the Scheduling class selector, its gate decisions, its
-enqueued messages and its timeline (log lines, newest first, verbose only when asked for). The forms make `update_session`, as PATCH /api/v1/sessions/{id} does."""
+enqueued messages and its timeline (log lines, newest first, verbose only when asked for), the
+warnings a sweeper left on it, and Delete (not the Trash: a checked confirmation, then the row goes).
+The forms make `update_session`, as PATCH /api/v1/sessions/{id} does, and `delete_session`, as
+DELETE /api/v1/sessions/{id} does."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
+from starlette.datastructures import FormData
 from starlette.responses import Response
 
+from zimmer_common.contracts import clones as k
 from zimmer_common.contracts import logs as lg
 from zimmer_common.contracts import spot as c
-from zimmer_common.errors import ZimmerError
+from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
 from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, refusal, render, signed_in, whole_number
@@ -25,6 +30,7 @@ SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
 GENESES = ("web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown")
 DONE = {"class": "Changed the scheduling class.", "priority": "Made this session priority.",
         "precedence": "Changed the precedence.", "restarted": "Restarted: its turn went to the gate."}
+LIST_DONE = {"deleted": "Deleted the session; the sweeper takes its directories."}
 
 
 def hold_banner(s: c.SessionView) -> str | None:
@@ -40,7 +46,7 @@ def create_sessions(service: Service) -> APIRouter:
     @router.get("/sessions")
     async def sessions(request: Request, priority_class: Literal["priority", "spot", ""] = "",
                        genesis: Literal[GENESES] | Literal[""] = "",  # type: ignore[valid-type]
-                       offset: Annotated[int, Query(ge=0, le=10**9)] = 0) -> Response:
+                       offset: Annotated[int, Query(ge=0, le=10**9)] = 0, done: str | None = None) -> Response:
         signed_in(request)
         query = c.SessionQuery(priority_class=priority_class or None, genesis=[genesis] if genesis else None,
                                limit=PAGE, offset=offset)
@@ -49,7 +55,7 @@ def create_sessions(service: Service) -> APIRouter:
         except ZimmerError as exc:
             return refusal(request, exc)
         return render(request, "sessions.html", title="Sessions", found=found, priority_class=priority_class,
-                      genesis=genesis, geneses=GENESES, offset=offset, page=PAGE)
+                      genesis=genesis, geneses=GENESES, offset=offset, page=PAGE, notice=LIST_DONE.get(done or ""))
 
     @router.get("/sessions/{session_id}")
     async def session_page(request: Request, session_id: SessionId, done: str | None = None,
@@ -103,6 +109,21 @@ def create_sessions(service: Service) -> APIRouter:
         except Refused as refused:
             return refused.response
         return back_to(f"/sessions/{session_id}", "restarted")
+
+    @router.post("/sessions/{session_id}/delete")
+    async def delete(request: Request, session_id: SessionId) -> Response:
+        """Not the Trash: nothing brings it back, so the form's confirmation box must be ticked."""
+        def confirmed(form: FormData) -> c.SessionRef:
+            if form.get("confirm") != "yes":
+                raise ZimmerError(ErrorCode.INVALID, "Tick the box to confirm: a deleted session cannot be brought "
+                                  "back (archive it to put it in the Trash instead).", {"field": "confirm"})
+            return c.SessionRef(session_id=session_id)
+
+        try:
+            await perform(request, service, k.DELETE_SESSION, confirmed)
+        except Refused as refused:
+            return refused.response
+        return back_to("/sessions", "deleted")
 
     return router
 
