@@ -377,3 +377,21 @@ async def test_a_slow_spot_gate_leaves_a_pull_honest(both) -> None:  # type: ign
         assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 0
     assert await backlog.app.starter.recover() == ["requeued"]
     assert [i.key for i in (await bus.request(c.GET_ITEMS, c.ItemQuery())).items] == ["zimmer#70"]
+
+
+async def test_a_deleted_session_leaves_in_flight(both) -> None:  # type: ignore[no-untyped-def]
+    """Seed 000 "in_flight": a row whose session has ended is not in flight. A session deleted
+    (DELETE /api/v1/sessions/{id}) will never send another status event, so its deletion is its
+    end; without it the row would count in flight forever."""
+    from zimmer_common.contracts.clones import DELETE_SESSION
+
+    _backlog, _spot, bus = both
+    for n in (1, 2):
+        await append(bus, n)
+    result = await bus.request(c.PULL, c.PullItems(count=2))
+    await counts_become(bus, in_flight=2)
+    await bus.request(DELETE_SESSION, s.SessionRef(session_id=result.started[0].session_id))
+    counts = await counts_become(bus, in_flight=1)
+    assert counts.parked == 0 and counts.claimed == 1
+    listed = await bus.request(c.GET_ITEMS, c.ItemQuery(status="in_flight"))
+    assert [i.key for i in listed.items] == ["zimmer#2"]

@@ -14,7 +14,7 @@ from zimmer_common.contracts.backlog import (
     ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendResult, ItemEvent, ItemList, ItemQuery,
     ItemRef, ItemView, PinItem, RemoveItem)
 from zimmer_common.contracts.envelope import EventEnvelope
-from zimmer_common.contracts.spot import SessionEvent
+from zimmer_common.contracts.spot import SessionDeleted, SessionEvent
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common import idempotency
 from zimmer_common.batching import Batcher
@@ -143,6 +143,13 @@ class Backlog:
             return
         await store.record_session(conn, session.id, int(session.metadata["work_backlog_item_id"]), session.status,
                                    store.spot_held(session), session.updated_at, session.version)
+
+
+    async def on_session_deleted(self, conn: AsyncConnection, event: EventEnvelope) -> None:
+        """A session this backlog produced was deleted: it has ended (else it would count in flight
+        forever, since no status event will ever come for it again)."""
+        deleted = SessionDeleted.model_validate(event.data)
+        await store.session_deleted(conn, deleted.session_id, deleted.deleted_at)
 
 
 def _refusal(req: AppendItem, i: int, plan: AppendPlan) -> ZimmerError:

@@ -26,7 +26,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import backlog as c
-from zimmer_common.contracts.spot import SESSION_CREATED, SESSION_STATUS_CHANGED
+from zimmer_common.contracts.spot import SESSION_CREATED, SESSION_DELETED, SESSION_STATUS_CHANGED
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
@@ -117,6 +117,8 @@ def build(settings: Settings, clock: Clock | None = None, github: GithubSettings
     service.rpc(c.ISSUES_VIEW)(view_issues)
     service.consume(ConsumerSpec("backlog_session_events", Stream.EVENTS,
                                  (SESSION_CREATED, SESSION_STATUS_CHANGED)))(backlog.on_session_event)
+    service.consume(ConsumerSpec("backlog_session_deleted", Stream.EVENTS, (SESSION_DELETED,)))(
+        backlog.on_session_deleted)
 
     async def recover_starting(ctx: JobContext) -> None:
         """Finish or roll back items an interrupted start left `starting`, with the same key."""

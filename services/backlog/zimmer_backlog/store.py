@@ -49,7 +49,8 @@ OPEN = is_(items.c.status, "queued", "starting")
 ORDER_OF_QUEUE = (items.c.precedence.desc(), items.c.added_at, items.c.id)
 
 IN_FLIGHT = is_(produced.c.status, "running", "waiting")
-ENDED = ("archived", "failed")
+ENDED = ("archived", "failed", "deleted")
+DELETED_VERSION = 2**63 - 1  # a deleted session has no later word: no event can roll it back
 CLAIMED = is_(produced.c.status, "running", "waiting", "needs_input")  # DESIGN §9: in_flight ∪ parked
 # Seed 000 "Where the count shows up": the rows the liveness sweep has not resolved, by the stored
 # verdict alone. A hold in force moves a row to awaiting_decision; a held row reading pr_open is in
@@ -218,6 +219,16 @@ async def record_session(conn: AsyncConnection, session_id: int, item_id: int, s
               "ended_at": case((stmt.excluded.ended_at.is_(None), null()),
                                else_=func.coalesce(produced.c.ended_at, stmt.excluded.ended_at))},
         where=produced.c.version < stmt.excluded.version))
+
+
+async def session_deleted(conn: AsyncConnection, session_id: int, at: datetime) -> bool:
+    """A produced session's row is gone from spot-gate (DELETE /api/v1/sessions/{id}): it has
+    ended, as an archived one has (it counts in neither in_flight nor parked; the liveness
+    sweep's grace runs from when it ended), and no later event can bring it back."""
+    done = await conn.execute(update(produced).where(produced.c.session_id == session_id).values(
+        status="deleted", spot_held=False, version=DELETED_VERSION,
+        ended_at=func.coalesce(produced.c.ended_at, at)))
+    return bool(done.rowcount)
 
 
 async def by_keys(conn: AsyncConnection, keys: list[str]) -> list[Row[Any]]:
