@@ -134,6 +134,19 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
     ScheduleEntry("sweeper", "stale_clone_cleanup", "0 25 * * * *", "maintenance", ALL, per_host=True,
                   description="StaleCloneCleanupJob: reap tombstones and sweep scratch/attachment directories of "
                               "sessions whose row is gone (1 h age, 200 per root); 5-minute budget"),
+    # The trash pipeline is asked for on every archive and unarchive; the 30-second cadence (its
+    # RETRY_WAIT) is what picks up a retry, and a request that was lost.
+    ScheduleEntry("sweeper", "deferred_clone_cleanup", "*/30 * * * * *", "maintenance", ALL, per_host=True,
+                  description="DeferredCloneCleanupJob: restore unarchived sessions' clones, then clean archived "
+                              "ones: dirty check, bundle + filtered patch, the mangled-tree guard, delete through "
+                              "the guard; 5 attempts 30 s apart, only exhaustion pages"),
+    ScheduleEntry("sweeper", "empty_trash", "0 50 * * * *", "maintenance", ALL, per_host=True,
+                  description="EmptyTrashJob: after the 4-day deadline, a session not reap-protected loses its "
+                              "preserved artifacts, scratch, attachments and any clone left (through the guard); "
+                              "5-minute budget"),
+    ScheduleEntry("sweeper", "mangled_clone_report", "0 0 8 * * *", "maintenance", ALL, per_host=True,
+                  description="MangledCloneReportJob: one WARN line of the clones the mass-deletion guard defused in "
+                              "the 25 hours before the run started (INFO on a day with none)"),
     ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("alerts", "health_records_prune", "40 */10 * * * *", "maintenance", ALL,

@@ -30,13 +30,14 @@ from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealth, DiskHealthQuery
 from zimmer_sweeper import disk_health, health, timeline
-from zimmer_sweeper.config import DiskSettings, LogIngestSettings
+from zimmer_sweeper.config import DiskSettings, LogIngestSettings, TrashSettings
 from zimmer_sweeper.disk_app import DiskApp, wire_disk
 from zimmer_sweeper.diskwatch import VolumeReader
 from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, IngestLag, LogIngest
 from zimmer_sweeper.metrics import SweeperMetrics
 from zimmer_sweeper.retention import BUDGET_SECONDS, LogRetention, request_purge
 from zimmer_sweeper.tables import SCHEMA
+from zimmer_sweeper.trash_app import TrashApp, wire_trash
 
 NAME = "sweeper"
 HOUSEKEEPING_SECONDS = 10.0  # ledger prune; readings and the ingest lag check every third round
@@ -52,10 +53,12 @@ class SweeperApp:
     lag: IngestLag
     metrics: SweeperMetrics
     disk: DiskApp  # this host's clones, scratch and attachments: the guard, sweeps, reclaim, monitor
+    trash: TrashApp  # archived sessions' clones: cleanup, EmptyTrash, restore on unarchive, mangled report
 
 
 def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIngestSettings | None = None,
-          disk_settings: DiskSettings | None = None, read_volume: VolumeReader | None = None) -> Service:
+          disk_settings: DiskSettings | None = None, read_volume: VolumeReader | None = None,
+          trash_settings: TrashSettings | None = None) -> Service:
     service = Service(NAME, settings, schema=SCHEMA, migrations="zimmer_sweeper.migrations",
                       jobs=[outbox_prune_job(SCHEMA)], clock=clock)
     pager = attach_pager(service)  # a crashed sweep pages
@@ -92,7 +95,8 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
     # real one (a test's frozen clock would make every line look months old).
     lag = IngestLag(bus, lambda: datetime.now(UTC), lambda: pager)
     disk = wire_disk(service, pager, disk_settings or DiskSettings(), engine=engine, bus=bus, read=read_volume)
-    service.app = SweeperApp(ingest, retention, lag, metrics, disk)
+    trash = wire_trash(service, pager, disk, trash_settings)
+    service.app = SweeperApp(ingest, retention, lag, metrics, disk, trash)
 
     async def session_logs(req: c.LogQuery) -> c.LogPage:
         return await timeline.page(engine(), req)
