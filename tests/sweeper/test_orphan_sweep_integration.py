@@ -51,6 +51,13 @@ async def test_a_tracked_basename_is_never_a_candidate_and_tombstones_go_first(
             "tombstones_reaped": 1, "examined": 4, "kept_young": 1, "kept_tracked": 1, "kept_live": 1, "removed": 1}
         [row] = await runs(sql, "orphan_clone_sweep")
         assert row["outcome"] == "ok" and '"removed": 1' in row["counts"]
+        sample = stack.sweeper.metrics.registry.get_sample_value
+        job = {"job": "orphan_clone_sweep"}
+        assert sample("zimmer_disk_sweep_removed_total", job) == 1
+        assert sample("zimmer_disk_tombstones_reaped_total", job) == 1
+        assert sample("zimmer_disk_sweep_counted_total", {**job, "count": "kept_tracked"}) == 1
+        assert sample("zimmer_disk_sweep_runs_total", {**job, "outcome": "ok"}) == 1
+        assert sample("zimmer_disk_sweep_last_run_timestamp_seconds", job) == stack.clock.now().timestamp()
 
 
 async def test_spot_gate_stopped_means_the_sweep_deletes_nothing(settings_factory, tmp_path: Path,
@@ -200,6 +207,9 @@ async def test_the_monitor_reclaims_below_low_to_high_and_pages_when_it_cannot(
                           "ORDER BY id")
         page = json.loads(pages[-1]["page"])
         assert (page["title"], page["condition_key"], page["still_true"]) == (TITLE, condition_key(HOST), True)
+        sample = stack.sweeper.metrics.registry.get_sample_value
+        assert sample("zimmer_disk_reclaim_unreachable", {"host": HOST}) == 1
+        assert sample("zimmer_disk_free_bytes", {"host": HOST, "root": "clones"}) == 8 * MB
         # Room again (the busy clones went with their sessions): the condition resolves.
         stack.volume.capacity = 100 * MB
         check = await stack.disk.watch.check()
