@@ -97,7 +97,7 @@ def test_the_guard_reaps_a_clones_name_and_its_extensions_only() -> None:
 
 
 def _candidate(name: str, hours: float) -> Candidate:
-    return Candidate(name, "gone_clone", NOW - timedelta(hours=hours))
+    return Candidate(name, "gone_clone", (NOW - timedelta(hours=hours)).timestamp())
 
 
 def test_selection_takes_the_oldest_past_the_bar_up_to_the_limit() -> None:
@@ -159,5 +159,13 @@ def test_selection_never_takes_a_young_directory_nor_more_than_the_limit(items: 
                                                                         limit: int) -> None:
     chosen = select([_candidate(n, h) for n, h in items], now=NOW, limit=limit)
     assert len(chosen.due) <= limit
-    assert all(NOW - c.newest >= AGE_THRESHOLD for c in chosen.due + chosen.deferred)
+    assert all(NOW.timestamp() - c.newest >= AGE_THRESHOLD.total_seconds() for c in chosen.due + chosen.deferred)
     assert len(chosen.due) + len(chosen.deferred) + len(chosen.too_young) == len(items)
+
+
+@given(st.lists(st.sampled_from(["a", "b_c", ".", "..", "", ".d", "e."]), max_size=6), st.booleans())
+def test_the_fast_derivation_agrees_with_normpath(parts: list[str], trailing: bool) -> None:
+    import posixpath
+
+    cwd = "/" + "/".join(parts) + ("/" if trailing else "")
+    assert transcript_name(cwd) == posixpath.normpath(cwd).translate(str.maketrans("/._", "---"))

@@ -168,7 +168,8 @@ class TranscriptArchive:
             tmp.seek(0)
             info = await put_file(store, name, tmp, description=f"transcripts of session {sid}")
         row = dict(session_id=sid, host=self.records.host, session_updated_at=item.clone.updated_at,
-                   newest_mtime=item.newest, archived_at=at, object_name=name, bytes=made.bytes, files=made.files, directories=item.directories, digest=info.digest or "")
+                   newest_mtime=item.newest, archived_at=at, object_name=name, bytes=made.bytes,
+                   files=made.files, directories=item.directories, digest=info.digest or "")
         async with self._engine().begin() as conn:
             await conn.execute(insert(A).values(**row).on_conflict_do_update(index_elements=[A.c.session_id],
                                                                              set_=row))

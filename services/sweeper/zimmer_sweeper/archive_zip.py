@@ -38,7 +38,7 @@ def newest_in(root: str, directories: list[str]) -> datetime:
     nothing else, so reading only the session's .jsonl would miss it (#720)."""
     newest = datetime.min.replace(tzinfo=UTC)
     for name in directories:
-        ts = newest_mtime(root, name)
+        ts = newest_mtime(posixpath.join(root, name))
         if ts is not None and ts != float("inf"):
             newest = max(newest, datetime.fromtimestamp(ts, UTC))
     return newest

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from zimmer_common.logs import kv
-from zimmer_sweeper.domain.clones import is_tombstone
-from zimmer_sweeper.domain.transcripts import Candidate, Liveness, collision_step
+from zimmer_sweeper.domain.clones import TOMBSTONE_MARK, is_tombstone
+from zimmer_sweeper.domain.transcripts import (
+    COLLIDING, EPHEMERAL, GONE_CLONE, LIVE, UNATTRIBUTED, Candidate, Liveness, collision_step)
 
 log = logging.getLogger("zimmer.sweeper.transcripts")
 
@@ -30,8 +31,9 @@ def clone_working_dirs(bases: Iterable[str]) -> list[str]:
     cannot be listed: liveness is then unknown and the caller aborts."""
     out = []
     for base in bases:
+        prefix = base.rstrip("/") + "/"
         with os.scandir(base) as it:
-            out.extend(posixpath.join(base, e.name) for e in it if not is_tombstone(e.name))
+            out.extend(prefix + e.name for e in it if TOMBSTONE_MARK not in e.name or not is_tombstone(e.name))
     return out
 
 
@@ -64,60 +66,58 @@ def colliding_dirs(roots: list[str]) -> list[str]:
     return found
 
 
-# Directories are opened relative to an open parent and never through a symlink: no path is
-# resolved from / once per file (what makes reading ages cost close to the bare walk), and a
-# directory swapped for a symlink mid-walk is not followed.
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def newest_mtime_at(root_fd: int, name: str, stop_at: float) -> float | None:
-    """The newest mtime in the directory `name` under `root_fd`, its own included (a new entry
-    bumps it; an append to a file never does, and Claude Code appends to one <session>.jsonl for
-    a session's life). Stops as soon as one reaches `stop_at` (the directory is young either way).
-    None when the directory is gone; +inf when part of it cannot be read (its files' ages are
-    unknown, so the directory is kept)."""
-    try:
-        fd = os.open(name, _DIRECTORY, dir_fd=root_fd)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return math.inf
-    try:
-        newest = os.fstat(fd).st_mtime
-        pending: list[str | None] = [None]  # paths relative to fd; None is fd itself
-        while pending and newest < stop_at:
-            rel = pending.pop()
+def newest_mtime(path: str, stop_at: float = math.inf) -> float | None:
+    """The newest mtime of any file in the directory, at any depth (Claude Code appends to one
+    <session>.jsonl for a session's life, and an append never moves a directory's mtime; a
+    subagent writes its own file under <session>/subagents/). A directory's own mtime counts only
+    when it holds nothing: it moves when an entry is added or removed, and an added file carries
+    its own. Stops as soon as one reaches `stop_at` (the directory is young either way). None when
+    the directory is gone; +inf when part of it cannot be read (its files' ages are unknown, so it
+    is kept). Subdirectories are found without following symlinks. This is the sweep's hot loop
+    (a stat a file on top of the listing a bare walk does): kept to that."""
+    newest = -math.inf
+    pending = [path]
+    while pending and newest < stop_at:
+        here = pending.pop()
+        empty = True
+        try:
+            it = _scandir(here)
+        except FileNotFoundError:
+            if here == path:
+                return None
+            continue
+        except OSError:
+            return math.inf
+        with it:
+            for entry in it:
+                empty = False
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                    continue
+                try:
+                    mtime = entry.stat(follow_symlinks=False).st_mtime
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    return math.inf
+                if mtime > newest:
+                    newest = mtime
+        if empty:
             try:
-                sub = fd if rel is None else os.open(rel, _DIRECTORY, dir_fd=fd)
+                newest = max(newest, os.lstat(here).st_mtime)
             except FileNotFoundError:
-                continue
-            try:
-                with os.scandir(sub) as it:
-                    for entry in it:
-                        try:
-                            mtime = entry.stat(follow_symlinks=False).st_mtime
-                        except FileNotFoundError:
-                            continue
-                        if mtime > newest:
-                            newest = mtime
-                        if entry.is_dir(follow_symlinks=False):
-                            pending.append(entry.name if rel is None else f"{rel}/{entry.name}")
-            finally:
-                if sub != fd:
-                    os.close(sub)
-        return newest
-    except OSError:
-        return math.inf
-    finally:
-        os.close(fd)
+                if here == path:
+                    return None
+            except OSError:
+                return math.inf
+    return newest
 
 
-def newest_mtime(root: str, name: str, stop_at: float = math.inf) -> float | None:
-    fd = os.open(root, _DIRECTORY)
-    try:
-        return newest_mtime_at(fd, name, stop_at)
-    finally:
-        os.close(fd)
+_scandir = os.scandir
+
+
+_COUNTED = {LIVE: "live", COLLIDING: "unknown", UNATTRIBUTED: "unknown", GONE_CLONE: "orphaned_gone_clone",
+            EPHEMERAL: "orphaned_ephemeral"}
 
 
 @dataclass
@@ -135,34 +135,29 @@ def classify_root(root: str, liveness: Liveness, cutoff: float) -> RootReading:
     only for names the classification says could be orphaned. Raises OSError when the root cannot
     be listed."""
     reading = RootReading()
-    counts = reading.counts
+    counts, candidates = reading.counts, reading.candidates
     classify = liveness.classify
-    root_fd = os.open(root, _DIRECTORY)
-    try:
-        with os.scandir(root_fd) as it:
-            for entry in it:
-                if not entry.is_dir(follow_symlinks=False):
-                    counts["not_directory"] += 1  # never followed, never deleted
-                    continue
-                counts["examined"] += 1
-                verdict = classify(entry.name)
-                if verdict.kind != "orphaned":
-                    counts[verdict.kind] += 1
-                    continue
-                counts[f"orphaned_{verdict.basis}"] += 1
-                newest = newest_mtime_at(root_fd, entry.name, cutoff)
+    with os.scandir(root) as it:
+        for entry in it:
+            if not entry.is_dir(follow_symlinks=False):
+                counts["not_directory"] += 1  # never followed, never deleted
+                continue
+            counts["examined"] += 1
+            verdict = classify(entry.name)
+            counts[_COUNTED[verdict]] += 1
+            if verdict.kind == "orphaned":
+                newest = newest_mtime(entry.path, cutoff)
                 if newest is not None:
-                    reading.candidates.append(Candidate(entry.name, verdict.basis, _moment(newest)))
-    finally:
-        os.close(root_fd)
+                    candidates.append(Candidate(entry.name, verdict.basis, newest))
     return reading
 
 
-def _moment(ts: float) -> datetime:
-    return datetime.max.replace(tzinfo=UTC) if math.isinf(ts) else datetime.fromtimestamp(ts, UTC)
+def moment(ts: float | None) -> str | None:
+    """A newest mtime for a log line."""
+    return None if ts is None or math.isinf(ts) else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
-def remove_transcript_dir(root: str, name: str, newest: datetime | None, *, job: str) -> str | None:
+def remove_transcript_dir(root: str, name: str, newest: float | None, *, job: str) -> str | None:
     """Delete one transcript directory directly under the root, logged with its path and newest
     mtime before the bytes go. None when it is gone (or was already); otherwise what stopped it."""
     path = posixpath.join(root, name)
@@ -174,7 +169,7 @@ def remove_transcript_dir(root: str, name: str, newest: datetime | None, *, job:
     except OSError as exc:
         return repr(exc)
     log.info("removing transcript directory", extra=kv(
-        path=path, newest_mtime=newest.isoformat() if newest else None, job=job))
+        path=path, newest_mtime=moment(newest), job=job))
     problems: list[str] = []
 
     def failed(_fn: object, where: str, exc: tuple[type, BaseException, object]) -> None:

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -238,22 +237,13 @@ class TranscriptSweep:
             if live.classify(name).basis != "gone_clone":
                 kept.append(name)
                 continue
-            newest = await asyncio.to_thread(_newest, root, name)
+            newest = await asyncio.to_thread(newest_mtime, posixpath.join(root, name))
             problem = await asyncio.to_thread(remove_transcript_dir, root, name, newest, job=REAPER)
             (kept if problem else removed).append(name)
         if kept:
             log.info("clone's transcript directories kept: claimed by a live clone, or of unsure origin",
                      extra=kv(clone_path=path, kept=kept, removed=removed))
         return TranscriptReap(tuple(removed), tuple(kept))
-
-
-def _newest(root: str, name: str) -> datetime | None:
-    """For the removal's log line: the newest mtime, or None when it cannot be read."""
-    try:
-        ts = newest_mtime(root, name)
-    except OSError:
-        return None
-    return None if ts is None or math.isinf(ts) else datetime.fromtimestamp(ts, UTC)
 
 
 def _sentence(counts: dict[str, int], bytes_freed: int, budget: SweepBudget) -> str:
