@@ -51,6 +51,12 @@ async def test_unarchive_restores_the_work_from_the_bundle_and_patch_and_clears_
         assert await stack.spot_stamp(sid) is None  # unarchive_restored dropped it
         assert not (stack.roots.artifacts / str(sid)).exists()  # it is in the clone now
 
+        async def written_down() -> bool:
+            rows = await sql("SELECT counts FROM sweeper.disk_runs WHERE job = 'unarchive_restore'")
+            return bool(rows) and json.loads(rows[0]["counts"]).get("restored") == 1
+
+        await eventually(written_down, "the restore run's record")
+
 
 async def test_unarchive_of_a_clean_clone_says_nothing_was_preserved(
         settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]

@@ -26,6 +26,7 @@ from zimmer_sweeper import trash_store as store
 from zimmer_sweeper.domain.trash import State
 from zimmer_sweeper.git_artifacts import GitFailed, GitTimedOut, read_manifest, rebuild_clone
 from zimmer_sweeper.removal import remove_atomically
+from zimmer_sweeper.sweep_run import SweepRun, record
 from zimmer_sweeper.trash import TrashDeps
 
 JOB = "unarchive_restore"
@@ -37,11 +38,12 @@ class UnarchiveRestore:
     def __init__(self, deps: TrashDeps):
         self.d = deps
 
-    async def run(self) -> dict[str, int]:
-        """Every restore this host owes: done (once) and reported (until spot-gate has the answer)."""
+    async def run(self) -> SweepRun:
+        """Every restore this host owes: done (once) and reported (until spot-gate has the answer).
+        A run that owed nothing writes no run record (it rides the cleanup's 30-second tick)."""
+        run = SweepRun(JOB, self.d.clock.now())
         async with self.d.engine().connect() as conn:
             rows = await store.restores_due(conn, host=self.d.host)
-        counts = {"restored": 0, "nothing_preserved": 0, "failed": 0, "unreported": 0}
         for row in rows:
             if row.restore_outcome is None:
                 outcome, detail = await self._restore(row)
@@ -49,15 +51,22 @@ class UnarchiveRestore:
                     if not await store.finish_restore(conn, row, now=self.d.clock.now(), restore_outcome=outcome,
                                                       restore_detail=detail[:4000]):
                         continue  # archived again meanwhile: the new cycle owns the record
-                counts[outcome] += 1
+                run.counts[outcome] += 1
                 self.d.metrics.restores.labels(outcome).inc()
                 if outcome == "failed":
+                    run.mark("partial", f"session {row.session_id}'s restore failed (paged).")
                     await self._page(row, detail)
             else:
                 outcome, detail = row.restore_outcome, row.restore_detail
             if not await self._report(row, outcome, detail):
-                counts["unreported"] += 1
-        return counts
+                run.counts["unreported"] += 1
+                run.mark("partial", f"spot-gate was not told of session {row.session_id}'s restore; asked again.")
+        if rows:
+            c = run.counts
+            run.notes.insert(0, f"{len(rows)} unarchived session(s): {c['restored']} restored, "
+                                f"{c['nothing_preserved']} with nothing preserved, {c['failed']} failed.")
+            await record(run, self.d.records, self.d.disk_metrics, self.d.clock.now())
+        return run
 
     async def _restore(self, row: Row[Any]) -> tuple[Outcome, str]:
         if not row.clone_path:
