@@ -147,6 +147,19 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
     ScheduleEntry("sweeper", "mangled_clone_report", "0 0 8 * * *", "maintenance", ALL, per_host=True,
                   description="MangledCloneReportJob: one WARN line of the clones the mass-deletion guard defused in "
                               "the 25 hours before the run started (INFO on a day with none)"),
+    # Development never runs the orphan transcript sweep (it refuses even by hand): outside a
+    # deployment ~/.claude/projects is a person's own Claude Code history.
+    ScheduleEntry("sweeper", "orphan_transcript_sweep", "0 45 */6 * * *", "maintenance", PRODUCTION_AND_STAGING,
+                  per_host=True,
+                  description="OrphanTranscriptDirectoryCleanupJob: up to 1,000 transcript directories of gone clones "
+                              "or /tmp cwds, untouched for 24 h (newest mtime inside), oldest first; live and "
+                              "unknown kept; 5-minute budget"),
+    ScheduleEntry("sweeper", "live_clone_integrity", "0 40 * * * *", "maintenance", ALL, per_host=True,
+                  description="LiveCloneIntegrityJob: one ERROR line naming each live session whose clone lost its "
+                              "git tree or agent subdirectory, and what is left in it; INFO when healthy"),
+    ScheduleEntry("sweeper", "transcript_archive", "50 */10 * * * *", "maintenance", ALL, per_host=True,
+                  description="TranscriptArchiveJob: zip up to 50 changed sessions' transcripts into the object "
+                              "store, checkpointed; rebuild latest.zip; a backlog deferred at WARN"),
     ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("alerts", "health_records_prune", "40 */10 * * * *", "maintenance", ALL,

@@ -37,6 +37,7 @@ from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, IngestLag, LogInges
 from zimmer_sweeper.metrics import SweeperMetrics
 from zimmer_sweeper.retention import BUDGET_SECONDS, LogRetention, request_purge
 from zimmer_sweeper.tables import SCHEMA
+from zimmer_sweeper.transcript_app import TranscriptApp, wire_transcripts
 from zimmer_sweeper.trash_app import TrashApp, wire_trash
 
 NAME = "sweeper"
@@ -54,6 +55,7 @@ class SweeperApp:
     metrics: SweeperMetrics
     disk: DiskApp  # this host's clones, scratch and attachments: the guard, sweeps, reclaim, monitor
     trash: TrashApp  # archived sessions' clones: cleanup, EmptyTrash, restore on unarchive, mangled report
+    transcripts: TranscriptApp  # transcript directories (orphan sweep, the guard's reaper), integrity, archive
 
 
 def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIngestSettings | None = None,
@@ -96,7 +98,8 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
     lag = IngestLag(bus, lambda: datetime.now(UTC), lambda: pager)
     disk = wire_disk(service, pager, disk_settings or DiskSettings(), engine=engine, bus=bus, read=read_volume)
     trash = wire_trash(service, pager, disk, trash_settings)
-    service.app = SweeperApp(ingest, retention, lag, metrics, disk, trash)
+    transcripts = wire_transcripts(service, pager, disk, engine=engine, bus=bus)
+    service.app = SweeperApp(ingest, retention, lag, metrics, disk, trash, transcripts)
 
     async def session_logs(req: c.LogQuery) -> c.LogPage:
         return await timeline.page(engine(), req)
