@@ -90,3 +90,20 @@ async def test_archive_stops_and_ends_and_unarchive_brings_it_back(spot) -> None
     subjects = [r[0] for r in await spot.sql("SELECT subject FROM spot_gate.outbox ORDER BY id")]
     assert subjects.count(c.SESSION_ARCHIVED) == 2
     assert subjects.count(c.SESSION_UNARCHIVED) == 2
+
+
+async def test_a_runtime_that_archives_a_session_archives_it_as_the_trash_does(spot) -> None:  # type: ignore[no-untyped-def]
+    """Seed 003 "A deleted session takes its directories with it": archiving runs the session
+    through the trash pipeline, however the archive came. The runtime's own `archived` report
+    writes what the Trash writes (when, from which status) and announces session_archived, so
+    the sweeper reaps its clone on time; unarchive then puts it back as it was."""
+    from zimmer_common.contracts.runtime import SessionStatusReport
+
+    session = await spawn(spot)
+    archived = await spot.app.report_status(SessionStatusReport(session_id=session.id, status="archived"))
+    assert (archived.status, archived.archived_at is not None) == ("archived", True)
+    subjects = [r[0] for r in await spot.sql(
+        f"SELECT subject FROM spot_gate.outbox WHERE payload->'data'->'session'->>'id' = '{session.id}' ORDER BY id")]
+    assert subjects.count(c.SESSION_ARCHIVED) == 1 and subjects.count(c.SESSION_STATUS_CHANGED) >= 1
+    back = await spot.bus.request(c.UNARCHIVE, c.SessionRef(session_id=session.id))
+    assert back.status == "waiting"  # where it was

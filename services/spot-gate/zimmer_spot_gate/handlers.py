@@ -13,14 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
 from zimmer_common.contracts.spot import (
-    SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList, EnqueuedMessage,
+    SESSION_ARCHIVED, SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList, EnqueuedMessage,
     EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent,
     ReorderResult, ReorderSession, SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession,
     SessionWarningNote, TurnResult, UpdateSession)
 from zimmer_common import idempotency
 from zimmer_common.logs import kv
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import OutboxRelay, emit
+from zimmer_common.outbox import OutboxRelay, emit, emit_many
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.admissions import Admissions, SpawnRequest, insert_session
 from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
@@ -29,6 +29,7 @@ from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeabl
 from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, dearest, price_for, spend_dollars
 from zimmer_spot_gate.store import clones, quota
 from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.trash import archived_fields
 from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 
 if TYPE_CHECKING:
@@ -235,13 +236,18 @@ class SpotGate:
                 session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
             return view
         if before.status != req.status:
-            fields: dict[str, Any] = {"status": req.status}
-            if req.status in (SessionStatus.ARCHIVED.value, SessionStatus.FAILED.value):
+            # The runtime archiving a session is an archive like the Trash's: the same fields, and
+            # session_archived too (the sweeper's trash pipeline starts from it).
+            archiving = req.status == SessionStatus.ARCHIVED.value
+            fields: dict[str, Any] = archived_fields(before) if archiving else {"status": req.status}
+            if req.status == SessionStatus.FAILED.value:
                 fields.update(spot_hold_reason=None, spot_hold_retry_at=None)  # an ended session waits for nothing
             row = await store.update_fields(conn, req.session_id, **fields)
             view = store.to_view(row, (await quota.policy(conn)).overrides)
-            await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
-                session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
+            event = SessionEvent(session=view, previous={"status": before.status},
+                                 spawned_by=(before.metadata or {}).get("spawned_by"))
+            await emit_many(conn, SCHEMA, [(SESSION_STATUS_CHANGED, "session_status_changed", event)] +
+                            ([(SESSION_ARCHIVED, "session_archived", event)] if archiving else []))
         if before.status == RUNNING and req.status == SessionStatus.NEEDS_INPUT.value:
             queued = await store.pop_enqueued(conn, req.session_id)
             if queued is not None:  # the turn boundary: deliver the next queued prompt, gated

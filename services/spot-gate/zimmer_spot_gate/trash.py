@@ -28,6 +28,13 @@ NOTHING_WAITED_FOR = dict(spot_hold_reason=None, spot_hold_retry_at=None, held_t
                           spot_pause_detail=None, spot_pause_acked_at=None)
 
 
+def archived_fields(before: Any) -> dict[str, Any]:
+    """What archiving writes, however it comes (the Trash, or the runtime's own report): the time
+    and the status it came from (unarchive puts it back), no stamp, nothing waited for."""
+    return dict(status=ARCHIVED, archived_at=func.now(), archived_from_status=before.status,
+                unarchive_started_at=None, **NOTHING_WAITED_FOR)
+
+
 def restored_status(row: Any) -> str:
     """As it was before the trash (a stopped turn: needs_input); archived some other way (a status
     report): needs_input if it has run, else waiting."""
@@ -65,10 +72,9 @@ class Trash:
             # status says (seed 003 "The unarchive window"), until it says the restore finished
             # (unarchive_restored), 30 minutes pass, or the session is archived again.
             fields: dict[str, Any] = (
-                dict(status=ARCHIVED, archived_at=func.now(), archived_from_status=before.status,
-                     unarchive_started_at=None, **NOTHING_WAITED_FOR)
-                if archive else dict(status=restored_status(before), archived_at=None, archived_from_status=None,
-                                     unarchive_started_at=func.now()))
+                archived_fields(before) if archive
+                else dict(status=restored_status(before), archived_at=None, archived_from_status=None,
+                          unarchive_started_at=func.now()))
             view = store.to_view(await store.update_fields(conn, session_id, **fields), overrides)
             spawned_by = (before.metadata or {}).get("spawned_by")
             events: list[tuple[str, str, Any]] = [
