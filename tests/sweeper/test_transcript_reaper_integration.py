@@ -25,19 +25,20 @@ def left(root: Path) -> set[str]:
 async def test_the_clone_takes_its_transcript_and_subdirectory_extensions_but_not_a_live_clones(
         settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     async with transcript_stack(settings_factory, tmp_path) as stack:
-        archived = make_clone(tmp_path, stack.clones, "zimmer-main-1785661439-005ceef3")
-        await stack.clone_session(archived, subdir="app", archived=True)
-        # A live clone whose name extends the archived one's by '-2': its transcript reads like the
-        # archived clone's subdirectory "2" and must survive.
+        # No session names it: the orphan clone sweep's case (an archived one would be the trash
+        # pipeline's, which this sweeper runs on its own as soon as the archive is announced).
+        orphan = make_clone(tmp_path, stack.clones, "zimmer-main-1785661439-005ceef3")
+        # A live clone whose name extends the orphan one's by '-2': its transcript reads like the
+        # orphan clone's subdirectory "2" and must survive.
         live = make_clone(tmp_path, stack.clones, "zimmer-main-1785661439-005ceef3-2")
         await stack.clone_session(live)
-        mine = {stack.name(archived), stack.name(archived, "app"), stack.name(archived, "services", "api")}
+        mine = {stack.name(orphan), stack.name(orphan, "app"), stack.name(orphan, "services", "api")}
         theirs = {stack.name(live), stack.name(live, "web"), "-rails"}
         for name in mine | theirs:
             transcript_dir(stack.transcripts, name, age=YOUNG)
 
-        result = await stack.sweeper.app.disk.reaper.remove_clone(archived, job="stale_clone_cleanup")
-        assert result.removed and result.transcript == "reaped" and not archived.exists()
+        result = await stack.sweeper.app.disk.reaper.remove_clone(orphan, job="stale_clone_cleanup")
+        assert result.removed and result.transcript == "reaped" and not orphan.exists()
         assert left(stack.transcripts) == theirs
 
 
@@ -48,7 +49,9 @@ async def test_a_reclone_at_the_same_path_keeps_its_transcript(settings_factory,
     reads, which exists nowhere else on the box)."""
     async with transcript_stack(settings_factory, tmp_path) as stack:
         clone = make_clone(tmp_path, stack.clones, "zimmer-main-1785661439-0b0b0b0b")
-        sid = await stack.clone_session(clone, archived=True)
+        # Reported on another host, so this sweeper's trash pipeline leaves the archived clone alone
+        # and the removal below is the only one (the guard asks by path, whatever the host).
+        sid = await stack.clone_session(clone, archived=True, host="host-z")
         transcript_dir(stack.transcripts, stack.name(clone), age=timedelta(days=3))
 
         async def remove_then_reclone(path: Path, *, job: str):  # type: ignore[no-untyped-def]
