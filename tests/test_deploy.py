@@ -436,6 +436,12 @@ def test_grafana_provisioning() -> None:
         "zimmer_workers_active",
         "zimmer_workers_registered",
         "zimmer_health_overall_status",
+        "zimmer_disk_free_bytes",  # the Health page's Disk and clones panel (issue 16)
+        "zimmer_disk_reclaim_unreachable",
+        "zimmer_disk_sweep_removed_total",
+        "zimmer_disk_sweep_bytes_freed_total",
+        "zimmer_disk_guard_refusals_total",
+        "zimmer_trash_cleanups_total",
         "zimmer_logs_total_bytes",
         "zimmer_logs_index_bytes",
         "zimmer_logs_oldest_age_seconds",
