@@ -116,6 +116,15 @@ Req = TypeVar("Req", bound=Payload)
 Resp = TypeVar("Resp", bound=Payload)
 
 
+class TypedRpcReply(BaseModel, Generic[Resp]):
+    """An `RpcReply` read with its data validated as the operation's response in the same pass
+    (the requester's side of every RPC: reading the reply as dicts first parsed it twice)."""
+
+    ok: bool
+    data: Resp | None = None
+    error: RpcErrorBody | None = None
+
+
 @dataclass(frozen=True)
 class RpcSpec(Generic[Req, Resp]):
     """One request/reply operation: where it lives and what goes each way."""
