@@ -59,13 +59,17 @@ def _stored(data: Payload | dict[str, Any]) -> str:
 
 
 async def emit_many(conn: AsyncConnection, schema: str, events: list[tuple[str, str, Payload | dict[str, Any]]]) -> None:
-    """`emit` for many events in one round trip, in order."""
+    """`emit` for many events in one statement, in order: one array per column, unnested (an
+    executemany binds and executes every row on its own, on both sides of the connection)."""
     if not events:
         return
     await conn.execute(
         text(f'INSERT INTO "{schema}".outbox (subject, event_type, payload) '
-             "VALUES (:subject, :etype, CAST(:payload AS jsonb))"),
-        [{"subject": subject, "etype": etype, "payload": _stored(data)} for subject, etype, data in events])
+             "SELECT subject, etype, CAST(payload AS jsonb) FROM unnest(CAST(:subjects AS text[]), "
+             "CAST(:etypes AS text[]), CAST(:payloads AS text[])) WITH ORDINALITY AS e(subject, etype, payload, n) "
+             "ORDER BY n"),
+        {"subjects": [subject for subject, _, _ in events], "etypes": [etype for _, etype, _ in events],
+         "payloads": [_stored(data) for _, _, data in events]})
 
 
 async def claim_message(conn: AsyncConnection, schema: str, consumer: str, message_id: str) -> bool:
