@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -47,14 +47,9 @@ def decision_view(d: Decision) -> DecisionView:
                         accounts_averaged=d.accounts_averaged, accounts_in_pool=d.accounts_in_pool)
 
 
-_NUMBER_FIELDS = tuple(f.name for f in fields(WindowNumbers))
-
-
 def _numbers(n: WindowNumbers) -> dict[str, Any]:
-    # Flat and hot (every decision): a shallow read, not dataclasses.asdict's deep copy.
-    out = {name: getattr(n, name) for name in _NUMBER_FIELDS}
-    out["window"] = n.window.value
-    return out
+    # Flat and hot (every decision): a shallow copy of its fields, not dataclasses.asdict's deep one.
+    return {**vars(n), "window": n.window.value}
 
 
 def exemption(s: dict[str, Any], overrides: Any) -> str | None:
@@ -136,7 +131,10 @@ class TurnGate:
         await self.lock_admissions(conn)
         rows = {r.id: dict(r._mapping) for r in
                 await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
-        policy = policy or await quota.policy(conn)
+        if policy is None:
+            policy, fleet = await quota.policy_and_fleet(conn)
+        else:
+            fleet = await quota.fleet(conn)
         burn_rates = parts.burn_rates if parts else {}
         sessions = {sid: to_session(r, policy.overrides, burn_rates) for sid, r in rows.items()}
 
@@ -149,8 +147,7 @@ class TurnGate:
             except Exception as exc:  # noqa: BLE001 - an error evaluating the gate fails open, and says why
                 return unavailable(exc)
 
-        plan = plan_batch(sessions, [q.ask() for q in requests], await quota.fleet(conn), gate, self.now(),
-                          self.jitter)
+        plan = plan_batch(sessions, [q.ask() for q in requests], fleet, gate, self.now(), self.jitter)
         for _sid, _turn, decision in plan.decisions:
             self.on_decision(decision.reason.value)
         return await self._write(conn, rows, plan, policy.overrides)
@@ -167,13 +164,11 @@ class TurnGate:
                      overrides: Any) -> list[Result]:
         changed = sorted(plan.changed)
         after = {sid: _row_of(rows[sid], plan.sessions[sid]) for sid in changed}
-        stamped = await store.save_turn_state(conn, [after[sid] for sid in changed])
-        now = self.now()
         seen = {id(d): decision_view(d) for _sid, _turn, d in plan.decisions}  # each view built once
-        await store.log_decisions(conn, [
-            {"s": sid, "k": turn.kind.value, "a": d.allowed, "r": d.reason.value, "c": d.ceiling.value if d.ceiling else None,
-             "sent": d.sentence, "n": seen[id(d)].model_dump_json(), "at": now}
-            for sid, turn, d in plan.decisions])
+        stamped = await store.save_turn_state(conn, [after[sid] for sid in changed], [
+            {"session_id": sid, "turn_kind": turn.kind.value, "allowed": d.allowed, "reason": d.reason.value,
+             "ceiling": d.ceiling.value if d.ceiling else None, "sentence": d.sentence,
+             "numbers": seen[id(d)].model_dump_json()} for sid, turn, d in plan.decisions], self.now())
         await store.enqueue_messages(conn, [{"s": sid, "k": t.kind.value, "p": t.prompt, "a": store.dumps(list(t.attachments))}
                                             for sid, t in plan.queued])
         queued: dict[int, int] = {}

@@ -206,8 +206,7 @@ def _start(plan: BatchPlan, s: Session, turn: Turn, verdict: Verdict, *, exempt:
     if s.exempt is None:
         plan.slots_at_admission.append((s.id, f.running_slots))
     if s.takes_slot:  # the next decision in this batch sees this session running
-        plan.fleet = replace(f, running_slots=f.running_slots + 1,
-                             burn_dollars_per_minute=f.burn_dollars_per_minute + s.burn)
+        plan.fleet = FleetState(f.running_slots + 1, f.burn_dollars_per_minute + s.burn)
     # Admission clears the hold record: the next outage starts the ladder at 10 minutes.
     _set(plan, replace(s, status=SessionStatus.RUNNING, ever_started=True, hold=None, hold_count=0))
     plan.starts.append((s.id, turn))

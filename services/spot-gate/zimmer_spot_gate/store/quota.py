@@ -30,7 +30,10 @@ POLICY = select(spot_policy)
 
 
 async def policy(conn: AsyncConnection) -> PolicyRow:
-    row = (await conn.execute(POLICY)).one()
+    return _policy_row((await conn.execute(POLICY)).one())
+
+
+def _policy_row(row: Any) -> PolicyRow:
     return PolicyRow(
         Policy(row.gating_enabled, {Window.FIVE_HOUR: row.reserve_five_hour, Window.SEVEN_DAY: row.reserve_seven_day},
                row.max_sessions),
@@ -112,6 +115,16 @@ async def fleet(conn: AsyncConnection) -> FleetState:
     against a Claude window), not status-summary forks (seconds-long bookkeeping)."""
     row = (await conn.execute(FLEET)).one()
     return FleetState(int(row.slots), float(row.burn))
+
+
+_fleet = FLEET.subquery("fleet")
+POLICY_AND_FLEET = select(spot_policy, _fleet.c.slots, _fleet.c.burn).select_from(spot_policy.join(_fleet, true()))
+
+
+async def policy_and_fleet(conn: AsyncConnection) -> tuple[PolicyRow, FleetState]:
+    """`policy` and `fleet` in one round trip (a batch of admissions reads both under the lock)."""
+    row = (await conn.execute(POLICY_AND_FLEET)).one()
+    return _policy_row(row), FleetState(int(row.slots), float(row.burn))
 
 
 CAPACITIES = select(window_calibration.c.window_name, window_calibration.c.capacity_dollars)

@@ -305,32 +305,33 @@ TURN_STATE = (("id", BigInteger), ("status", Text), ("ever_started", Boolean), (
               ("held_turn_kind", Text), ("held_prompt", Text), ("held_attachments", Text))
 _u = func.unnest(*(cast(bindparam(f"u_{name}"), ARRAY(type_)) for name, type_ in TURN_STATE)).table_valued(
     *(column(name, type_) for name, type_ in TURN_STATE)).render_derived("u")
+# The batch's decision log, unnested the same way and written by the same statement (a
+# data-modifying CTE), in the plan's order; `numbers` arrives as JSON text, already dumped.
+DECISION_LOG = (("session_id", BigInteger), ("turn_kind", Text), ("allowed", Boolean), ("reason", Text),
+                ("ceiling", Text), ("sentence", Text), ("numbers", Text))
+_d = func.unnest(*(cast(bindparam(f"d_{name}"), ARRAY(type_)) for name, type_ in DECISION_LOG)).table_valued(
+    *(column(name, type_) for name, type_ in DECISION_LOG), with_ordinality="n").render_derived("d")
+_logged = pg_insert(gate_decisions).from_select(
+    [*(name for name, _ in DECISION_LOG), "decided_at"],
+    select(*(_d.c[name] for name, _ in DECISION_LOG[:-1]), cast(_d.c.numbers, JSONB),
+           bindparam("decided_at", type_=gate_decisions.c.decided_at.type)).order_by(_d.c.n)).cte("logged")
 SAVE_TURN_STATE = (update(s).where(s.c.id == _u.c.id).values(
     **{name: _u.c[name] for name, _ in TURN_STATE[1:-1]}, held_attachments=cast(_u.c.held_attachments, JSONB),
-    updated_at=func.now(), version=s.c.version + 1).returning(s.c.id, s.c.updated_at, s.c.version))
+    updated_at=func.now(), version=s.c.version + 1).add_cte(_logged).returning(s.c.id, s.c.updated_at, s.c.version))
 
 
-async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]]) -> dict[int, Row[Any]]:
-    """Write the status and hold record the gate decided, for many sessions in one statement;
-    returns each row's new `updated_at` and `version` (the database's, not this process's clock)."""
-    if not sessions:
+async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]], decisions: list[dict[str, Any]],
+                          decided_at: datetime) -> dict[int, Row[Any]]:
+    """Write the status and hold record the gate decided for many sessions, and the log of its
+    decisions, in one statement; returns each row's new `updated_at` and `version` (the
+    database's, not this process's clock)."""
+    if not sessions and not decisions:
         return {}
     arrays = {f"u_{name}": [row[name] for row in sessions] for name, _ in TURN_STATE[:-1]}
     arrays["u_held_attachments"] = [dumps(row["held_attachments"]) for row in sessions]
-    rows = (await conn.execute(SAVE_TURN_STATE, arrays)).all()
+    arrays.update({f"d_{name}": [d[name] for d in decisions] for name, _ in DECISION_LOG})
+    rows = (await conn.execute(SAVE_TURN_STATE, {**arrays, "decided_at": decided_at})).all()
     return {r.id: r for r in rows}
-
-
-# The callers hand `n` and `a` over as JSON text, already dumped: cast to jsonb in SQL, as before.
-LOG_DECISIONS = pg_insert(gate_decisions).values(
-    session_id=bindparam("s"), turn_kind=bindparam("k"), allowed=bindparam("a"), reason=bindparam("r"),
-    ceiling=bindparam("c"), sentence=bindparam("sent"), numbers=cast(bindparam("n", type_=Text), JSONB),
-    decided_at=bindparam("at"))
-
-
-async def log_decisions(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
-    if rows:
-        await conn.execute(LOG_DECISIONS, rows)
 
 
 ENQUEUE = pg_insert(m).values(session_id=bindparam("s"), turn_kind=bindparam("k"), prompt=bindparam("p"),
