@@ -46,8 +46,10 @@ def stop(spies: list[subprocess.Popen[bytes]]) -> None:
         s.wait(30)
 
 
-async def drive_admissions(ctx: BenchContext, sessions: int) -> tuple[str, list[Path]]:
+async def drive_admissions(ctx: BenchContext, servers: Servers, sessions: int) -> tuple[str, list[Path]]:
     from zimmer_common.contracts.spot import REQUEST_TURN, RequestTurn
+
+    from bench.spot_gate import _runtime_messages
 
     db = await _fresh_db(ctx.pg_url)
     ids = await _seed_sql(db, sessions, ACCOUNTS)
@@ -59,22 +61,30 @@ async def drive_admissions(ctx: BenchContext, sessions: int) -> tuple[str, list[
         spies = [spy(service.proc.pid, raw)]
         await asyncio.sleep(1)
         queue = list(ids)
+        before = await _runtime_messages(client)
 
         async def worker() -> None:
             while queue:
                 await client.request(REQUEST_TURN, RequestTurn(session_id=queue.pop(), kind="first_start"))
 
+        cpu_before = cpu_by_process([service], servers)
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+        while await _runtime_messages(client) - before < sessions:  # end to end: every start_turn on the stream
+            await asyncio.sleep(0.005)
         rate = sessions / (time.perf_counter() - started)
+        cpu = {name: (t - cpu_before.get(name, 0.0)) / sessions * 1e3
+               for name, t in cpu_by_process([service], servers).items()}
         stop(spies)
     finally:
         await client.close()
         service.stop()
-    return f"{rate:.0f} admissions/s over {sessions} sessions, {IN_FLIGHT} in flight", [raw]
+    split = ", ".join(f"{name} {ms:.2f}" for name, ms in sorted(cpu.items(), key=lambda kv: -kv[1]))
+    return (f"{rate:.0f} admissions/s end to end over {sessions} sessions, {IN_FLIGHT} in flight (py-spy sampling "
+            f"slows the service)\nCPU ms per admission: {split}"), [raw]
 
 
-async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path]]:
+async def drive_appends(ctx: BenchContext, servers: Servers, appends: int) -> tuple[str, list[Path]]:
     from bench.backlog import APPEND_PATH, COSTS, THROUGHPUT_APPENDERS, _clear_queue
     from bench.harness import http_session
     from zimmer_cli.embedded import free_port
@@ -104,7 +114,7 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
                         raise RuntimeError(f"append answered {resp.status}: {(await resp.read())[:300]!r}")
 
         elapsed = 0.0
-        cpu_before = cpu_by_process(services)
+        cpu_before = cpu_by_process(services, servers)
         for first in range(1, appends + 1, CHUNK):  # the queue is cleared between chunks: bands never fill
             await _clear_queue(db)
             numbers = iter(range(first, min(first + CHUNK, appends + 1)))
@@ -112,7 +122,7 @@ async def drive_appends(ctx: BenchContext, appends: int) -> tuple[str, list[Path
             await asyncio.gather(*(worker(numbers) for _ in range(THROUGHPUT_APPENDERS)))
             elapsed += time.perf_counter() - started
         rate = appends / elapsed
-        cpu = {name: (t - cpu_before.get(name, 0.0)) / appends * 1e3 for name, t in cpu_by_process(services).items()}
+        cpu = {name: (t - cpu_before.get(name, 0.0)) / appends * 1e3 for name, t in cpu_by_process(services, servers).items()}
         batches = await mean_batch(f"http://127.0.0.1:{metrics_port}/metrics")
         stop(spies)
     finally:
@@ -140,17 +150,23 @@ async def mean_batch(url: str) -> str:
     return f"{total / count:.1f} on average over {count:.0f} batches" if count else "no batch observed"
 
 
-def cpu_by_process(services: list[ServiceProcess]) -> dict[str, float]:
-    """CPU seconds so far of each service, this (client) process, nats-server and PostgreSQL."""
+def cpu_by_process(services: list[ServiceProcess], servers: Servers) -> dict[str, float]:
+    """CPU seconds so far of each service, this (client) process, and this run's own nats-server
+    and PostgreSQL (the postmaster and its backends, live and exited). Only ours: on a shared box
+    other people's test servers have the same process names."""
     import psutil
 
     named = {s.name: psutil.Process(s.proc.pid) for s in services} | {"client (bench)": psutil.Process()}
+    if servers.nats is not None:
+        named["nats-server"] = psutil.Process(servers.nats.process.pid)
     totals = {name: sum(p.cpu_times()[:2]) for name, p in named.items()}
-    for p in psutil.process_iter(["name"]):
-        kind = {"nats-server": "nats-server", "postgres": "postgresql"}.get(p.info["name"] or "")
-        if kind:
+    if servers.pg_dir is not None:
+        postmaster = psutil.Process(int((servers.pg_dir / "postmaster.pid").read_text().split()[0]))
+        own = postmaster.cpu_times()
+        totals["postgresql"] = own.user + own.system + own.children_user + own.children_system  # + exited backends
+        for backend in postmaster.children():
             with contextlib.suppress(psutil.Error):
-                totals[kind] = totals.get(kind, 0.0) + sum(p.cpu_times()[:2])
+                totals["postgresql"] += sum(backend.cpu_times()[:2])
     return totals
 
 
@@ -184,7 +200,7 @@ def main() -> None:
     try:
         ctx.pg_url = servers.start_pg()
         ctx.nats_url = servers.start_nats()
-        summary, raws = asyncio.run(SUBJECTS[sys.argv[1]](ctx, n))
+        summary, raws = asyncio.run(SUBJECTS[sys.argv[1]](ctx, servers, n))
     finally:
         servers.stop()
     print(summary)
