@@ -39,7 +39,7 @@ if __package__ in (None, ""):
     # repository root, so make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import backlog, backlog_liveness, health, spot_ceiling, spot_gate, sweeper_logs  # noqa: E402
+from bench import backlog, backlog_liveness, health, spot_ceiling, spot_gate, sweeper_disk, sweeper_logs  # noqa: E402
 from bench.foundation import bench_pg_copy, bench_pg_tx, bench_rpc  # noqa: E402
 from bench.harness import (  # noqa: E402
     FULL,
@@ -61,7 +61,7 @@ from bench.harness import (  # noqa: E402
 
 GROUP_TIMEOUT_SECONDS = 300.0
 # Groups that build a 10M-row table get longer (bench/README.md, *When a group fails*).
-GROUP_TIMEOUTS = {"sweeper_retention": 900.0, "sweeper_timeline": 600.0, "health_report": 600.0}
+GROUP_TIMEOUTS = {"sweeper_retention": 900.0, "sweeper_timeline": 600.0, "health_report": 600.0, "sweeper_disk": 900.0}
 
 GROUPS: list[Group] = [
     Group("rpc", "nats", bench_rpc, "RPC round trip: Bus.request/Bus.serve vs raw nats-py request/respond"),
@@ -91,6 +91,9 @@ GROUPS: list[Group] = [
           "at 1M and 10M rows; the tick's time 10M vs 1M"),
     Group("sweeper_timeline", "pg", sweeper_logs.bench_timeline,
           "Session timeline page (first, middle by cursor) on 10M rows vs a single-row primary-key lookup"),
+    Group("sweeper_disk", "none", sweeper_disk.bench_disk,
+          "Transcript classification (100,000 directories, 10,000 live clones) vs a bare os.scandir walk of the "
+          "same tree (target <= 1.5x); the orphan clone scan of 10,000 clone directories vs listing them; peak RSS"),
     Group("health_report", "pg+nats", health.bench_health_report,
           "Alerts health report (production schedule) at 1,000 and 100,000 pending vs one CONSUMER.INFO round trip; "
           "the report's time 100k vs 1k"),
