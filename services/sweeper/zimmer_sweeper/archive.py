@@ -52,6 +52,7 @@ from zimmer_sweeper.archive_tables import TranscriptArchiveRow, TranscriptLatest
 from zimmer_sweeper.archive_zip import newest_in, session_directories, write_session_zip
 from zimmer_sweeper.clone_listing import all_clones
 from zimmer_sweeper.disk_runs import DiskRecords
+from zimmer_sweeper.metrics import DiskMetrics
 from zimmer_sweeper.volumes import Roots
 
 log = logging.getLogger("zimmer.sweeper.archive")
@@ -86,14 +87,14 @@ class ArchiveReport:
 
 class TranscriptArchive:
     def __init__(self, *, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], roots: Roots,
-                 records: DiskRecords, now: Callable[[], datetime], metrics: Any, replicas: int = 1,
+                 records: DiskRecords, now: Callable[[], datetime], metrics: DiskMetrics, replicas: int = 1,
                  timeout: float | None = None, limit: int = MAX_SESSIONS_PER_RUN):
         self._bus = bus
         self._engine = engine
         self.roots = roots
         self.records = records
         self.now = now
-        self.metrics = metrics  # zimmer_sweeper.metrics.DiskMetrics
+        self.metrics = metrics
         self.replicas = replicas
         self.timeout = timeout
         self.limit = limit

@@ -39,6 +39,7 @@ from zimmer_common.logs import kv
 from zimmer_sweeper.clone_listing import all_clones
 from zimmer_sweeper.disk_runs import DiskRecords
 from zimmer_sweeper.disk_tables import DiskRunRow
+from zimmer_sweeper.metrics import DiskMetrics
 
 log = logging.getLogger("zimmer.sweeper.integrity")
 
@@ -129,13 +130,14 @@ def page_message(host: str, lost: list[Inspection]) -> str:
 
 class LiveCloneIntegrity:
     def __init__(self, *, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], records: DiskRecords,
-                 now: Callable[[], datetime], pager: Callable[[], Any], metrics: Any, timeout: float | None = None):
+                 now: Callable[[], datetime], pager: Callable[[], Any], metrics: DiskMetrics,
+                 timeout: float | None = None):
         self._bus = bus
         self._engine = engine
         self.records = records
         self.now = now
         self._pager = pager
-        self.metrics = metrics  # zimmer_sweeper.metrics.DiskMetrics
+        self.metrics = metrics
         self.timeout = timeout
 
     @property

@@ -33,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
 from zimmer_common.bus import Bus
@@ -46,6 +45,7 @@ from zimmer_sweeper.domain.clones import Fence
 from zimmer_sweeper.domain.transcripts import (
     AGE_THRESHOLD, BATCH_LIMIT, CLAUDE_HOME, EPHEMERAL_ROOTS, Liveness, extensions_of, liveness, select,
     transcript_name, transcript_root_fence)
+from zimmer_sweeper.metrics import DiskMetrics
 from zimmer_sweeper.transcript_fs import (
     classify_root, clone_working_dirs, colliding_dirs, newest_mtime, remove_transcript_dir)
 from zimmer_sweeper.volumes import FreeSpace, Roots, resolve_root, statvfs_free
@@ -80,13 +80,13 @@ class TranscriptReap:
 
 class TranscriptSweep:
     def __init__(self, *, bus: Callable[[], Bus], roots: Roots, records: DiskRecords, now: Callable[[], datetime],
-                 metrics: Any, free_space: FreeSpace = statvfs_free, timeout: float | None = None,
+                 metrics: DiskMetrics, free_space: FreeSpace = statvfs_free, timeout: float | None = None,
                  limit: int = BATCH_LIMIT):
         self._bus = bus
         self.roots = roots
         self.records = records
         self.now = now
-        self.metrics = metrics  # zimmer_sweeper.metrics.DiskMetrics
+        self.metrics = metrics
         self.free_space = free_space
         self.timeout = timeout
         self.limit = limit
