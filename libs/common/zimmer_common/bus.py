@@ -122,6 +122,7 @@ class Bus:
         self._subs: list[Any] = []
         self._inflight: set[asyncio.Task[None]] = set()
         self._inflight_bytes = 0
+        self._inflight_gauge = metrics.rpc_inflight.labels(service) if metrics else None  # set every request
         self._acks: PublishAcks | None = None
         self._acks_lock = asyncio.Lock()
 
@@ -164,8 +165,8 @@ class Bus:
             task = asyncio.create_task(self._answer(spec, handler, msg))
             self._inflight.add(task)
             self._inflight_bytes += size
-            if self.metrics:
-                self.metrics.rpc_inflight.labels(self.service).set(len(self._inflight))
+            if self._inflight_gauge is not None:
+                self._inflight_gauge.set(len(self._inflight))
 
             def done(t: asyncio.Task[None], size: int = size) -> None:
                 self._inflight.discard(t)

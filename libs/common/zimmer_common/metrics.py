@@ -56,11 +56,17 @@ class ServiceMetrics:
                                            "Operations refused or failed because a dependency was down",
                                            ["dependency"], registry=r)
         self.heartbeats = Counter("zimmer_heartbeats_total", "Heartbeats published", ["service"], registry=r)
+        self._served: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._http: Any = None
 
     def rpc_served(self, op: str, outcome: str, seconds: float) -> None:
-        self.rpc_requests.labels(self.service, op, outcome).inc()
-        self.rpc_seconds.labels(self.service, op).observe(seconds)
+        # Every answer counts here: the labelled children are looked up once, not twice a request.
+        served = self._served.get((op, outcome))
+        if served is None:
+            served = self._served[(op, outcome)] = (self.rpc_requests.labels(self.service, op, outcome),
+                                                   self.rpc_seconds.labels(self.service, op))
+        served[0].inc()
+        served[1].observe(seconds)
 
     def serve_http(self, host: str, port: int) -> int | None:
         """Serve this registry on its own port; returns the bound port, None when disabled."""

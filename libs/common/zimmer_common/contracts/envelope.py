@@ -42,7 +42,7 @@ class Request(Payload):
 def refuse_unstorable(cls: type[BaseModel], data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
     """The body of `Request`'s wrap validator, for other models that must hold the same line
     (the MCP tools' argument models)."""
-    if isinstance(data, dict):
+    if isinstance(data, dict) and not storable(data):
         bad = list(unstorable_strings(data))
         if bad:
             raise ValidationError.from_exception_data(cls.__name__, [
@@ -68,6 +68,23 @@ def _why(text: str) -> str | None:
 def printable(text: str) -> str:
     """`text` with NUL and lone surrogates escaped, safe to echo in an error."""
     return text.replace(_NUL, "\\u0000").encode("utf-8", "backslashreplace").decode()
+
+
+def storable(value: Any) -> bool:
+    """Whether every string under `value`, dict keys included, can be stored: the usual answer,
+    found without building a location for every string (every request on every surface asks;
+    the generator below, which says where and why, runs only for a request that fails)."""
+    if isinstance(value, str):
+        return _NUL not in value and (value.isascii() or _why(value) is None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not (storable(key) and storable(item)):
+                return False
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if not storable(item):
+                return False
+    return True
 
 
 def unstorable_strings(value: Any, loc: tuple[str | int, ...] = ()) -> Any:
