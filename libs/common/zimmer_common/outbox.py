@@ -107,6 +107,16 @@ class OutboxRelay:
         self.outages = outages or Outages(metrics)
         self._wake = asyncio.Event()
         self._stopped = False
+        # A pass runs for every commit that announces something: its statements and the parts of
+        # the envelope that never change are built once, not per pass or per row.
+        self._take_owner = text("SELECT pg_try_advisory_xact_lock(hashtext(:k))").bindparams(k=f"zimmer.outbox.{schema}")
+        self._unsent = text(
+            "SELECT id, event_id, subject, event_type, COALESCE((payload->>'version')::int, 1) AS version, "
+            f"COALESCE(payload->'data', '{{}}'::jsonb)::text AS data, created_at FROM \"{schema}\".outbox "
+            "WHERE sent_at IS NULL ORDER BY id LIMIT :n")
+        self._mark_sent = text(f'UPDATE "{schema}".outbox SET sent_at = now() WHERE id = ANY(:ids)')
+        self._source_json = json.dumps(source)
+        self._type_json: dict[str, str] = {}  # per event type: a service has a handful
         # Fault-injection seam for tests: runs for each row after its batch is acked, before the mark.
         self.after_publish: Callable[[int], Awaitable[None]] | None = None
 
@@ -122,23 +132,16 @@ class OutboxRelay:
 
     async def relay_once(self, limit: int = RELAY_BATCH) -> int:
         async with self.engine.begin() as conn:
-            owner = (await conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:k))"),
-                                        {"k": f"zimmer.outbox.{self.schema}"})).scalar_one()
-            if not owner:
+            if not (await conn.execute(self._take_owner)).scalar_one():
                 return 0  # another replica's relay is publishing this outbox now
-            rows = (await conn.execute(
-                text("SELECT id, event_id, subject, event_type, COALESCE((payload->>'version')::int, 1) AS version, "
-                     f"COALESCE(payload->'data', '{{}}'::jsonb)::text AS data, created_at FROM \"{self.schema}\".outbox "
-                     "WHERE sent_at IS NULL ORDER BY id LIMIT :n"),
-                {"n": limit})).all()
+            rows = (await conn.execute(self._unsent, {"n": limit})).all()
             if rows:
                 await self.bus.publish_many([self._message(r) for r in rows])
             for row in rows:
                 if self.after_publish is not None:
                     await self.after_publish(row.id)
             if rows:
-                await conn.execute(text(f'UPDATE "{self.schema}".outbox SET sent_at = now() WHERE id = ANY(:ids)'),
-                                   {"ids": [r.id for r in rows]})
+                await conn.execute(self._mark_sent, {"ids": [r.id for r in rows]})
         if rows and self.metrics:
             self.metrics.outbox_relayed.labels(self.source).inc(len(rows))
         return len(rows)
@@ -147,8 +150,11 @@ class OutboxRelay:
         """An `EventEnvelope` as JSON, written around the stored payload's own JSON text (the
         relay is hot: decoding each payload to re-encode it was most of its work)."""
         msg_id = outbox_message_id(self.schema, row.event_id)
-        body = (f'{{"id":{json.dumps(msg_id)},"type":{json.dumps(row.event_type)},"version":{int(row.version)},'
-                f'"source":{json.dumps(self.source)},"occurred_at":"{row.created_at.isoformat()}","data":{row.data}}}')
+        event_type = self._type_json.get(row.event_type)
+        if event_type is None:
+            event_type = self._type_json[row.event_type] = json.dumps(row.event_type)
+        body = (f'{{"id":{json.dumps(msg_id)},"type":{event_type},"version":{int(row.version)},'
+                f'"source":{self._source_json},"occurred_at":"{row.created_at.isoformat()}","data":{row.data}}}')
         return row.subject, body.encode(), msg_id
 
     async def pending(self) -> int:
