@@ -52,18 +52,32 @@ class Batcher(Generic[Req, Out]):
         return len(self._pending)
 
     async def submit(self, request: Req) -> Out:
-        if len(self._pending) >= self.max_pending:
-            raise ZimmerError(ErrorCode.BUSY, f"{self.name}: {self.max_pending} requests are already waiting; "
-                              "nothing was done, retry shortly", {"retry_safe": True})
-        future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
-        self._pending.append((request, future, deadline.current()))
+        future = self._enqueue([request])[0]
+        return await future
+
+    async def submit_many(self, requests: list[Req]) -> list[asyncio.Future[Out]]:
+        """`submit` for several requests at once, in order; returns each one's future, done: its
+        outcome, or the exception that refused it (its deadline passed while it waited, its batch
+        failed). Beyond the bound none of them is taken (`busy`, nothing done)."""
+        futures = self._enqueue(requests)
+        await asyncio.gather(*futures, return_exceptions=True)  # cancelled with this call, as `submit`'s wait is
+        return futures
+
+    def _enqueue(self, requests: list[Req]) -> list[asyncio.Future[Out]]:
+        if len(self._pending) + len(requests) > self.max_pending:
+            raise ZimmerError(ErrorCode.BUSY, f"{self.name}: {len(self._pending)} requests are already waiting "
+                              f"(at most {self.max_pending}); nothing was done, retry shortly", {"retry_safe": True})
+        loop = asyncio.get_running_loop()
+        due = deadline.current()
+        futures: list[asyncio.Future[Out]] = [loop.create_future() for _ in requests]
+        self._pending.extend((request, future, due) for request, future in zip(requests, futures, strict=True))
         self.on_depth(len(self._pending))
         if self._draining is None or self._draining.done():
             # The drain task serves many callers: none of their deadlines or identities is its
             # own (it sets each batch's deadline; requests carry what they need of the caller).
             with deadline.use(None), deadline.as_caller(None):
                 self._draining = asyncio.create_task(self._drain())
-        return await future
+        return futures
 
     async def _drain(self) -> None:
         # Let requests that arrived in the same read from the network (already scheduled as

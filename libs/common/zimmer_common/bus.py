@@ -194,17 +194,8 @@ class Bus:
         reply = RpcReply(ok=False, error={"code": ErrorCode.BUSY.value,  # type: ignore[arg-type]
                                           "message": f"{self.service} is at its bound of {self.max_inflight} requests "
                                                      "in flight; nothing was done, retry shortly",
-                                          "details": self._naming_outage({"retry_safe": True})})
+                                          "details": self.outages.naming({"retry_safe": True})})
         await self._reply(spec, msg, reply)
-
-    def _naming_outage(self, details: dict[str, Any]) -> dict[str, Any]:
-        """A `busy` or `unavailable` answer that names no dependency (a deadline that passed, a
-        bound that was full) while one of ours is down was caused by that outage: say which, as
-        every outage answer does (DESIGN §5)."""
-        down = self.outages.down()
-        if down and "dependency" not in details:
-            return {**details, "dependency": down[0]}
-        return details
 
     async def _answer(self, spec: RpcSpec[Any, Any], handler: Handler, msg: Msg) -> None:
         headers = msg.headers or {}
@@ -235,7 +226,7 @@ class Bus:
             outcome = exc.code.value
             error = exc.to_dict()
             if exc.retry_safe:
-                error["details"] = self._naming_outage(error.get("details") or {})
+                error["details"] = self.outages.naming(error.get("details") or {})
             reply = RpcReply(ok=False, error=error)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - an outage is an answer; anything else is a bug, logged
             if isinstance(exc, TimeoutError) and timer.expired():

@@ -138,6 +138,15 @@ class Outages:
     def down(self) -> list[str]:
         return sorted(name for name, o in self._by_name.items() if o.down)
 
+    def naming(self, details: dict[str, Any]) -> dict[str, Any]:
+        """The details of a `busy` or `unavailable` answer that names no dependency (a deadline
+        that passed, a bound that was full) while one of ours is down: that outage caused it, so
+        the answer names it, as every outage answer does (DESIGN §5)."""
+        down = self.down()
+        if down and "dependency" not in details:
+            return {**details, "dependency": down[0]}
+        return details
+
 
 def _short(exc: BaseException | str) -> str:
     text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
