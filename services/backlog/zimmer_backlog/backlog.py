@@ -9,30 +9,31 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
-from zimmer_backlog.domain.ranking import BANDS, AppendPlan, NeedsBand, RankedItem, plan_batch
+from zimmer_backlog.domain.ranking import AppendPlan, NeedsBand, RankedItem, plan_batch
 from zimmer_common.contracts.backlog import (
-    ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendResult, ItemEvent, ItemList, ItemQuery,
-    ItemRef, ItemView, PinItem, RemoveItem)
+    APPEND_MANY, ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendMany, AppendManyResult,
+    AppendOutcome, AppendResult, ItemEvent, ItemList, ItemQuery, ItemRef, ItemView, PinItem, RemoveItem)
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SessionDeleted, SessionEvent
-from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common import idempotency
+from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
+from zimmer_common import deadline, idempotency
 from zimmer_common.batching import Batcher
 from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.idempotency import KeyRef
+from zimmer_common.outage import Outages
 from zimmer_common.outbox import OutboxRelay, emit, emit_many
 
 SCHEMA = store.SCHEMA
 SPAWNED_BY = "work-backlog"
-BAND_RANGES = {cost: (band.floor, band.top) for cost, band in BANDS.items()}
 
 
 class Backlog:
     def __init__(self, engine: Callable[[], AsyncEngine], relay: Callable[[], OutboxRelay | None] = lambda: None,
-                 clock: Clock | None = None):
+                 clock: Clock | None = None, outages: Outages | None = None):
         self._engine = engine
         self.clock = clock or SystemClock()
         self._relay = relay
+        self.outages = outages or Outages()
         self.on_appended: Callable[[], None] = lambda: None  # metrics hooks
         self.on_removed: Callable[[str], None] = lambda reason: None
         self.batcher: Batcher[tuple[AppendItem, KeyRef | None], AppendResult | ZimmerError] = Batcher(self._append_batch)
@@ -55,6 +56,36 @@ class Backlog:
         if isinstance(out, ZimmerError):
             raise out
         return out
+
+    async def append_many(self, req: AppendMany) -> AppendManyResult:
+        """Appends from many callers in one request (the gateway's coalesced REST appends): each
+        keyed to its own caller and answered on its own, ranked with every append waiting, as if
+        each had come alone. A failure that refused all of them is the request's own answer."""
+        keyed: list[tuple[AppendItem, KeyRef | None]] = []
+        for entry in req.appends:
+            with deadline.as_caller(entry.caller):
+                keyed.append((entry.item, idempotency.ref_for("append_item", entry.item)))
+        done = await self.batcher.submit_many(keyed)
+        failures = [future.exception() for future in done]
+        if all(failures):  # none was even tried to the end: nothing happened, the request's own answer says why
+            raise failures[0]  # type: ignore[misc]
+        return AppendManyResult(outcomes=[self._outcome(failure or future.result())
+                                          for future, failure in zip(done, failures, strict=True)])
+
+    def _outcome(self, out: AppendResult | BaseException) -> AppendOutcome:
+        """An append's result, the refusal its batch decided, or the failure that refused it alone
+        (its deadline passed while it waited, its batch rolled back)."""
+        if isinstance(out, AppendResult):
+            return AppendOutcome(result=out)
+        if not isinstance(out, ZimmerError):
+            dependency = self.outages.report(out, where=APPEND_MANY.subject)
+            if dependency is None:
+                raise out  # a bug: the request's answer is `internal`
+            out = unavailable(dependency)
+        error = out.to_dict()
+        if out.retry_safe:
+            error["details"] = self.outages.naming(out.details)
+        return AppendOutcome(error=error)  # type: ignore[arg-type]
 
     async def _append_batch(self, keyed: list[tuple[AppendItem, KeyRef | None]]) -> list[AppendResult | ZimmerError]:
         appended = 0
@@ -79,21 +110,24 @@ class Backlog:
         the ones before it; then drifted items are re-ranked. One failure refuses one append.
         The batch is planned in memory (`ranking.plan_batch`, pure) and written in a few
         statements, whatever its size. Runs in the caller's transaction, under the ranking lock."""
-        open_rows = await store.open_rows(conn, [q.key for q in requests])
+        before = await store.before_appending(conn, [q.key for q in requests])
         bands: dict[str, tuple[list[RankedItem], bool]] = {
-            cost: ([peer], False) for cost, peer in (await store.lowest_peers(conn, BAND_RANGES)).items()}
+            cost: ([peer], False) for cost, peer in before.lowest_peers.items()}
         asks = [(q.key, q.estimated_cost) for q in requests]
         now = datetime.now(UTC)
-        while isinstance(plan := plan_batch(asks, {k: r.id for k, r in open_rows.items()}, bands, now), NeedsBand):
+        while isinstance(plan := plan_batch(asks, before.open_ids, bands, now), NeedsBand):
             bands[plan.cost] = (await store.queued_of_cost(conn, plan.cost), True)  # a re-space needs the band
         await store.move(conn, plan.moves)
         placed = [(requests[i], p) for i, p in sorted(plan.precedence.items())]
-        written = await store.insert_many(conn, placed) if placed else []
-        moves = await store.rerank(conn) if await store.any_drifted(conn, BAND_RANGES) else {}
+        if placed:
+            written, counts = await store.insert_many(conn, placed, self.clock.now())
+        else:
+            written, counts = [], await store.counts(conn, self.clock.now())
+        # The batch's own writes land inside their bands: what drifted before it still does.
+        moves = await store.rerank(conn) if before.drifted else {}
         item_of = {i: store.moved(item, moves) for i, item in zip(sorted(plan.precedence), written, strict=True)}
         await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
                                        for item in item_of.values()])
-        counts = await store.counts(conn, self.clock.now())
         return [AppendResult(item=item_of[i], counts=counts) if i in item_of else _refusal(req, i, plan)
                 for i, req in enumerate(requests)]
 

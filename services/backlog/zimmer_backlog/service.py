@@ -73,7 +73,7 @@ def build(settings: Settings, clock: Clock | None = None, github: GithubSettings
 
     metrics = BacklogMetrics(service.metrics.registry)
     github_client = github.client(on_request=metrics.github_request)
-    backlog = Backlog(engine, lambda: service.relay, clock=service.clock)
+    backlog = Backlog(engine, lambda: service.relay, clock=service.clock, outages=service.outages)
     backlog.batcher.bound(settings.max_batch_pending, "backlog appends",
                           service.metrics.batch_pending.labels(NAME, "appends").set,
                           service.metrics.batch_size.labels(NAME, "appends").observe)
@@ -99,6 +99,7 @@ def build(settings: Settings, clock: Clock | None = None, github: GithubSettings
 
     service.rpc(c.GET_ITEMS)(backlog.list)
     service.rpc(c.APPEND)(backlog.append)
+    service.rpc(c.APPEND_MANY)(backlog.append_many)
     service.rpc(c.PULL)(pull)
     service.rpc(c.START_NOW)(start_now)
     service.rpc(c.PIN)(backlog.pin)

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger, ColumnElement, Integer, Text, and_, bindparam, case, cast, column, exists, func, literal,
-    literal_column, null, or_, select, text, true, update)
+    BigInteger, Boolean, ColumnElement, Integer, Text, and_, bindparam, case, cast, column, exists, func, literal,
+    literal_column, null, or_, select, text, true, union_all, update)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, distinct_on, insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_backlog.domain import liveness
-from zimmer_backlog.domain.ranking import RankedItem, plan_rerank
+from zimmer_backlog.domain.ranking import BANDS, RankedItem, plan_rerank
 from zimmer_backlog.tables import SCHEMA, items, produced
 from zimmer_common.contracts.backlog import AppendItem, Counts, ItemView
 from zimmer_common.contracts.spot import SessionView
@@ -102,9 +103,12 @@ def _ranked(rows: Any) -> list[RankedItem]:
     return [RankedItem(r.id, r.estimated_cost, r.precedence, r.pinned, r.added_at) for r in rows]
 
 
+LOCK_RANKING = text("SELECT pg_advisory_xact_lock(hashtext(:k))")
+
+
 async def lock_ranking(conn: AsyncConnection) -> None:
     """Every writer of precedences serialises here (seed 000: two gates appending at once)."""
-    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": RANKING_LOCK})
+    await conn.execute(LOCK_RANKING, {"k": RANKING_LOCK})
 
 
 async def queued_ranked(conn: AsyncConnection) -> list[RankedItem]:
@@ -140,15 +144,18 @@ INSERT_APPENDED = insert(items).from_select(
 ).returning(*RETURNING_ITEM)
 
 
-async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]]) -> list[ItemView]:
-    """Insert appended items in one statement, in order, and return them as written; their
-    added_at increases with that order (the moment they joined the queue under the ranking lock)."""
-    arrays: dict[str, list[Any]] = {name: [getattr(req, name) for req, _ in rows] for name in APPENDED}
+async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]],
+                      now: datetime) -> tuple[list[ItemView], Counts]:
+    """Insert appended items in one statement, in order, and return them as written with the
+    counts after them; their added_at increases with that order (the moment they joined the queue
+    under the ranking lock)."""
+    arrays: dict[str, Any] = {name: [getattr(req, name) for req, _ in rows] for name in APPENDED}
     arrays["payload"] = [json.dumps(req.payload) for req, _ in rows]
     arrays["precedence"] = [precedence for _, precedence in rows]
     arrays["writing_session_id"] = [req.acting_session_id for req, _ in rows]
-    written = {r.key: view(r) for r in await conn.execute(INSERT_APPENDED, arrays)}
-    return [written[req.key] for req, _ in rows]
+    result = list(await conn.execute(INSERT_COUNTED, {**arrays, "now": now}))
+    written = {r.key: view(r) for r in result}
+    return [written[req.key] for req, _ in rows], _counts(result[0], queued_since=len(result))
 
 
 async def fetch(conn: AsyncConnection, item_id: int) -> ItemView:
@@ -189,9 +196,21 @@ def _now(now: datetime | None) -> Any:
     return func.now() if now is None else literal(now, TIMESTAMPTZ)
 
 
+# An append batch reads the counts in the statement that inserts its rows (one round trip fewer
+# under the ranking lock). The statement sees the table as it stood before it, so the rows it
+# inserted are added to `queued`; nothing else an append writes moves a count.
+_INSERTED = INSERT_APPENDED.cte("inserted")
+_COUNTS_BEFORE = COUNTS.subquery("counts_before")
+INSERT_COUNTED = select(_INSERTED, _COUNTS_BEFORE).select_from(_INSERTED.join(_COUNTS_BEFORE, true()))
+
+
 async def counts(conn: AsyncConnection, now: datetime | None = None) -> Counts:
-    row = (await conn.execute(COUNTS, {"now": now or datetime.now(UTC)})).one()
-    return Counts(queued=row.queued, in_flight=row.in_flight, spot_held=row.spot_held, parked=row.parked,
+    return _counts((await conn.execute(COUNTS, {"now": now or datetime.now(UTC)})).one())
+
+
+def _counts(row: Row[Any], queued_since: int = 0) -> Counts:
+    queued = row.queued + queued_since
+    return Counts(queued=queued, in_flight=row.in_flight, spot_held=row.spot_held, parked=row.parked,
                   claimed=row.in_flight + row.parked, stranded=row.stranded, awaiting_decision=row.awaiting_decision,
                   held=row.held)
 
@@ -331,29 +350,44 @@ def moved(item: ItemView, moves: dict[int, int]) -> ItemView:
     return item.model_copy(update={"precedence": moves[item.id]}) if item.id in moves else item
 
 
-async def open_rows(conn: AsyncConnection, keys: list[str]) -> dict[str, Row[Any]]:
-    rows = await conn.execute(select(items.c.id, items.c.key, items.c.status).where(items.c.key.in_(keys), OPEN))
-    return {r.key: r for r in rows}
+@dataclass(frozen=True)
+class BeforeAppending:
+    """What an append batch reads before it plans, in one round trip under the ranking lock."""
+
+    open_ids: dict[str, int]  # key → the id of its open (queued or starting) row
+    lowest_peers: dict[str, RankedItem]  # per cost, the lowest unpinned queued item inside its band
+    drifted: bool  # some unpinned queued item sits outside its band (an unpin or the import put it there)
 
 
-def _in_band(bands: dict[str, tuple[int, int]]) -> ColumnElement[bool]:
-    return or_(*(and_(items.c.estimated_cost == c, items.c.precedence.between(f, t)) for c, (f, t) in bands.items()))
+IN_BAND = or_(*(and_(items.c.estimated_cost == cost, items.c.precedence.between(band.floor, band.top))
+                for cost, band in BANDS.items()))
+_NO_TEXT, _NO_INT = cast(null(), Text), cast(null(), Integer)
+_LOWEST_PEERS = (RANKED.where(QUEUED, ~items.c.pinned, IN_BAND).ext(distinct_on(items.c.estimated_cost))
+                 .order_by(items.c.estimated_cost, items.c.precedence, items.c.added_at.desc(), items.c.id.desc())
+                 ).subquery()
+# Built once: building the statement costs more than running it. Each row says what it is.
+BEFORE_APPENDING = union_all(
+    select(literal("open").label("what"), items.c.id, items.c.key, _NO_TEXT, _NO_INT, cast(null(), Boolean),
+           cast(null(), TIMESTAMPTZ)).where(items.c.key == func.any(bindparam("keys", type_=ARRAY(Text))), OPEN),
+    select(literal("peer"), _LOWEST_PEERS.c.id, _NO_TEXT, _LOWEST_PEERS.c.estimated_cost, _LOWEST_PEERS.c.precedence,
+           _LOWEST_PEERS.c.pinned, _LOWEST_PEERS.c.added_at),
+    select(literal("drifted"), cast(null(), BigInteger), _NO_TEXT, _NO_TEXT, _NO_INT, cast(null(), Boolean),
+           cast(null(), TIMESTAMPTZ)).where(exists().where(QUEUED, ~items.c.pinned, ~IN_BAND)))
 
 
-async def lowest_peers(conn: AsyncConnection, bands: dict[str, tuple[int, int]]) -> dict[str, RankedItem]:
-    """Per cost, the lowest unpinned queued item inside its band: all an ordinary append needs."""
-    rows = await conn.execute(RANKED.where(QUEUED, ~items.c.pinned, _in_band(bands))
-                              .ext(distinct_on(items.c.estimated_cost))
-                              .order_by(items.c.estimated_cost, items.c.precedence, items.c.added_at.desc(),
-                                        items.c.id.desc()))
-    return {r.cost: r for r in _ranked(rows)}
+async def before_appending(conn: AsyncConnection, keys: list[str]) -> BeforeAppending:
+    open_ids: dict[str, int] = {}
+    peers: dict[str, RankedItem] = {}
+    drifted = False
+    for what, item_id, key, cost, precedence, pinned, added_at in await conn.execute(BEFORE_APPENDING, {"keys": keys}):
+        if what == "open":
+            open_ids[key] = item_id
+        elif what == "peer":
+            peers[cost] = RankedItem(item_id, cost, precedence, pinned, added_at)
+        else:
+            drifted = True
+    return BeforeAppending(open_ids, peers, drifted)
 
 
 async def queued_of_cost(conn: AsyncConnection, cost: str) -> list[RankedItem]:
     return _ranked(await conn.execute(RANKED.where(QUEUED, items.c.estimated_cost == cost)))
-
-
-async def any_drifted(conn: AsyncConnection, bands: dict[str, tuple[int, int]]) -> bool:
-    """Whether some unpinned queued item sits outside its band (an unpin or the import put it there)."""
-    row = (await conn.execute(select(literal(1)).where(QUEUED, ~items.c.pinned, ~_in_band(bands)).limit(1))).first()
-    return row is not None

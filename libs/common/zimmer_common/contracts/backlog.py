@@ -7,12 +7,12 @@ from typing import Annotated, Any, Literal
 
 import re
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
+from zimmer_common.contracts.envelope import Payload, Request, RpcErrorBody, RpcSpec
 from zimmer_common.contracts.fields import (
-    IdempotencyKey, Int32, JsonObject, LongText, Name, RowId, ShortText, Time, Title)
+    NAME_MAX, IdempotencyKey, Int32, JsonObject, LongText, Name, RowId, ShortText, Time, Title)
 from zimmer_common.contracts.subjects import event_subject
 
 CTX = "backlog"
@@ -142,16 +142,60 @@ class AppendItem(Request):
 
     @model_validator(mode="after")
     def _issue_rules(self) -> AppendItem:
-        bad = issue_rule_violation(self.key, self.issue_url, self.added_via)
-        if bad is not None:
-            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
-                type=PydanticCustomError("issue_rule", "{why}", {"why": bad[1]}), loc=(bad[0],), input=None)])
+        refuse_issue_rule_violation(type(self).__name__, self.key, self.issue_url, self.added_via)
         return self
+
+
+def refuse_issue_rule_violation(model: str, key: str, issue_url: str | None, added_via: str) -> None:
+    """`issue_rule_violation` as the 422 a contract model gives: a ValidationError naming the field."""
+    bad = issue_rule_violation(key, issue_url, added_via)
+    if bad is not None:
+        raise ValidationError.from_exception_data(model, [InitErrorDetails(
+            type=PydanticCustomError("issue_rule", "{why}", {"why": bad[1]}), loc=(bad[0],), input=None)])
 
 
 class AppendResult(Payload):
     item: ItemView
     counts: Counts
+
+
+APPEND_MANY_MAX = 100  # appends in one append_items request: what one batch transaction of the backlog takes
+# Who an append came from, as the gateway authenticated it ("fleet", "operator/session:7"): it
+# scopes the append's idempotency key, as the Zimmer-Caller header does for a single append.
+Caller = Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX, pattern=r"^[\x21-\x7e]+$")]
+
+
+class _Closed(Payload):
+    """Strict and closed like a `Request`, without walking its strings for unstorable ones: every
+    string in it is an `AppendItem`'s (which refuses them itself) or a printable-ASCII `Caller`;
+    walking the batch as well would check each string of each item three times."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CallerAppend(_Closed):
+    item: AppendItem
+    caller: Caller | None = None  # None: a service's own append (the service scope)
+
+
+class AppendMany(_Closed):
+    """Appends from concurrent callers in one request (the gateway coalesces its REST appends):
+    each is keyed to its own caller, ranked with every append waiting and answered on its own,
+    exactly as if it had come alone as `append_item`. The request's deadline is its earliest
+    append's."""
+
+    appends: list[CallerAppend] = Field(min_length=1, max_length=APPEND_MANY_MAX)
+
+
+class AppendOutcome(Payload):
+    """One append's own answer: its result, or the error that refused it alone."""
+
+    result: AppendResult | None = None
+    error: RpcErrorBody | None = None
+
+
+class AppendManyResult(Payload):
+    outcomes: list[AppendOutcome]  # one per append, in the request's order
 
 
 class ItemEvent(Payload):
@@ -285,6 +329,7 @@ class IssuesView(Payload):
 
 GET_ITEMS = RpcSpec(CTX, "list_items", ItemQuery, ItemList)
 APPEND = RpcSpec(CTX, "append_item", AppendItem, AppendResult)
+APPEND_MANY = RpcSpec(CTX, "append_items", AppendMany, AppendManyResult)
 PULL = RpcSpec(CTX, "pull_items", PullItems, PullResult)
 PIN = RpcSpec(CTX, "pin_item", PinItem, ItemView)
 UNPIN = RpcSpec(CTX, "unpin_item", ItemRef, ItemView)
