@@ -18,13 +18,15 @@ from zimmer_common.contracts.ops import PingReply, PingRequest, ping_rpc
 from zimmer_common.contracts.subjects import CONTEXTS
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
+from zimmer_gateway.appends import Appends
 from zimmer_gateway.auth import Realm, authenticated, operator_only
+from zimmer_gateway.direct import DirectRoutes
 from zimmer_gateway.edge import Edge
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
 from zimmer_gateway.routes.alerts import router as alerts_router
-from zimmer_gateway.routes.backlog import router as backlog_router
+from zimmer_gateway.routes.backlog import APPEND_ROUTE, router as backlog_router
 from zimmer_gateway.routes.health import router as health_router
 from zimmer_gateway.routes.health_actions import router as health_actions_router
 from zimmer_gateway.routes.logs import router as logs_router
@@ -69,11 +71,16 @@ def create_app(service: Service) -> FastAPI:
             await stack.enter_async_context(mcp.running())
             yield
 
+    # The gateway's metrics are Prometheus'; with FastAPI's OpenTelemetry hooks on, every request
+    # would first look for a configured OpenTelemetry provider.
     app = FastAPI(title="Zimmer control plane", version=__version__, lifespan=lifespan,
+                  telemetry={"tracing": False, "metrics": False, "logs": False},
                   description="REST API of the Zimmer control plane. Authenticate with `Authorization: Bearer <key>`.")
     app.state.settings = service.settings
     app.state.service = service
+    app.state.appends = Appends(lambda: service.bus)
     install_problem_handlers(app)
+    app.add_middleware(DirectRoutes, fastapi=app, routes=[APPEND_ROUTE])  # the busiest route, past the router
     app.add_middleware(Edge, settings=service.settings)  # outermost of ours: before any body is read
 
     @app.get("/healthz", tags=["probes"], summary="The gateway process is alive")

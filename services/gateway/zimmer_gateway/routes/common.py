@@ -9,17 +9,20 @@ bad value is a 422 naming the field instead.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Final
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, HTTPException, Path, Request
+from fastapi.exceptions import RequestValidationError
 from pydantic import Field
+from pydantic_core import PydanticUndefined as Undefined
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import Request as ContractRequest
 from zimmer_common.contracts.fields import ID_MAX, INT32_MAX, INT32_MIN, NAME_MAX, RowId
 
-__all__ = ["ID_MAX", "BusDep", "IdempotencyHeader", "Precedence", "RowId", "SessionIdPath", "StrictBody",
-           "TriggerIdPath", "keyed", "problem_responses"]
+__all__ = ["ID_MAX", "IDEMPOTENCY_HEADER", "BusDep", "IdempotencyHeader", "Precedence", "RowId", "SessionIdPath",
+           "StrictBody", "TriggerIdPath", "Undefined", "json_body", "keyed", "problem_responses", "validated"]
 from zimmer_common.errors import ErrorCode, ZimmerError
 
 Precedence = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX,
@@ -33,8 +36,9 @@ class StrictBody(ContractRequest):
     refused naming them, storable strings only)."""
 
 
+IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
 IdempotencyHeader = Annotated[str | None, Header(
-    alias="Idempotency-Key", min_length=1, max_length=NAME_MAX, pattern=r"^[\x21-\x7e]+$",
+    alias=IDEMPOTENCY_HEADER, min_length=1, max_length=NAME_MAX, pattern=r"^[\x21-\x7e]+$",
     description="Repeat this request with the same key (after a 503 or a lost answer) and get the first answer "
                 "back, with nothing done twice. Printable ASCII, at most 200 characters; remembered for 24 hours, "
                 "per credential (and per X-Zimmer-Session-Id).")]
@@ -56,6 +60,39 @@ async def bus_of(request: Request) -> Bus:  # async: a plain def would run in a 
 
 
 BusDep = Annotated[Bus, Depends(bus_of)]
+
+
+# A route that reads its own arguments (`zimmer_gateway.routes.backlog.AppendRoute`) reads them as
+# FastAPI does, with the route's own fields (FastAPI's `ModelField`s), so its answers are the ones
+# FastAPI would give. `Undefined` is FastAPI's "not given".
+
+async def json_body(request: Request) -> Any:
+    """The body for a JSON body parameter, as FastAPI reads it: none (`Undefined`) when empty,
+    decoded when the content type is JSON (a JSON error is a 422 naming the offset, a body that
+    is not text a 400), else the bytes as they are (which no model takes)."""
+    raw = await request.body()
+    if not raw:
+        return Undefined
+    maintype, _, subtype = request.headers.get("content-type", "").partition(";")[0].strip().lower().partition("/")
+    if maintype != "application" or not (subtype == "json" or subtype.endswith("+json")):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": exc.msg}}]) from exc
+    except ValueError as exc:  # not UTF-8 (or -16, -32)
+        raise HTTPException(400, "There was an error parsing the body") from exc
+
+
+def validated(field: Any, value: Any, loc: tuple[str, ...]) -> tuple[Any, list[dict[str, Any]]]:
+    """`value` (`Undefined`: not given) validated by a route's parameter `field`, as FastAPI
+    validates it: (value, errors)."""
+    if value is Undefined:
+        if field.field_info.is_required():
+            return None, [{"type": "missing", "loc": loc, "msg": "Field required", "input": None}]
+        return field.get_default(), []
+    return field.validate(value, loc=loc)
 
 
 PROBLEM_TEXT: Final = {
