@@ -7,7 +7,8 @@
   is reported beside it. p50/p99 append latency with 8 concurrent appenders. REST goes through
   aiohttp; the same client's rate on the gateway's trivial `GET /healthz` (same 32 callers) is
   measured in the same rounds and reported beside it, with wrk's on the same route when a wrk
-  binary is on PATH, so the table shows whether the client bounds the REST figure.
+  binary is on PATH, so the table shows whether the client bounds the REST figure. The services'
+  own peak RSS (VmHWM) over the group is in the REST entry's footnote.
 - pull_list: with 5,000 queued rows, the latency of a pull of one item (through spot-gate's
   spawn) and of listing the top 100, over NATS RPC.
 """
@@ -24,7 +25,7 @@ from typing import Any
 import asyncpg
 
 from bench.harness import (
-    BenchContext, Entry, Series, ServiceProcess, Sizes, advisory_lock_tx_rate, note_dead_services)
+    BenchContext, Entry, Series, ServiceProcess, Sizes, advisory_lock_tx_rate, note_dead_services, vm_hwm_mb)
 from bench.spot_gate import _fresh_db
 
 APPENDERS = 8  # for the latency figures (issue 4)
@@ -143,6 +144,7 @@ async def bench_appends(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             p99.add_latencies([percentile(samples, 99)])
             crowded_rate.add_rate(await run(crowded, THROUGHPUT_APPENDERS, "rpc"))
             baseline.add_rate(await advisory_lock_tx_rate(db, ordinary))
+        service_peak_rss = {s.name: vm_hwm_mb(s.proc.pid) for s in services}
     except BaseException as exc:
         note_dead_services(exc, services)
         raise
@@ -158,7 +160,10 @@ async def bench_appends(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
                     "connection pool as the REST appends; ratio = /healthz ÷ REST appends: well above 1 means the "
                     "client is not what bounds the REST figure")
     healthz_extra: dict[str, Any] = {"wrk": wrk}
-    entries = [Entry("backlog_appends", rest_rate, baseline, note=note),
+    rss_note = ", ".join(f"{name} {mb:.1f} MB" for name, mb in service_peak_rss.items() if mb is not None)
+    entries = [Entry("backlog_appends", rest_rate, baseline, note=note, extra={
+                   "service_peak_rss_mb": service_peak_rss,
+                   "footnote": f"peak RSS (VmHWM) of the services' own processes over the group: {rss_note}"}),
                Entry("backlog_appends", healthz_rate, rest_rate, note=healthz_note, extra=healthz_extra)]
     if wrk_rate.rounds:
         wrk_rate.per_round = int(statistics.median(wrk["round_requests"]))

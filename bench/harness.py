@@ -166,6 +166,18 @@ def rss_mb() -> float:
     return psutil.Process().memory_info().rss / (1024 * 1024)
 
 
+def vm_hwm_mb(pid: int) -> float | None:
+    """Another process's peak resident set (VmHWM), Linux only."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
 def peak_rss_mb() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux

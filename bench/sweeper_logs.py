@@ -56,6 +56,7 @@ from bench.harness import (
     note_dead_services,
     peak_rss_mb,
     rss_mb,
+    vm_hwm_mb,
 )
 from bench.spot_gate import _fresh_db
 
@@ -137,18 +138,6 @@ def _klass(level: str) -> str:
 
 
 # ---- sweeper_ingest ---------------------------------------------------------------------------
-
-
-def _vm_hwm_mb(pid: int) -> float | None:
-    """A process's peak resident set (VmHWM), Linux only."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def _rss_of(pid: int) -> float:
@@ -308,7 +297,7 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
                     raise RuntimeError(f"{n} lines published as {shape}, {written} rows in sweeper.logs")
                 rates[shape].add_rate(n / (t1 - t0))
                 end_rss[shape].append(_rss_of(service.proc.pid))
-                peaks[shape].add_latencies([_vm_hwm_mb(service.proc.pid) or max(sampled, end_rss[shape][-1])])
+                peaks[shape].add_latencies([vm_hwm_mb(service.proc.pid) or max(sampled, end_rss[shape][-1])])
             except BaseException as exc:
                 note_dead_services(exc, [service])
                 raise
