@@ -269,7 +269,7 @@ class Bus:
         budget = due - time.time()
         if budget < deadline.MIN_BUDGET:
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"no time left to ask {spec.ctx} to {spec.op}; nothing was done",
-                              {"retry_safe": True, "sent": False})
+                              {"dependency": spec.ctx, "retry_safe": True, "sent": False})
         if not self.nc.is_connected:
             raise unavailable(MESSAGE_BUS, f"message bus unavailable: cannot ask {spec.ctx} to {spec.op}; "
                               "nothing was sent", sent=False)
