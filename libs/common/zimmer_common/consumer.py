@@ -16,6 +16,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -52,6 +53,33 @@ class ConsumerSpec:
     after_commit: Callable[[], None] | None = None
 
 
+class InterruptibleFetch:
+    """A pull fetch that a stop can cut short. Waiting for messages is the one wait a stopping
+    loop should not sit out (the fetch's whole timeout, for every consumer in turn); a batch
+    already in hand is finished. Messages the server sent into a cut-short fetch were never
+    acked, so they are redelivered after the ack wait: nothing is lost."""
+
+    def __init__(self) -> None:
+        self._waiting: asyncio.Future[list[Msg]] | None = None
+
+    async def fetch(self, sub: Any, batch: int, timeout: float) -> list[Msg] | None:
+        """The fetched messages; None when `interrupt` cut the wait short. Raises what the fetch
+        raises (its timeout included)."""
+        waiting = self._waiting = asyncio.ensure_future(sub.fetch(batch, timeout=timeout))
+        try:
+            await asyncio.wait([waiting])
+        except asyncio.CancelledError:
+            waiting.cancel()
+            raise
+        finally:
+            self._waiting = None
+        return None if waiting.cancelled() else waiting.result()
+
+    def interrupt(self) -> None:
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+
 class DurableConsumer:
     def __init__(self, bus: Bus, engine: AsyncEngine, *, schema: str, spec: ConsumerSpec, handler: Handler,
                  outages: Outages | None = None):
@@ -63,6 +91,7 @@ class DurableConsumer:
         self.handler = handler
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._fetch = InterruptibleFetch()
 
     async def start(self) -> None:
         cfg = ConsumerConfig(durable_name=self.spec.durable, ack_policy=AckPolicy.EXPLICIT,
@@ -74,6 +103,7 @@ class DurableConsumer:
     async def stop(self, grace: float = 5.0) -> None:
         """Stop fetching; the batch in hand is finished (or left unacked for redelivery)."""
         self._stopping.set()
+        self._fetch.interrupt()
         if self._task:
             _done, pending = await asyncio.wait([self._task], timeout=grace)
             for task in pending:
@@ -84,7 +114,7 @@ class DurableConsumer:
         try:
             while not self._stopping.is_set():
                 try:
-                    msgs = await sub.fetch(self.spec.batch, timeout=1.0)
+                    msgs = await self._fetch.fetch(sub, self.spec.batch, timeout=1.0)
                 except (NatsTimeoutError, asyncio.TimeoutError):
                     continue
                 except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
@@ -92,6 +122,8 @@ class DurableConsumer:
                         log.warning("fetch failed", extra=kv(consumer=self.spec.durable, error=repr(exc)))
                     await asyncio.sleep(1)
                     continue
+                if msgs is None:
+                    break  # stopping
                 for msg in msgs:
                     await self.process(msg)
         finally:

@@ -32,6 +32,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.bus import Bus
+from zimmer_common.consumer import InterruptibleFetch
 from zimmer_common.contracts.logs import INGEST_LOGS, LINES_MAX
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.logs import kv
@@ -112,6 +113,7 @@ class LogIngest:
         self.on_batch = on_batch
         self.ack_wait_seconds = ack_wait_seconds
         self._stopping = asyncio.Event()
+        self._fetch = InterruptibleFetch()
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
 
@@ -125,6 +127,7 @@ class LogIngest:
     async def stop(self, grace: float = 5.0) -> None:
         """Stop fetching; the batch in hand is finished or left unacked for redelivery."""
         self._stopping.set()
+        self._fetch.interrupt()
         if self._task:
             _done, pending = await asyncio.wait([self._task], timeout=grace)
             for task in pending:
@@ -140,7 +143,7 @@ class LogIngest:
         try:
             while not self._stopping.is_set():
                 try:
-                    msgs = await sub.fetch(self.sizing.size, timeout=1.0)
+                    msgs = await self._fetch.fetch(sub, self.sizing.size, timeout=1.0)
                 except (NatsTimeoutError, asyncio.TimeoutError):
                     continue
                 except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
@@ -148,6 +151,8 @@ class LogIngest:
                         log.warning("log ingest fetch failed", extra=kv(error=repr(exc)))
                     await asyncio.sleep(1)
                     continue
+                if msgs is None:
+                    break  # stopping: the batch being written is still finished below
                 decoded = await self.prepare(msgs)
                 await _settled(writing)
                 writing = asyncio.create_task(self.commit(decoded, len(msgs)))
