@@ -132,8 +132,10 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
                               "no session row names, older than 48 h, oldest first, each through the guard; "
                               "5-minute budget"),
     ScheduleEntry("sweeper", "stale_clone_cleanup", "0 25 * * * *", "maintenance", ALL, per_host=True,
-                  description="StaleCloneCleanupJob: reap tombstones and sweep scratch/attachment directories of "
-                              "sessions whose row is gone (1 h age, 200 per root); 5-minute budget"),
+                  description="StaleCloneCleanupJob: reap tombstones, reap archived sessions' clones whose trash "
+                              "deadline passed (adopting archives the trash pipeline never saw), and sweep "
+                              "scratch/attachment directories of sessions whose row is gone (1 h age, 200 per "
+                              "root); 5-minute budget"),
     # The trash pipeline is asked for on every archive and unarchive; the 30-second cadence (its
     # RETRY_WAIT) is what picks up a retry, and a request that was lost.
     ScheduleEntry("sweeper", "deferred_clone_cleanup", "*/30 * * * * *", "maintenance", ALL, per_host=True,
