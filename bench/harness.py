@@ -128,6 +128,18 @@ class Entry:
             return None
         return self.subject.median / self.baseline.median
 
+    @property
+    def round_ratios(self) -> list[float] | None:
+        """Each round's subject ÷ the same round's baseline, when both were measured every round:
+        the spread to read beside `ratio` when the baseline itself drifts between runs (a
+        lock-tx baseline commits an INSERT per transaction, so it moves with the disk's fsync)."""
+        if self.baseline is None:
+            return None
+        subject, base = self.subject.round_medians, self.baseline.round_medians
+        if not subject or len(subject) != len(base) or not all(base):
+            return None
+        return [s / b for s, b in zip(subject, base, strict=True)]
+
 
 @dataclass
 class GroupResult:
@@ -413,6 +425,7 @@ def entry_json(e: Entry, g: GroupResult) -> dict[str, Any]:
     out.update({
         "group": e.group,
         "ratio": e.ratio,
+        "round_ratios": e.round_ratios,
         "baseline": e.baseline.summary() if e.baseline else None,
         "note": e.note,
         "rss_delta_mb": g.rss_delta_mb,
