@@ -1,12 +1,18 @@
-"""Helpers the sweeper tests share: the frozen start time, waiting for a condition, and publishing
-log lines as the runtime does. (A module of its own, not conftest: every test directory has a
+"""Helpers the sweeper tests share: the frozen start time, waiting for a condition, publishing
+log lines as the runtime does, and the sweeper as its own process (for kill -9). (A module of its own, not conftest: every test directory has a
 conftest, and `from conftest import` would find whichever was imported first.)"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LOG_LINES, LogLineIn, LogLineItem, LogLinesIn
@@ -50,3 +56,21 @@ async def publish_batches(bus: Bus | None, lines: list[tuple[str, int, str, str]
                              data=LogLinesIn(lines=chunk).model_dump(mode="json")).model_dump_json().encode()
         messages.append((INGEST_LOGS, body, mid))
     await bus.publish_many(messages)
+
+
+@contextmanager
+def sweeper_process(database_url: str, nats_url: str, log_path: Path | str,
+                    **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`zimmer serve sweeper` as its own process (so a test can kill -9 it), its stderr appended
+    to `log_path`, `env` on top of the test settings; killed at exit if it still runs."""
+    full = {**os.environ, "ZIMMER_ENV": "test", "ZIMMER_DATABASE_URL": database_url, "ZIMMER_NATS_URL": nats_url,
+            "ZIMMER_METRICS_PORT": "-1", "ZIMMER_LOG_LEVEL": "INFO", **env}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", "sweeper"], env=full,
+                                stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(10)

@@ -9,14 +9,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import contextlib
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from sweeping import eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import eventually, publish_lines, sweeper_process  # type: ignore[import-not-found]
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.subjects import Stream
@@ -26,20 +23,11 @@ PER_ROUND = 10_000
 LINES = 3 * PER_ROUND
 
 
-@contextmanager
-def sweeper_process(database_url: str, nats_url: str, log_path: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=database_url, ZIMMER_NATS_URL=nats_url,
-               ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="WARNING", ZIMMER_INSTANCE_ID="crash-test",
-               ZIMMER_LOG_INGEST_ACK_WAIT_SECONDS="2", ZIMMER_LOG_INGEST_BATCH_MAX="500")
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", "sweeper"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+def ingest_sweeper(database_url: str, nats_url: str,
+                   log_path: str) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    return sweeper_process(database_url, nats_url, log_path, ZIMMER_LOG_LEVEL="WARNING",
+                           ZIMMER_INSTANCE_ID="crash-test", ZIMMER_LOG_INGEST_ACK_WAIT_SECONDS="2",
+                           ZIMMER_LOG_INGEST_BATCH_MAX="500")
 
 
 async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url, nats_url, sql, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -54,7 +42,7 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
 
         published, cut_short = 0, 0
         for kill in range(3):
-            with sweeper_process(database_url, nats_url, log_path) as proc:
+            with ingest_sweeper(database_url, nats_url, log_path) as proc:
                 if kill == 0:
                     async def provisioned() -> bool:
                         try:
@@ -79,7 +67,7 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
                 cut_short += await count() < published  # killed with lines still unwritten
         assert cut_short >= 2, "the kills came too late to land mid-ingest"
 
-        with sweeper_process(database_url, nats_url, log_path):
+        with ingest_sweeper(database_url, nats_url, log_path):
             async def finished() -> bool:
                 return await count() >= LINES
 

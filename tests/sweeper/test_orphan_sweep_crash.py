@@ -7,20 +7,18 @@ process) reaps it. spot-gate answers in this process, on the same PostgreSQL and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
 from disking import make_dir, running  # type: ignore[import-not-found]
 from sqlalchemy import text
-from sweeping import eventually  # type: ignore[import-not-found]
+from sweeping import eventually, sweeper_process  # type: ignore[import-not-found]
 
 from zimmer_common.contracts.subjects import Stream, host_ctx, job_subject
 from zimmer_sweeper.domain.clones import is_tombstone
@@ -28,22 +26,11 @@ from zimmer_sweeper.domain.clones import is_tombstone
 HOST = "host-k"
 
 
-@contextmanager
-def sweeper_process(database_url: str, nats_url: str, clones: Path, durable: Path,
-                    log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=database_url, ZIMMER_NATS_URL=nats_url,
-               ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="INFO", ZIMMER_INSTANCE_ID="kill-test", ZIMMER_HOST=HOST,
-               ZIMMER_SWEEPER_CLONES_DIR=str(clones), ZIMMER_SWEEPER_DURABLE_VOLUME=str(durable),
-               ZIMMER_SWEEPER_FREE_LOW_BYTES="0", ZIMMER_SWEEPER_FREE_HIGH_BYTES="0")
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", "sweeper"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+def orphan_sweeper(database_url: str, nats_url: str, clones: Path, durable: Path,
+                   log_path: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    return sweeper_process(database_url, nats_url, log_path, ZIMMER_INSTANCE_ID="kill-test", ZIMMER_HOST=HOST,
+                           ZIMMER_SWEEPER_CLONES_DIR=str(clones), ZIMMER_SWEEPER_DURABLE_VOLUME=str(durable),
+                           ZIMMER_SWEEPER_FREE_LOW_BYTES="0", ZIMMER_SWEEPER_FREE_HIGH_BYTES="0")
 
 
 async def test_kill_9_of_the_sweeper_mid_removal_leaves_only_a_tombstone_the_next_run_reaps(
@@ -70,7 +57,7 @@ async def test_kill_9_of_the_sweeper_mid_removal_leaves_only_a_tombstone_the_nex
                 return False
 
         log_path = tmp_path / "sweeper.log"
-        with sweeper_process(database_url, nats_url, clones, tmp_path / "durable", log_path) as proc:
+        with orphan_sweeper(database_url, nats_url, clones, tmp_path / "durable", log_path) as proc:
             await eventually(lane_ready, "the sweeper process's per-host lane", within=60)
             await bus.publish(subject, tick)
             # Watched from a thread, so this loop stays free to serve spot-gate's answers.
@@ -80,7 +67,7 @@ async def test_kill_9_of_the_sweeper_mid_removal_leaves_only_a_tombstone_the_nex
         assert is_tombstone(tomb.name) and tomb.name.startswith(clone.name) and not clone.exists()
         assert any(tomb.rglob("f*")), "the kill came after the delete finished: nothing left to prove"
 
-        with sweeper_process(database_url, nats_url, clones, tmp_path / "durable", log_path):
+        with orphan_sweeper(database_url, nats_url, clones, tmp_path / "durable", log_path):
             await eventually(lane_ready, "the restarted sweeper's lane", within=60)
             await bus.publish(subject, tick)
 
@@ -88,6 +75,11 @@ async def test_kill_9_of_the_sweeper_mid_removal_leaves_only_a_tombstone_the_nex
                 return not any(clones.iterdir())
 
             await eventually(reaped, "the next run reaping the tombstone", within=60)
+
+            async def recorded() -> bool:  # the run's record is written once its removals are done
+                return bool(await _runs(stack))
+
+            await eventually(recorded, "the restarted sweeper's run recorded", within=30)
         rows = await _runs(stack)
         assert [r["counts"].get("tombstones_reaped", 0) for r in rows][-1] == 1
 

@@ -5,18 +5,16 @@ clone preserved (a bundle that verifies) and then deleted, on the second attempt
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from disking import HOST, Spot  # type: ignore[import-not-found]
-from sweeping import eventually  # type: ignore[import-not-found]
+from sweeping import eventually, sweeper_process  # type: ignore[import-not-found]
 from trash_repos import alive, git, make_clone, make_dirty, unwedge, wedge  # type: ignore[import-not-found]
 from trashing import CLEANUP, Roots  # type: ignore[import-not-found]
 
@@ -32,24 +30,14 @@ from zimmer_sweeper.service import build as build_sweeper
 pytestmark = pytest.mark.timeout(180)
 
 
-@contextmanager
-def sweeper_process(database_url: str, nats_url: str, roots: Roots, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = dict(os.environ, ZIMMER_ENV="test", ZIMMER_DATABASE_URL=database_url, ZIMMER_NATS_URL=nats_url,
-               ZIMMER_METRICS_PORT="-1", ZIMMER_LOG_LEVEL="INFO", ZIMMER_INSTANCE_ID="trash-crash", ZIMMER_HOST=HOST,
-               ZIMMER_SWEEPER_CLONES_DIR=str(roots.clones), ZIMMER_SWEEPER_SCRATCH_DIR=str(roots.scratch),
-               ZIMMER_SWEEPER_ATTACHMENTS_DIR=str(roots.attachments),
-               ZIMMER_SWEEPER_ARTIFACTS_DIR=str(roots.artifacts),
-               ZIMMER_SWEEPER_DURABLE_VOLUME=str(roots.base.parent / "durable-elsewhere"),
-               ZIMMER_TRASH_GIT_TIMEOUT_SECONDS="60")
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "zimmer_cli", "serve", "sweeper"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+def trash_sweeper(database_url: str, nats_url: str, roots: Roots,
+                  log_path: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    return sweeper_process(database_url, nats_url, log_path, ZIMMER_INSTANCE_ID="trash-crash", ZIMMER_HOST=HOST,
+                           ZIMMER_SWEEPER_CLONES_DIR=str(roots.clones), ZIMMER_SWEEPER_SCRATCH_DIR=str(roots.scratch),
+                           ZIMMER_SWEEPER_ATTACHMENTS_DIR=str(roots.attachments),
+                           ZIMMER_SWEEPER_ARTIFACTS_DIR=str(roots.artifacts),
+                           ZIMMER_SWEEPER_DURABLE_VOLUME=str(roots.base.parent / "durable-elsewhere"),
+                           ZIMMER_TRASH_GIT_TIMEOUT_SECONDS="60")
 
 
 async def test_a_cleanup_killed_mid_preservation_resumes_and_finishes_on_its_next_attempt(
@@ -66,7 +54,7 @@ async def test_a_cleanup_killed_mid_preservation_resumes_and_finishes_on_its_nex
         make_dirty(clone)
         sid = await peer.session(clone)
         notes = wedge(clone, tmp_path)  # git will sit in the dirty check until killed
-        with sweeper_process(database_url, nats_url, roots, tmp_path / "sweeper.log") as proc:
+        with trash_sweeper(database_url, nats_url, roots, tmp_path / "sweeper.log") as proc:
             async def consuming() -> bool:
                 try:
                     await bus.js.consumer_info(Stream.EVENTS.value, f"sweeper_{HOST}_trash")
