@@ -69,7 +69,8 @@ async def session_transcript(session_id: SessionIdPath, bus: BusDep) -> Streamin
     archive runs every 10 minutes on the host holding the clone, so the newest turns may not be in
     it yet. 404 when no archive exists (none made yet, or the session was deleted)."""
     info = await _object(bus.js, session_transcript_object(session_id),
-                         f"no transcript archive for session {session_id} (the archive runs every 10 minutes)")
+                         f"no transcript archive for session {session_id}: none made yet (the archive runs every 10 "
+                         "minutes), or no such session (never created, or deleted)")
     return _zip(bus.js, info, f"session-{session_id}-transcript.zip")
 
 
