@@ -1,6 +1,7 @@
 """Helpers the sweeper tests share: the frozen start time, waiting for a condition, publishing
-log lines as the runtime does, and the sweeper as its own process (for kill -9). (A module of its own, not conftest: every test directory has a
-conftest, and `from conftest import` would find whichever was imported first.)"""
+log lines as the runtime does, and the sweeper as its own process (for kill -9). (A module of
+its own, not conftest: every test directory has a conftest, and `from conftest import` would
+find whichever was imported first.)"""
 
 from __future__ import annotations
 
