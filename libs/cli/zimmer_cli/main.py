@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import secrets
@@ -52,8 +53,6 @@ async def _tune_collector(_service: Any) -> None:
     walked all of it, and collect the young generation less often. Together they were 13 % of
     spot-gate's CPU under the admissions benchmark, and are now below 1 % (bench/README.md,
     *Profile of the admission path*)."""
-    import gc
-
     gc.freeze()
     gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
 

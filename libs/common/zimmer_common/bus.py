@@ -104,6 +104,13 @@ def ok_reply(result: BaseModel) -> bytes:
     return b'{"ok":true,"data":' + result.model_dump_json().encode() + b',"error":null}'
 
 
+def no_time_left(spec: RpcSpec[Any, Any]) -> ZimmerError:
+    """The refusal of a request whose deadline leaves too little to ask `spec`: nothing was sent,
+    retry-safe, naming whom it was about to ask."""
+    return ZimmerError(ErrorCode.UNAVAILABLE, f"no time left to ask {spec.ctx} to {spec.op}; nothing was done",
+                       {"dependency": spec.ctx, "retry_safe": True, "sent": False})
+
+
 class Bus:
     """One service's view of NATS. Built at start-up, never at import."""
 
@@ -268,8 +275,7 @@ class Bus:
         due = deadline.inner_deadline(timeout if timeout is not None else self.rpc_timeout)
         budget = due - time.time()
         if budget < deadline.MIN_BUDGET:
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"no time left to ask {spec.ctx} to {spec.op}; nothing was done",
-                              {"dependency": spec.ctx, "retry_safe": True, "sent": False})
+            raise no_time_left(spec)
         if not self.nc.is_connected:
             raise unavailable(MESSAGE_BUS, f"message bus unavailable: cannot ask {spec.ctx} to {spec.op}; "
                               "nothing was sent", sent=False)

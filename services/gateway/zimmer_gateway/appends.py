@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from zimmer_common import deadline
-from zimmer_common.bus import Bus
+from zimmer_common.bus import Bus, no_time_left
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.envelope import RpcErrorBody
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -137,8 +137,7 @@ def _leaving(batch: list[_Waiting], bus: Bus) -> list[_Waiting]:
         if entry.due is None or _budget(entry.due, bus) >= LEAVE_MARGIN:
             leaving.append(entry)
         else:
-            _refuse(entry, ZimmerError(ErrorCode.UNAVAILABLE, f"no time left to ask {c.CTX} to {c.APPEND.op}; "
-                                       "nothing was done", {"retry_safe": True, "sent": False}))
+            _refuse(entry, no_time_left(c.APPEND))
     return leaving
 
 
