@@ -155,7 +155,7 @@ async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]],
     arrays["writing_session_id"] = [req.acting_session_id for req, _ in rows]
     result = list(await conn.execute(INSERT_COUNTED, {**arrays, "now": now}))
     written = {r.key: view(r) for r in result}
-    return [written[req.key] for req, _ in rows], _counts(result[0], queued_since=len(result))
+    return [written[req.key] for req, _ in rows], _counts(result[0], inserted=len(result))
 
 
 async def fetch(conn: AsyncConnection, item_id: int) -> ItemView:
@@ -208,8 +208,8 @@ async def counts(conn: AsyncConnection, now: datetime | None = None) -> Counts:
     return _counts((await conn.execute(COUNTS, {"now": now or datetime.now(UTC)})).one())
 
 
-def _counts(row: Row[Any], queued_since: int = 0) -> Counts:
-    queued = row.queued + queued_since
+def _counts(row: Row[Any], inserted: int = 0) -> Counts:
+    queued = row.queued + inserted  # rows the counting statement inserted itself
     return Counts(queued=queued, in_flight=row.in_flight, spot_held=row.spot_held, parked=row.parked,
                   claimed=row.in_flight + row.parked, stranded=row.stranded, awaiting_decision=row.awaiting_decision,
                   held=row.held)
