@@ -23,6 +23,10 @@ log = logging.getLogger("zimmer.outage")
 DATABASE = "database"
 MESSAGE_BUS = "message bus"
 SUMMARY_SECONDS = 30.0
+# How long after an outage ends a refusal that names nothing is still taken as its doing: a
+# request's deadline is a few seconds (`rpc_timeout_seconds`, 5 by default), so one refused just
+# after the database came back spent its time waiting on it while it was away.
+AFTERMATH_SECONDS = 10.0
 
 
 def classify(exc: BaseException) -> str | None:
@@ -74,6 +78,7 @@ class Outage:
         self.summary_seconds = summary_seconds
         self.metrics = metrics
         self.down_since: float | None = None
+        self.recovered_at: float | None = None  # when the last outage ended
         self.failures = 0
         self._summarised_at = 0.0
         self._summarised_failures = 0
@@ -113,7 +118,12 @@ class Outage:
         log.info("%s available again", self.dependency, extra=kv(dependency=self.dependency,
                                                                  down_seconds=round(lasted, 1), failures=self.failures))
         self.down_since = None
+        self.recovered_at = time.monotonic()
         self.failures = 0
+
+    def lately(self, within: float = AFTERMATH_SECONDS) -> bool:
+        """Down now, or back for less than `within` seconds."""
+        return self.down or (self.recovered_at is not None and time.monotonic() - self.recovered_at < within)
 
 
 class Outages:
@@ -140,12 +150,14 @@ class Outages:
 
     def naming(self, details: dict[str, Any]) -> dict[str, Any]:
         """The details of a `busy` or `unavailable` answer that names no dependency (a deadline
-        that passed, a bound that was full) while one of ours is down: that outage caused it, so
-        the answer names it, as every outage answer does (DESIGN §5)."""
+        that passed, a bound that was full) while one of ours is down, or only just came back
+        (`AFTERMATH_SECONDS`): that outage caused it, so the answer names it, as every outage
+        answer does (DESIGN §5). One that is down now comes before one that is back."""
+        if "dependency" in details:
+            return details
         down = self.down()
-        if down and "dependency" not in details:
-            return {**details, "dependency": down[0]}
-        return details
+        lately = down or sorted(name for name, o in self._by_name.items() if o.lately())
+        return {**details, "dependency": lately[0]} if lately else details
 
 
 def _short(exc: BaseException | str) -> str:
