@@ -151,7 +151,12 @@ async def test_operator_routes_refuse_the_fleet_key_and_work_with_the_operator_t
         "removed", "duplicate of #12", "operator")
     refused(await http.post(f"{ITEMS}/{a['id']}/remove", json={"reason": "again"}, headers=OPERATOR), 409)
 
-    now = await http.post(f"{ITEMS}/{b['id']}/start_now", headers=OPERATOR)
+    # As a client does: a 503 says nothing was done (the tests' 2 s deadline can pass on a loaded box).
+    for _ in range(5):
+        now = await http.post(f"{ITEMS}/{b['id']}/start_now", headers=OPERATOR)
+        if now.status_code != 503:
+            break
+        assert now.json()["retry_safe"] is True, now.text
     assert now.status_code == 200, now.text
     assert now.json()["item"]["status"] == "started"
     session = (await http.get(f"/api/v1/sessions/{now.json()['session_id']}")).json()
