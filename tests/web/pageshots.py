@@ -1,4 +1,5 @@
-"""Saving the operator pages' screenshots for review."""
+"""What the operator pages' tests share: screenshots for review, the accessibility checks, and the
+notice an action left (or the refusal it met instead)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,15 @@ ACCESSIBILITY_PROBLEMS = """() => {
 async def accessibility_problems(page: Any) -> list[str]:
     """Labels on every control, a name on every button and link, headings in order, one h1."""
     return list(await page.evaluate(ACCESSIBILITY_PROBLEMS))
+
+
+async def notice(page: Any) -> str:
+    """The notice an action left on the page it went back to. A refusal page fails at once with
+    its own words, rather than after a 30 s wait for a notice that never comes."""
+    either = page.locator(".notice[role=status], [role=alert]").first
+    await either.wait_for()
+    said = await either.inner_text()
+    if await either.get_attribute("role") == "alert":
+        main = await page.locator("main").inner_text()
+        raise AssertionError(f"the action was refused: {said!r} (the page: {main[:800]!r})")
+    return said

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pageshots import accessibility_problems, screenshot
+from pageshots import accessibility_problems, notice, screenshot
 from test_issues_page import sign_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
@@ -67,7 +67,7 @@ async def test_stranded_awaiting_not_on_the_queue_and_the_trend(stack, stack_set
     # so send one the service refuses), then a hold that moves the row.
     await row.get_by_label("Reason for holding").fill("rule on the declined PR: the owner, see #201")
     await row.get_by_role("button", name="Hold zimmer#200 for a decision").click()
-    assert "Held zimmer#200 for a decision" in await page.get_by_role("status").inner_text()
+    assert "Held zimmer#200 for a decision" in await notice(page)
     assert await page.locator('#awaiting tr[data-key="zimmer#200"]').count() == 1
     assert await page.locator('[data-count="stranded"]').inner_text() == "1"
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import httpx
-from pageshots import accessibility_problems, screenshot
+from pageshots import accessibility_problems, notice, screenshot
 
 OPERATOR = "test-operator-token"
 FLEET = {"Authorization": "Bearer test-fleet-key"}
@@ -70,18 +70,18 @@ async def test_every_operator_form_round_trips(stack, browser) -> None:  # type:
     row = page.locator('tr[data-key="zimmer#3"]')  # large, at 1000: pin it above everything
     await row.get_by_label("Pin at precedence").fill("9000")
     await row.get_by_role("button", name="Pin zimmer#3").click()
-    assert await page.get_by_role("status").inner_text() == "Pinned zimmer#3."
+    assert await notice(page) == "Pinned zimmer#3."
     assert (await rows(page))[0] == ("zimmer#3", 9000)
     assert await page.locator('tr[data-key="zimmer#3"] [data-pinned]').count() == 1
 
     await page.locator('tr[data-key="zimmer#3"]').get_by_role("button", name="Unpin zimmer#3").click()
-    assert "Unpinned zimmer#3" in await page.get_by_role("status").inner_text()
+    assert "Unpinned zimmer#3" in await notice(page)
     assert dict(await rows(page))["zimmer#3"] == 1000  # back into its band
 
     bad = page.locator('tr[data-key="zimmer#2"]')
     await bad.get_by_label("Pin at precedence").fill("ten")
     await bad.get_by_role("button", name="Pin zimmer#2").click()  # the browser refuses to send it
-    assert await page.get_by_role("status").inner_text() == "Unpinned zimmer#3; it moved back into its band if " \
+    assert await notice(page) == "Unpinned zimmer#3; it moved back into its band if " \
                                                             "it was outside it."
     # The server refuses it too, naming the field, with nothing done; and a precedence past int32.
     csrf = await page.locator("input[name=csrf]").first.get_attribute("value")
@@ -99,11 +99,11 @@ async def test_every_operator_form_round_trips(stack, browser) -> None:  # type:
     row = page.locator('tr[data-key="zimmer#2"]')
     await row.get_by_label("Reason for removing").fill("duplicate of zimmer#1, judged by hand")
     await row.get_by_role("button", name="Remove zimmer#2").click()
-    assert await page.get_by_role("status").inner_text() == "Removed zimmer#2."
+    assert await notice(page) == "Removed zimmer#2."
     assert "zimmer#2" not in dict(await rows(page))
 
     await page.locator('tr[data-key="zimmer#4"]').get_by_role("button", name="Promote zimmer#4").click()
-    assert "Started zimmer#4 now as a priority session" in await page.get_by_role("status").inner_text()
+    assert "Started zimmer#4 now as a priority session" in await notice(page)
     assert "zimmer#4" not in dict(await rows(page))
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         removed = (await http.get("/api/v1/work_backlog_items", params={"status": "removed"})).json()["items"]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from pageshots import accessibility_problems, screenshot
+from pageshots import accessibility_problems, notice, screenshot
 
 OPERATOR = "test-operator-token"
 FLEET = {"Authorization": "Bearer test-fleet-key"}
@@ -90,7 +90,7 @@ async def test_settings_and_genesis_forms_round_trip(stack, browser) -> None:  #
     await page.get_by_label("Max sessions at once").fill("3")
     await page.get_by_label("Gate spot work").uncheck()
     await page.get_by_role("button", name="Save settings").click()
-    assert await page.get_by_role("status").inner_text() == "Saved the settings."
+    assert await notice(page) == "Saved the settings."
     async with httpx.AsyncClient(base_url=base, headers=OPERATOR_API) as http:
         policy = (await http.get("/api/v1/spot_policy")).json()
     assert (policy["gating_enabled"], policy["max_sessions"], policy["reserve_percent"]) == (
@@ -105,14 +105,14 @@ async def test_settings_and_genesis_forms_round_trip(stack, browser) -> None:  #
     row = page.locator('tr[data-genesis="web_ui"]')
     assert await row.locator("[data-effective]").inner_text() == "priority"
     await row.get_by_role("button", name="Demote web_ui to spot").click()
-    assert await page.get_by_role("status").inner_text() == "Demoted web_ui to spot."
+    assert await notice(page) == "Demoted web_ui to spot."
     assert await page.locator('tr[data-genesis="web_ui"] [data-effective]').inner_text() == "spot"
     api = page.locator('tr[data-genesis="api"]')
     await api.get_by_role("button", name="Promote api to priority").click()
-    assert await page.get_by_role("status").inner_text() == "Promoted api to priority."
+    assert await notice(page) == "Promoted api to priority."
     assert await page.locator('tr[data-genesis="api"] [data-effective]').inner_text() == "priority"
     await page.get_by_role("button", name="Reset every genesis to its default").click()
-    assert await page.get_by_role("status").inner_text() == "Reset every genesis to its default."
+    assert await notice(page) == "Reset every genesis to its default."
     assert await page.locator('tr[data-genesis="api"] [data-effective]').inner_text() == "spot"
     assert await page.locator('tr[data-genesis="web_ui"] [data-effective]').inner_text() == "priority"
     assert await page.locator('tr[data-genesis="slack"] button').count() == 0  # a trigger kind: set per trigger

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import httpx
-from pageshots import accessibility_problems
+from pageshots import accessibility_problems, notice
 
 from zimmer_common.contracts import clones as k
 
@@ -49,7 +49,7 @@ async def test_the_page_shows_warnings_and_delete_takes_the_session(stack, brows
         await page.get_by_label(f"Delete session {sid} for good").check()
         await page.get_by_role("button", name="Delete this session").click()
         await page.wait_for_url(f"{base}/sessions?done=deleted")
-        assert "Deleted the session" in await page.get_by_role("status").inner_text()
+        assert "Deleted the session" in await notice(page)
         assert (await http.get(f"/api/v1/sessions/{sid}")).status_code == 404
 
 

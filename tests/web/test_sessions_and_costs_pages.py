@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from pageshots import accessibility_problems, screenshot
+from pageshots import accessibility_problems, notice, screenshot
 
 from zimmer_common.contracts.runtime import INGEST_SPEND, SpendReport
 
@@ -70,7 +70,7 @@ async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, b
     assert await accessibility_problems(page) == []
     await screenshot(page, "session-held")
     await page.get_by_role("button", name="Make this session priority").click()
-    assert await page.get_by_role("status").inner_text() == "Made this session priority."
+    assert await notice(page) == "Made this session priority."
     assert await page.locator("[data-hold]").count() == 0
     assert await page.locator("[data-class]").inner_text() == "priority (set on the session)"
     assert await page.locator("[data-status]").inner_text() == "running"  # promoted: started now
@@ -143,7 +143,7 @@ async def test_a_paused_session_shows_its_banner_and_quotas_counts_it(stack, bro
     assert await page.locator('[data-figure="paused.user_spot_queue"]').inner_text() == "0"
     await page.goto(f"{base}/sessions/{sid}")
     await page.get_by_role("button", name="Make this session priority").click()
-    assert await page.get_by_role("status").inner_text() == "Made this session priority."
+    assert await notice(page) == "Made this session priority."
     await services["spot-gate"].app.ceiling.run()  # the next sweep resumes it, whatever the windows say
     await page.reload()
     assert await page.locator("[data-pause]").count() == 0
@@ -162,6 +162,6 @@ async def test_the_web_restart_consumes_a_wall_clock_pause(stack, browser) -> No
     await sign_in(page, base, f"/sessions/{sid}")
     assert await page.locator("[data-wake]").count() == 1
     await page.get_by_role("button", name="Restart").click()
-    assert await page.get_by_role("status").inner_text() == "Restarted: its turn went to the gate."
+    assert await notice(page) == "Restarted: its turn went to the gate."
     assert await page.locator("[data-wake]").count() == 0
     assert await page.locator("[data-status]").inner_text() == "running"
