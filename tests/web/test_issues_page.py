@@ -82,7 +82,7 @@ async def test_every_operator_form_round_trips(stack, browser) -> None:  # type:
     await bad.get_by_label("Pin at precedence").fill("ten")
     await bad.get_by_role("button", name="Pin zimmer#2").click()  # the browser refuses to send it
     assert await notice(page) == "Unpinned zimmer#3; it moved back into its band if " \
-                                                            "it was outside it."
+                                 "it was outside it."
     # The server refuses it too, naming the field, with nothing done; and a precedence past int32.
     csrf = await page.locator("input[name=csrf]").first.get_attribute("value")
     cookie = {c["name"]: c["value"] for c in await page.context.cookies()}["zimmer_session"]
