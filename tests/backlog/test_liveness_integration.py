@@ -173,15 +173,20 @@ async def test_a_rate_limit_stops_the_pass_records_it_and_says_nothing(world: Wo
         "Work backlog: stranded rows unresolved for 2 weeks, 50+ rows"]
 
 
-async def test_a_stalled_github_is_ask_again_never_a_conclusion(world: World) -> None:
-    world.gh.issue(REPO, 1, state="CLOSED")
-    item = await world.left_queue(1, ago=3 * DAY)
-    world.gh.stall_seconds = 3.0  # past the client's 2 s bound for the whole exchange
-    report = await world.sweep()
-    assert report.verdicts == {"unknown": 1} and report.unreadable_repos == {REPO}
-    world.gh.stall_seconds = 0
-    await world.sweep()
-    assert (await world.row(item)).liveness_state == "issue_closed"
+async def test_a_stalled_github_is_ask_again_never_a_conclusion(settings_factory) -> None:  # type: ignore[no-untyped-def]
+    with FakeGithub(TOKEN) as gh:
+        world = await open_world(settings_factory, gh, github_timeout_seconds=1.0, github_call_seconds=2.0)
+        try:
+            gh.issue(REPO, 1, state="CLOSED")
+            item = await world.left_queue(1, ago=3 * DAY)
+            gh.stall_seconds = 3.0  # past the client's 2 s bound for the whole exchange
+            report = await world.sweep()
+            assert report.verdicts == {"unknown": 1} and report.unreadable_repos == {REPO}
+            gh.stall_seconds = 0
+            await world.sweep()
+            assert (await world.row(item)).liveness_state == "issue_closed"
+        finally:
+            await close_world(world)
 
 
 async def test_every_pass_logs_what_it_examined_and_the_oldest_stranded_age(world: World, caplog) -> None:  # type: ignore[no-untyped-def]

@@ -115,11 +115,14 @@ async def test_a_deleted_sessions_archive_goes_with_it(settings_factory, tmp_pat
         await stack.app.archive.run(budget(stack))
         await stack.spot.delete(gone)
 
-        async def forgotten() -> bool:
-            return await download(stack, session_transcript_object(gone)) is None
+        async def checkpointed() -> list[int]:
+            return [r["session_id"] for r in await sql("SELECT session_id FROM sweeper.transcript_archives")]
 
-        await eventually(forgotten, "the deleted session's zip leaving the bucket")
-        assert [r["session_id"] for r in await sql("SELECT session_id FROM sweeper.transcript_archives")] == [kept]
+        async def forgotten() -> bool:
+            # The zip goes first, then the checkpoint commits with the consumer's ack: wait for both.
+            return await download(stack, session_transcript_object(gone)) is None and await checkpointed() == [kept]
+
+        await eventually(forgotten, "the deleted session's zip and checkpoint going")
         after = await stack.app.archive.run(budget(stack))
         assert (after.counts["latest_rebuilt"], after.counts["latest_entries"]) == (1, 1)
         latest = await download(stack, LATEST_OBJECT)
