@@ -23,7 +23,7 @@ from zimmer_gateway.appends import Appends
 async def appends(settings_factory):  # type: ignore[no-untyped-def]
     service = build(settings_factory())
     await service.start()
-    bus = await Bus.connect([service.settings.nats_url], service="gateway", instance_id="t", rpc_timeout=2)
+    bus = await Bus.connect([service.settings.nats_url], service="gateway", instance_id="t", rpc_timeout=5)
     try:
         yield Appends(lambda: bus), bus, service
     finally:
@@ -36,8 +36,9 @@ def item(n: int, **extra: Any) -> c.AppendItem:
                         estimated_cost="small", **extra)
 
 
-async def append_as(appends: Appends, caller: str, append: c.AppendItem, seconds: float = 2.0) -> Any:
-    """One append as the REST route makes it: under the caller and the deadline the edge sets."""
+async def append_as(appends: Appends, caller: str, append: c.AppendItem, seconds: float = 5.0) -> Any:
+    """One append as the REST route makes it: under the caller and the deadline the edge sets
+    (production's 5 s unless a test is about the deadline)."""
     with deadline.use(time.time() + seconds), deadline.as_caller(caller):
         try:
             return await appends.append(append)
