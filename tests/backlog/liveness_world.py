@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -124,6 +126,17 @@ async def open_world(settings_factory: Any, gh: FakeGithub, **github: Any) -> Wo
 async def close_world(world: World) -> None:
     await world.bus.close()
     await world.service.stop()
+
+
+@asynccontextmanager
+async def github_world(settings_factory: Any, **github: Any) -> AsyncIterator[World]:
+    """A fake GitHub and a backlog pointed at it (`github`: GithubSettings overrides), closed after."""
+    with FakeGithub(TOKEN) as gh:
+        world = await open_world(settings_factory, gh, **github)
+        try:
+            yield world
+        finally:
+            await close_world(world)
 
 
 async def eventually(check: Any, what: str, tries: int = 200) -> Any:

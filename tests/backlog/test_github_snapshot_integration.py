@@ -9,8 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from fake_github import FakeGithub
-from liveness_world import REPO, TOKEN, World, close_world, open_world
+from liveness_world import REPO, World, github_world
 from zimmer_backlog import github as github_module
 from zimmer_common.contracts import backlog as c
 
@@ -20,12 +19,8 @@ OTHER = "acme/other"
 
 @pytest.fixture
 async def world(settings_factory):  # type: ignore[no-untyped-def]
-    with FakeGithub(TOKEN) as gh:
-        w = await open_world(settings_factory, gh, gated_repos=f"{REPO}, {OTHER}, acme/gone")
-        try:
-            yield w
-        finally:
-            await close_world(w)
+    async with github_world(settings_factory, gated_repos=f"{REPO}, {OTHER}, acme/gone") as w:
+        yield w
 
 
 async def view(world: World) -> c.IssuesView:

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from fake_github import FakeGithub, FakePR
-from liveness_world import REPO, TOKEN, World, close_world, open_world
+from fake_github import FakePR
+from liveness_world import REPO, World, github_world
 from zimmer_common.contracts import backlog as c
 from zimmer_common.errors import ErrorCode, ZimmerError
 
@@ -19,12 +19,8 @@ REASON = "Pick one of #80, #81, #82: owed by the maintainers, laid out in #83"
 
 @pytest.fixture
 async def world(settings_factory):  # type: ignore[no-untyped-def]
-    with FakeGithub(TOKEN) as gh:
-        w = await open_world(settings_factory, gh)
-        try:
-            yield w
-        finally:
-            await close_world(w)
+    async with github_world(settings_factory) as w:
+        yield w
 
 
 async def refusal(world: World, item_id: int) -> str:

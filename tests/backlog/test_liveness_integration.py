@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from fake_github import FakeGithub, FakePR
-from liveness_world import REPO, TOKEN, World, close_world, eventually, open_world
+from fake_github import FakePR
+from liveness_world import REPO, World, eventually, github_world
 from zimmer_backlog.domain.liveness import MAX_EXAMINED_PER_SWEEP
 from zimmer_backlog.liveness import candidates
 from zimmer_common.contracts import backlog as c
@@ -21,12 +21,8 @@ DAY = timedelta(days=1)
 
 @pytest.fixture
 async def world(settings_factory):  # type: ignore[no-untyped-def]
-    with FakeGithub(TOKEN) as gh:
-        w = await open_world(settings_factory, gh)
-        try:
-            yield w
-        finally:
-            await close_world(w)
+    async with github_world(settings_factory) as w:
+        yield w
 
 
 async def test_each_verdict_of_the_seed_table(world: World) -> None:
@@ -174,19 +170,15 @@ async def test_a_rate_limit_stops_the_pass_records_it_and_says_nothing(world: Wo
 
 
 async def test_a_stalled_github_is_ask_again_never_a_conclusion(settings_factory) -> None:  # type: ignore[no-untyped-def]
-    with FakeGithub(TOKEN) as gh:
-        world = await open_world(settings_factory, gh, github_timeout_seconds=1.0, github_call_seconds=2.0)
-        try:
-            gh.issue(REPO, 1, state="CLOSED")
-            item = await world.left_queue(1, ago=3 * DAY)
-            gh.stall_seconds = 3.0  # past the client's 2 s bound for the whole exchange
-            report = await world.sweep()
-            assert report.verdicts == {"unknown": 1} and report.unreadable_repos == {REPO}
-            gh.stall_seconds = 0
-            await world.sweep()
-            assert (await world.row(item)).liveness_state == "issue_closed"
-        finally:
-            await close_world(world)
+    async with github_world(settings_factory, github_timeout_seconds=1.0, github_call_seconds=2.0) as world:
+        world.gh.issue(REPO, 1, state="CLOSED")
+        item = await world.left_queue(1, ago=3 * DAY)
+        world.gh.stall_seconds = 3.0  # past the client's 2 s bound for the whole exchange
+        report = await world.sweep()
+        assert report.verdicts == {"unknown": 1} and report.unreadable_repos == {REPO}
+        world.gh.stall_seconds = 0
+        await world.sweep()
+        assert (await world.row(item)).liveness_state == "issue_closed"
 
 
 async def test_every_pass_logs_what_it_examined_and_the_oldest_stranded_age(world: World, caplog) -> None:  # type: ignore[no-untyped-def]

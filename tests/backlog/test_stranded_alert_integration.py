@@ -10,20 +10,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from fake_github import FakeGithub
-from liveness_world import REPO, TOKEN, World, close_world, open_world
+from liveness_world import REPO, World, github_world
 
 DAY = timedelta(days=1)
 
 
 @pytest.fixture
 async def world(settings_factory):  # type: ignore[no-untyped-def]
-    with FakeGithub(TOKEN) as gh:
-        w = await open_world(settings_factory, gh)
-        try:
-            yield w
-        finally:
-            await close_world(w)
+    async with github_world(settings_factory) as w:
+        yield w
 
 
 async def population(world: World, numbers: range, oldest: timedelta, step: timedelta = timedelta(hours=1)) -> None:

@@ -42,7 +42,6 @@ async def started_without_jobs(svc):  # type: ignore[no-untyped-def]
     for runner in (svc.runner, svc.host_runner):
         if runner is not None:
             await runner.stop(grace=30)
-    return svc
 
 
 async def _tables(sql) -> set[str]:  # type: ignore[no-untyped-def]
