@@ -111,6 +111,24 @@ async def test_crash_between_publish_and_mark_delivers_exactly_once(env) -> None
     assert info["state"]["subjects"][SUBJECT] == 3
 
 
+async def test_only_the_relays_own_mark_skips_the_wal_flush(env, database_url: str) -> None:  # type: ignore[no-untyped-def]
+    """The relay commits its marks without waiting for the flush (a lost mark is a republish under
+    the same id, above); the connection goes back to the pool with synchronous commits, so the
+    state changes and events committed on it next are durable when their commit returns."""
+    _, bus = env
+    engine = create_engine(database_url, pool_size=1, max_overflow=0)  # the relay's connection is the next caller's
+    try:
+        async with engine.begin() as conn:
+            await emit(conn, SCHEMA, SUBJECT, "thing_happened", ThingHappened(thing="a"))
+        relay = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog")
+        assert await relay.relay_once() == 1
+        async with engine.begin() as conn:
+            after = (await conn.execute(text("SHOW synchronous_commit"))).scalar_one()
+        assert after == "on"
+    finally:
+        await engine.dispose()
+
+
 async def test_run_loop_relays_after_a_kick(env) -> None:  # type: ignore[no-untyped-def]
     engine, bus = env
     relay = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30)
