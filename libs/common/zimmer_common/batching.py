@@ -10,6 +10,9 @@ having done nothing. Deadlines: each request keeps the deadline it was submitted
 whose deadline passed while it waited is answered `unavailable` without running, and a batch
 runs under the earliest deadline of its members, so its commit (refused past that deadline by
 the commit guard) never outlives a caller that gave up.
+
+`LockedBatcher` is the same for a batch that serializes on a database lock: it takes its
+requests once it holds the lock, so the next batch can already be waiting on that lock.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from zimmer_common import deadline
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -72,12 +75,15 @@ class Batcher(Generic[Req, Out]):
         futures: list[asyncio.Future[Out]] = [loop.create_future() for _ in requests]
         self._pending.extend((request, future, due) for request, future in zip(requests, futures, strict=True))
         self.on_depth(len(self._pending))
+        self._wake()
+        return futures
+
+    def _wake(self) -> None:
         if self._draining is None or self._draining.done():
             # The drain task serves many callers: none of their deadlines or identities is its
             # own (it sets each batch's deadline; requests carry what they need of the caller).
             with deadline.use(None), deadline.as_caller(None):
                 self._draining = asyncio.create_task(self._drain())
-        return futures
 
     async def _drain(self) -> None:
         # Let requests that arrived in the same read from the network (already scheduled as
@@ -119,3 +125,74 @@ class Batcher(Generic[Req, Out]):
                 continue
             live.append(entry)
         return live
+
+
+Take = Callable[[], list[Req]]
+
+
+class LockedBatcher(Batcher[Req, Out]):
+    """A `Batcher` whose batch takes its requests once it holds what serializes batches (its
+    transaction's lock), so the next batch waits for that lock while the current one still runs.
+
+    `run(take)` opens its transaction, takes its lock, then calls `take()` for the requests to
+    serve (possibly none: callers that gave up) and returns one outcome for each. As soon as a
+    batch has taken, the next one may start: it queues on the lock in the database, and the moment
+    the current batch commits it holds the lock and takes everything that arrived meanwhile. With
+    `Batcher` the next batch could only begin (BEGIN, the lock: two round trips) after the current
+    one's commit had come back. At most one batch is ever waiting to take, so batches are as large
+    as before. `take` sets the batch's deadline (the earliest of its requests') for the rest of
+    the run: its commit never outlives a caller that gave up. A run that fails before it takes
+    fails the requests it would have taken, as a failed batch does.
+    """
+
+    def __init__(self, run: Callable[[Take[Req]], Awaitable[list[Out]]], **kwargs: Any):
+        super().__init__(self._unused, **kwargs)
+        self._run_taking = run
+        self._opening = False  # a batch has started and not taken yet
+        self._runs: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    async def _unused(_batch: list[Req]) -> list[Out]:
+        raise AssertionError("a LockedBatcher runs its batches through run(take)")
+
+    def _wake(self) -> None:
+        if self._opening:
+            return  # the batch waiting for the lock will take these too
+        self._opening = True
+        with deadline.use(None), deadline.as_caller(None):  # as the drain task: the run is nobody's
+            task = asyncio.create_task(self._one())
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+
+    async def _one(self) -> None:
+        taken: list[tuple[Req, asyncio.Future[Out], float | None]] | None = None
+
+        def take() -> list[Req]:
+            nonlocal taken
+            taken = []
+            self._opening = False
+            while self._pending and not taken:
+                batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+                taken = self._live(batch)
+            self.on_depth(len(self._pending))
+            if self._pending:
+                self._wake()  # more than one batch holds: the next queues on the lock now
+            if taken:
+                self.on_batch(len(taken))
+            deadline.adopt(min((d for _, _, d in taken if d is not None), default=None))
+            return [request for request, _, _ in taken]
+
+        try:
+            outcomes = await self._run_taking(take)
+            if taken is None:
+                raise AssertionError("the batch returned without taking its requests")
+        except Exception as exc:  # noqa: BLE001 - the whole batch rolled back: every caller hears why
+            if taken is None:
+                take()
+            for _, future, _ in taken or []:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future, _), outcome in zip(taken, outcomes, strict=True):
+            if not future.done():
+                future.set_result(outcome)

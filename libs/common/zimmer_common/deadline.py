@@ -90,6 +90,13 @@ def use(deadline: float | None) -> contextlib.AbstractContextManager[None]:
     return _Setting(_deadline, deadline)
 
 
+def adopt(deadline: float | None) -> None:
+    """Serve the rest of the running task under `deadline`: for a batch that learns its callers'
+    deadlines only once it holds its lock (`batching.LockedBatcher`). The task's own context: it
+    started with no deadline, and nothing outside it sees the change."""
+    _deadline.set(deadline)
+
+
 def current_caller() -> str | None:
     """Who the request being served came from, as the gateway authenticated it (scopes
     idempotency keys); None for a service's own work."""

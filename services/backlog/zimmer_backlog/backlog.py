@@ -17,7 +17,7 @@ from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SessionDeleted, SessionEvent
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common import deadline, idempotency
-from zimmer_common.batching import Batcher
+from zimmer_common.batching import LockedBatcher, Take
 from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import Outages
@@ -25,6 +25,7 @@ from zimmer_common.outbox import OutboxRelay, emit, emit_many
 
 SCHEMA = store.SCHEMA
 SPAWNED_BY = "work-backlog"
+Keyed = tuple[AppendItem, KeyRef | None]  # an append and its caller-scoped idempotency key
 
 
 class Backlog:
@@ -36,7 +37,7 @@ class Backlog:
         self.outages = outages or Outages()
         self.on_appended: Callable[[], None] = lambda: None  # metrics hooks
         self.on_removed: Callable[[str], None] = lambda reason: None
-        self.batcher: Batcher[tuple[AppendItem, KeyRef | None], AppendResult | ZimmerError] = Batcher(self._append_batch)
+        self.batcher: LockedBatcher[Keyed, AppendResult | ZimmerError] = LockedBatcher(self._append_batch)
 
     def _kick(self) -> None:
         relay = self._relay()
@@ -87,10 +88,14 @@ class Backlog:
             error["details"] = self.outages.naming(out.details)
         return AppendOutcome(error=error)  # type: ignore[arg-type]
 
-    async def _append_batch(self, keyed: list[tuple[AppendItem, KeyRef | None]]) -> list[AppendResult | ZimmerError]:
+    async def _append_batch(self, take: Take[Keyed]) -> list[AppendResult | ZimmerError]:
+        """The appends waiting once this transaction holds the ranking lock, ranked together."""
         appended = 0
         async with self._engine().begin() as conn:
             await store.lock_ranking(conn)
+            keyed = take()
+            if not keyed:
+                return []
 
             async def place(indices: list[int]) -> list[AppendResult | ZimmerError]:
                 nonlocal appended
