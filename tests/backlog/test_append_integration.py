@@ -222,3 +222,39 @@ async def test_an_unpin_into_a_full_band_is_refused_and_other_bands_still_re_ran
     assert (stuck.pinned, stuck.precedence) == (True, 100)
     medium = await bus.request(c.UNPIN, c.ItemRef(item_id=ids["zimmer#902"]))
     assert not medium.pinned and 2000 <= medium.precedence <= 3999
+
+
+async def appended_events(service) -> list[c.ItemView]:  # type: ignore[no-untyped-def]
+    async with service.engine.connect() as conn:
+        rows = await conn.execute(text("SELECT payload FROM backlog.outbox WHERE event_type = 'item_appended' ORDER BY id"))
+        return [c.ItemEvent.model_validate(r.payload["data"]).item for r in rows]
+
+
+async def test_each_append_is_announced_once_as_it_was_answered_in_its_order(backlog) -> None:  # type: ignore[no-untyped-def]
+    """Seed 000 / DESIGN §5: every append commits with its item_appended event. A batch with no
+    drifted item writes its events in the statement that inserts its rows: each event is the row
+    as the append's answer shows it, one per appended row (none for a refused one), in queue order."""
+    service, bus = backlog
+    asks = [item(f"zimmer#{n}", ("small", "medium", "large")[n % 3]) for n in range(1, 17)] + [item("zimmer#5")]
+    answers = await asyncio.gather(*(bus.request(c.APPEND, a) for a in asks), return_exceptions=True)
+    appended = [a.item for a in answers if isinstance(a, c.AppendResult)]
+    assert len(appended) == 16 and sum(isinstance(a, ZimmerError) for a in answers) == 1  # the repeat of #5
+    events = await appended_events(service)
+    assert sorted(events, key=lambda i: i.id) == sorted(appended, key=lambda i: i.id)
+    assert [e.added_at for e in events] == sorted(e.added_at for e in events)  # outbox order is queue order
+
+
+async def test_an_append_that_re_ranks_a_drifted_item_announces_its_row_as_answered(backlog) -> None:  # type: ignore[no-untyped-def]
+    """With a drifted item on the queue the batch re-ranks after its insert, so its events are
+    written after the re-rank: still one per row, still as the answer shows it."""
+    service, bus = backlog
+    async with service.engine.begin() as conn:  # a small item far below the small band: drifted
+        await conn.execute(text("""
+            INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, precedence)
+            VALUES ('zimmer#700', 'https://github.com/acme/zimmer/issues/700', 'small', 'rest', 10)"""))
+    answers = await asyncio.gather(*(bus.request(c.APPEND, item(f"zimmer#{n}")) for n in range(1, 6)))
+    events = await appended_events(service)
+    assert sorted(events, key=lambda i: i.id) == sorted((a.item for a in answers), key=lambda i: i.id)
+    listed = (await bus.request(c.GET_ITEMS, c.ItemQuery())).items
+    drifted = next(i for i in listed if i.key == "zimmer#700")
+    assert 4000 <= drifted.precedence <= 7000  # re-ranked into its band
