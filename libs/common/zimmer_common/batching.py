@@ -102,13 +102,9 @@ class Batcher(Generic[Req, Out]):
                 with deadline.use(due):
                     outcomes = await self._run([request for request, _, _ in batch])
             except Exception as exc:  # noqa: BLE001 - the whole batch rolled back: every caller hears why
-                for _, future, _ in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                _fail(batch, exc)
                 continue
-            for (_, future, _), outcome in zip(batch, outcomes, strict=True):
-                if not future.done():
-                    future.set_result(outcome)
+            _settle(batch, outcomes)
 
     @staticmethod
     def _live(taken: list[tuple[Req, asyncio.Future[Out], float | None]]) -> list[tuple[Req, asyncio.Future[Out], float | None]]:
@@ -188,11 +184,19 @@ class LockedBatcher(Batcher[Req, Out]):
                 raise AssertionError("the batch returned without taking its requests")
         except Exception as exc:  # noqa: BLE001 - the whole batch rolled back: every caller hears why
             if taken is None:
-                take()
-            for _, future, _ in taken or []:
-                if not future.done():
-                    future.set_exception(exc)
+                take()  # what it would have taken hears why
+            _fail(taken or [], exc)
             return
-        for (_, future, _), outcome in zip(taken, outcomes, strict=True):
-            if not future.done():
-                future.set_result(outcome)
+        _settle(taken, outcomes)
+
+
+def _fail(batch: list[tuple[Any, asyncio.Future[Any], float | None]], exc: Exception) -> None:
+    for _, future, _ in batch:
+        if not future.done():
+            future.set_exception(exc)
+
+
+def _settle(batch: list[tuple[Any, asyncio.Future[Any], float | None]], outcomes: list[Any]) -> None:
+    for (_, future, _), outcome in zip(batch, outcomes, strict=True):
+        if not future.done():
+            future.set_result(outcome)
