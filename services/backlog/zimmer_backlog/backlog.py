@@ -62,7 +62,7 @@ class Backlog:
         """Appends from many callers in one request (the gateway's coalesced REST appends): each
         keyed to its own caller and answered on its own, ranked with every append waiting, as if
         each had come alone. A failure that refused all of them is the request's own answer."""
-        keyed: list[tuple[AppendItem, KeyRef | None]] = []
+        keyed: list[Keyed] = []
         for entry in req.appends:
             with deadline.as_caller(entry.caller):
                 keyed.append((entry.item, idempotency.ref_for("append_item", entry.item)))
