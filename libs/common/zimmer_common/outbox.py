@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import text
+from sqlalchemy import column, func, insert, literal, select, table, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common import idempotency
@@ -57,6 +57,21 @@ def _stored(data: Payload | dict[str, Any]) -> str:
     if isinstance(data, BaseModel):
         return f'{{"version": {data.VERSION if isinstance(data, Payload) else 1}, "data": {data.model_dump_json()}}}'
     return json.dumps({"version": 1, "data": data})
+
+
+def events_from(schema: str, subject: str, event_type: str, payload: type[Payload], data: Any,
+                source: Any, order_by: Any) -> Any:
+    """`emit` as part of a statement that writes the state it announces: an INSERT … SELECT of
+    one event per row of `source` (a CTE of the rows just written), in `order_by` order, with
+    `data` the SQL expression of each event's `payload` (jsonb shaped as `payload` dumps it).
+    For a write path where one more round trip under a lock is the cost: the caller adds it to
+    its statement (`Select.add_cte`), and the events commit or roll back with the rows."""
+    outbox = table("outbox", column("subject"), column("event_type"), column("payload"), schema=schema)
+    stored = func.jsonb_build_object("version", payload.VERSION, "data", data)  # as `_stored` writes it
+    return insert(outbox).from_select(
+        ["subject", "event_type", "payload"],
+        select(literal(subject), literal(event_type), stored).select_from(source).order_by(order_by)).cte(
+        f"{event_type}_events")
 
 
 async def emit_many(conn: AsyncConnection, schema: str, events: list[tuple[str, str, Payload | dict[str, Any]]]) -> None:

@@ -124,15 +124,19 @@ class Backlog:
             bands[plan.cost] = (await store.queued_of_cost(conn, plan.cost), True)  # a re-space needs the band
         await store.move(conn, plan.moves)
         placed = [(requests[i], p) for i, p in sorted(plan.precedence.items())]
+        # With nothing drifted, no re-rank follows: the rows are final as inserted and the insert
+        # writes their events itself (one round trip fewer under the lock).
+        announced = not before.drifted
         if placed:
-            written, counts = await store.insert_many(conn, placed, self.clock.now())
+            written, counts = await store.insert_many(conn, placed, self.clock.now(), announce=announced)
         else:
             written, counts = [], await store.counts(conn, self.clock.now())
         # The batch's own writes land inside their bands: what drifted before it still does.
         moves = await store.rerank(conn) if before.drifted else {}
         item_of = {i: store.moved(item, moves) for i, item in zip(sorted(plan.precedence), written, strict=True)}
-        await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
-                                       for item in item_of.values()])
+        if not announced:
+            await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
+                                           for item in item_of.values()])
         return [AppendResult(item=item_of[i], counts=counts) if i in item_of else _refusal(req, i, plan)
                 for i, req in enumerate(requests)]
 

@@ -20,10 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zimmer_backlog.domain import liveness
 from zimmer_backlog.domain.ranking import BANDS, RankedItem, plan_rerank
 from zimmer_backlog.tables import SCHEMA, items, produced
-from zimmer_common.contracts.backlog import AppendItem, Counts, ItemView
+from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, Counts, ItemEvent, ItemView
 from zimmer_common.contracts.spot import SessionView
 from zimmer_common.columns import TIMESTAMPTZ
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.outbox import events_from
 
 __all__ = ["SCHEMA"]
 RANKING_LOCK = "zimmer.backlog.ranking"
@@ -144,16 +145,16 @@ INSERT_APPENDED = insert(items).from_select(
 ).returning(*RETURNING_ITEM)
 
 
-async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]],
-                      now: datetime) -> tuple[list[ItemView], Counts]:
+async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]], now: datetime, *,
+                      announce: bool = False) -> tuple[list[ItemView], Counts]:
     """Insert appended items in one statement, in order, and return them as written with the
     counts after them; their added_at increases with that order (the moment they joined the queue
-    under the ranking lock)."""
+    under the ranking lock). `announce`: the statement writes their item_appended events too."""
     arrays: dict[str, Any] = {name: [getattr(req, name) for req, _ in rows] for name in APPENDED}
     arrays["payload"] = [json.dumps(req.payload) for req, _ in rows]
     arrays["precedence"] = [precedence for _, precedence in rows]
     arrays["writing_session_id"] = [req.acting_session_id for req, _ in rows]
-    result = list(await conn.execute(INSERT_COUNTED, {**arrays, "now": now}))
+    result = list(await conn.execute(INSERT_ANNOUNCED if announce else INSERT_COUNTED, {**arrays, "now": now}))
     written = {r.key: view(r) for r in result}
     return [written[req.key] for req, _ in rows], _counts(result[0], inserted=len(result))
 
@@ -202,6 +203,12 @@ def _now(now: datetime | None) -> Any:
 _INSERTED = INSERT_APPENDED.cte("inserted")
 _COUNTS_BEFORE = COUNTS.subquery("counts_before")
 INSERT_COUNTED = select(_INSERTED, _COUNTS_BEFORE).select_from(_INSERTED.join(_COUNTS_BEFORE, true()))
+# The same, writing each row's item_appended event too, when nothing will move the rows after
+# their insert: each event is the row as inserted (its columns are ItemView's, to_jsonb of the
+# whole row), so the batch's outbox INSERT is not a round trip of its own.
+INSERT_ANNOUNCED = INSERT_COUNTED.add_cte(events_from(
+    SCHEMA, ITEM_APPENDED, "item_appended", ItemEvent,
+    func.jsonb_build_object("item", func.to_jsonb(_INSERTED.table_valued())), _INSERTED, _INSERTED.c.added_at))
 
 
 async def counts(conn: AsyncConnection, now: datetime | None = None) -> Counts:
