@@ -15,7 +15,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import EventEnvelope, Payload
 from zimmer_common.contracts.subjects import Stream, event_subject
 from zimmer_common.db import create_engine, migrate, with_database
-from zimmer_common.outbox import OutboxRelay, claim_message, emit, prune_outbox
+from zimmer_common.outbox import RELAY_BATCH, OutboxRelay, claim_message, emit, prune_outbox
 from zimmer_common.streams import provision_streams
 
 SCHEMA = "backlog"
@@ -236,3 +236,71 @@ async def test_two_relays_keep_each_aggregates_order(env) -> None:  # type: igno
     for aggregate in "abcde":
         ns = [e.data["n"] for e in got if e.data["aggregate"] == aggregate]
         assert ns == list(range(200)), f"aggregate {aggregate} out of order"
+
+
+
+class CountedRelay(OutboxRelay):
+    """The relay, recording how many rows each of its passes published."""
+
+    passes: list[int]
+
+    async def relay_once(self, limit: int = RELAY_BATCH) -> int:
+        moved = await super().relay_once(limit)
+        self.passes.append(moved)
+        return moved
+
+
+async def _committed(engine, relay: OutboxRelay, thing: str) -> None:  # type: ignore[no-untyped-def]
+    async with engine.begin() as conn:
+        await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": thing})
+    relay.kick()
+
+
+async def _until_sent(relay: OutboxRelay, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if await relay.pending() == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"still unsent after {seconds} s")
+
+
+async def test_commits_during_the_gathering_leave_in_one_pass_on_their_kicks(env) -> None:  # type: ignore[no-untyped-def]
+    """After a pass that published, the commits that follow gather for one pass; their kicks are
+    kept through the gathering (the poll is 30 s: only a kept kick gets them out in time)."""
+    engine, bus = env
+    relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30, gather_seconds=0.5)
+    relay.passes = []
+    task = asyncio.create_task(relay.run())
+    try:
+        await asyncio.sleep(0.1)
+        await _committed(engine, relay, "first")
+        await _until_sent(relay)
+        await _committed(engine, relay, "second")  # inside the half second after the first's pass
+        await _committed(engine, relay, "third")
+        await _until_sent(relay)
+        assert [moved for moved in relay.passes if moved] == [1, 2]
+        assert [e.data["thing"] for e in await deliveries(bus)] == ["first", "second", "third"]
+    finally:
+        relay.stop()
+        await asyncio.wait_for(task, timeout=5)
+
+
+async def test_a_quiet_relay_goes_at_once_and_stop_ends_a_gathering(env) -> None:  # type: ignore[no-untyped-def]
+    engine, bus = env
+    relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30, gather_seconds=30)
+    relay.passes = []
+    task = asyncio.create_task(relay.run())
+    try:
+        await asyncio.sleep(0.1)  # its first pass found nothing: no gathering follows it
+        await _committed(engine, relay, "alone")
+        await _until_sent(relay)  # well inside the 30 s gathering: the kick went at once
+        await _committed(engine, relay, "later")
+        await asyncio.sleep(0.3)
+        assert await relay.pending() == 1  # gathering after the pass that sent "alone"
+        relay.stop()
+        await asyncio.wait_for(task, timeout=5)  # not the 30 s
+        assert relay.passes == [0, 1]
+        assert await relay.relay_once() == 1  # nothing lost: the next relay's pass sends it
+    finally:
+        relay.stop()
+        await asyncio.gather(task, return_exceptions=True)

@@ -13,6 +13,7 @@ it to a database crash is that same case, and no event's own commit is ever asyn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -34,6 +35,10 @@ from zimmer_common.outage import Outages
 log = logging.getLogger("zimmer.outbox")
 
 RELAY_BATCH = 500
+# After a pass that published something, the next waits this long: under a stream of commits one
+# pass carries the events of several (its five round trips competed with the writers' own under
+# their locks), while an event after a quiet moment still leaves at once.
+GATHER_SECONDS = 0.01
 PENDING_GAUGE_SECONDS = 1.0
 
 
@@ -110,18 +115,25 @@ class OutboxRelay:
     skips the pass. So events leave in the order their rows were written, and rows of one
     aggregate are written in commit order (their writers lock the aggregate), which keeps
     per-aggregate order across replicas. Rows are read without row locks: the owner lock is
-    what keeps a second relay away."""
+    what keeps a second relay away.
+
+    A kick (a commit that wrote events) starts a pass at once when the relay is idle; after a
+    pass that published something the next waits `gather_seconds`, so under load one pass
+    carries several commits' events."""
 
     def __init__(self, engine: AsyncEngine, bus: Bus, *, schema: str, source: str,
-                 metrics: ServiceMetrics | None = None, poll_interval: float = 0.5, outages: Outages | None = None):
+                 metrics: ServiceMetrics | None = None, poll_interval: float = 0.5, outages: Outages | None = None,
+                 gather_seconds: float = GATHER_SECONDS):
         self.engine = engine
         self.bus = bus
         self.schema = schema
         self.source = source
         self.metrics = metrics
         self.poll_interval = poll_interval
+        self.gather_seconds = gather_seconds
         self.outages = outages or Outages(metrics)
         self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._stopped = False
         # A pass runs for every commit that announces something: its statements and the parts of
         # the envelope that never change are built once, not per pass or per row.
@@ -150,6 +162,7 @@ class OutboxRelay:
         """Let `run()` return after the pass in progress (cancellation alone is not enough:
         nats-py can turn a cancelled publish into a timeout that a retry loop would absorb)."""
         self._stopped = True
+        self._stopping.set()
         self._wake.set()
 
     async def relay_once(self, limit: int = RELAY_BATCH) -> int:
@@ -190,6 +203,10 @@ class OutboxRelay:
         """Relay until stopped. Errors are logged and retried: the rows stay unsent."""
         counted_at = 0.0
         while not self._stopped:
+            # Cleared before the pass, not after it: a commit's kick that lands during the pass or
+            # the gathering is what the next pass is for, not something to wait a poll for.
+            self._wake.clear()
+            moved = 0
             try:
                 moved = await self.relay_once()
                 if moved == RELAY_BATCH and not self._stopped:
@@ -202,9 +219,13 @@ class OutboxRelay:
             except Exception as exc:  # noqa: BLE001 - keep relaying after a transient failure
                 if self.outages.report(exc, where=f"outbox relay {self.schema}") is None:
                     log.warning("outbox relay pass failed; will retry", extra=kv(error=repr(exc), schema=self.schema))
+                moved = -1
+            if moved:  # gather the commits that follow for the next pass; after a failure, back off a poll
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(),
+                                           timeout=self.gather_seconds if moved > 0 else self.poll_interval)
             if self._stopped:
                 return
-            self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval)
             except TimeoutError:
