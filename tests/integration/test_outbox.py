@@ -304,3 +304,28 @@ async def test_a_quiet_relay_goes_at_once_and_stop_ends_a_gathering(env) -> None
     finally:
         relay.stop()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_failed_pass_is_retried_after_a_poll_not_a_gathering(env) -> None:  # type: ignore[no-untyped-def]
+    """A pass that fails after publishing leaves its rows unsent; the relay backs off one poll
+    (0.2 s here) and retries, without a kick and without waiting out the 30 s gathering."""
+    engine, bus = env
+    relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=0.2, gather_seconds=30)
+    relay.passes = []
+    failures = [RuntimeError("the mark's connection went away")]
+
+    async def fail_once(_row_id: int) -> None:
+        if failures:
+            raise failures.pop()
+
+    relay.after_publish = fail_once
+    async with engine.begin() as conn:
+        await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "retried"})
+    task = asyncio.create_task(relay.run())
+    try:
+        await _until_sent(relay)
+        assert not failures and relay.passes[-1] == 1
+        assert [e.data["thing"] for e in await deliveries(bus)] == ["retried"]  # the copy was dropped by its id
+    finally:
+        relay.stop()
+        await asyncio.wait_for(task, timeout=5)

@@ -226,6 +226,8 @@ class OutboxRelay:
                                            timeout=self.gather_seconds if moved > 0 else self.poll_interval)
             if self._stopped:
                 return
+            if moved < 0:
+                continue  # backed off: retry now, kicked or not
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval)
             except TimeoutError:
