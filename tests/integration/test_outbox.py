@@ -238,11 +238,12 @@ async def test_two_relays_keep_each_aggregates_order(env) -> None:  # type: igno
         assert ns == list(range(200)), f"aggregate {aggregate} out of order"
 
 
-
 class CountedRelay(OutboxRelay):
     """The relay, recording how many rows each of its passes published."""
 
-    passes: list[int]
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.passes: list[int] = []
 
     async def relay_once(self, limit: int = RELAY_BATCH) -> int:
         moved = await super().relay_once(limit)
@@ -269,7 +270,6 @@ async def test_commits_during_the_gathering_leave_in_one_pass_on_their_kicks(env
     kept through the gathering (the poll is 30 s: only a kept kick gets them out in time)."""
     engine, bus = env
     relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30, gather_seconds=0.5)
-    relay.passes = []
     task = asyncio.create_task(relay.run())
     try:
         await asyncio.sleep(0.1)
@@ -288,7 +288,6 @@ async def test_commits_during_the_gathering_leave_in_one_pass_on_their_kicks(env
 async def test_a_quiet_relay_goes_at_once_and_stop_ends_a_gathering(env) -> None:  # type: ignore[no-untyped-def]
     engine, bus = env
     relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30, gather_seconds=30)
-    relay.passes = []
     task = asyncio.create_task(relay.run())
     try:
         await asyncio.sleep(0.1)  # its first pass found nothing: no gathering follows it
@@ -311,7 +310,6 @@ async def test_a_failed_pass_is_retried_after_a_poll_not_a_gathering(env) -> Non
     (0.2 s here) and retries, without a kick and without waiting out the 30 s gathering."""
     engine, bus = env
     relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=0.2, gather_seconds=30)
-    relay.passes = []
     failures = [RuntimeError("the mark's connection went away")]
 
     async def fail_once(_row_id: int) -> None:

@@ -206,7 +206,6 @@ class OutboxRelay:
             # Cleared before the pass, not after it: a commit's kick that lands during the pass or
             # the gathering is what the next pass is for, not something to wait a poll for.
             self._wake.clear()
-            moved = 0
             try:
                 moved = await self.relay_once()
                 if moved == RELAY_BATCH and not self._stopped:
@@ -219,20 +218,21 @@ class OutboxRelay:
             except Exception as exc:  # noqa: BLE001 - keep relaying after a transient failure
                 if self.outages.report(exc, where=f"outbox relay {self.schema}") is None:
                     log.warning("outbox relay pass failed; will retry", extra=kv(error=repr(exc), schema=self.schema))
-                moved = -1
-            if moved:  # gather the commits that follow for the next pass; after a failure, back off a poll
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(),
-                                           timeout=self.gather_seconds if moved > 0 else self.poll_interval)
+                await self._rest(self.poll_interval)  # back off a poll, then retry, kicked or not
+                continue
+            if moved:
+                await self._rest(self.gather_seconds)  # let the commits that follow gather for the next pass
             if self._stopped:
                 return
-            if moved < 0:
-                continue  # backed off: retry now, kicked or not
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval)
             except TimeoutError:
                 pass
 
+    async def _rest(self, seconds: float) -> None:
+        """Wait `seconds`, or until `stop()`."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
 async def prune_outbox(engine: AsyncEngine, schema: str, *, keep: timedelta = timedelta(days=7)) -> int:
     """Delete relayed outbox rows and processed-message records older than `keep`, and
