@@ -60,30 +60,77 @@ class Claim:
 
 
 async def claim(conn: AsyncConnection, schema: str, ref: KeyRef) -> Claim:
-    inserted = (await conn.execute(text(
-        f'INSERT INTO "{schema}".idempotency_keys (scope, op, key, request_hash) VALUES (:s, :o, :k, :h) '
-        "ON CONFLICT DO NOTHING RETURNING 1"),
-        {"s": ref.scope, "o": ref.op, "k": ref.key, "h": ref.request_hash})).first()
-    if inserted is not None:
-        return Claim(fresh=True)
-    row = (await conn.execute(text(
-        f'SELECT request_hash, response, progress FROM "{schema}".idempotency_keys '
-        "WHERE scope = :s AND op = :o AND key = :k FOR UPDATE"),
-        {"s": ref.scope, "o": ref.op, "k": ref.key})).one()
-    if row.request_hash != ref.request_hash:
-        raise ZimmerError(ErrorCode.CONFLICT, f"idempotency key {ref.key!r} was already used for a different "
-                          f"{ref.op} request; use a new key for a new request", {"field": "idempotency_key"})
-    return Claim(fresh=False, response=row.response, progress=row.progress)
+    """Own `ref`'s key in this transaction (`fresh`), or find its first answer; `conflict` when
+    the key was used for a different request."""
+    claimed = (await claim_many(conn, schema, [ref]))[0]
+    if isinstance(claimed, ZimmerError):
+        raise claimed
+    return claimed
+
+
+async def claim_many(conn: AsyncConnection, schema: str, refs: list[KeyRef]) -> list[Claim | ZimmerError]:
+    """`claim` for distinct keys at once, in two round trips at most whatever their number (a
+    batch claims under its lock: one round trip per key there was one per key for every batch
+    waiting behind it). Keys are taken in one order, so two batches cannot deadlock on them.
+
+    The keys that exist already are read in a second statement, not in the INSERT's: a key a
+    concurrent transaction inserted and committed while the INSERT waited on it is outside the
+    INSERT's snapshot, and inside the next statement's."""
+    if not refs:
+        return []
+    columns = {"s": [r.scope for r in refs], "o": [r.op for r in refs], "k": [r.key for r in refs],
+               "h": [r.request_hash for r in refs]}
+    fresh = {tuple(row) for row in await conn.execute(text(
+        f'INSERT INTO "{schema}".idempotency_keys (scope, op, key, request_hash) '
+        f"SELECT s, o, k, h FROM {_UNNEST_KEYS} ORDER BY s, o, k "
+        "ON CONFLICT DO NOTHING RETURNING scope, op, key"), columns)}
+    taken = [r for r in refs if (r.scope, r.op, r.key) not in fresh]
+    found: dict[tuple[str, str, str], Any] = {}
+    if taken:
+        rows = await conn.execute(text(
+            f'SELECT scope, op, key, request_hash, response, progress FROM "{schema}".idempotency_keys '
+            f"WHERE (scope, op, key) IN (SELECT s, o, k FROM {_UNNEST_KEYS}) ORDER BY scope, op, key FOR UPDATE"),
+            {"s": [r.scope for r in taken], "o": [r.op for r in taken], "k": [r.key for r in taken],
+             "h": [r.request_hash for r in taken]})
+        found = {(row.scope, row.op, row.key): row for row in rows}
+    claims: list[Claim | ZimmerError] = []
+    for ref in refs:
+        ident = (ref.scope, ref.op, ref.key)
+        if ident in fresh:
+            claims.append(Claim(fresh=True))
+            continue
+        row = found[ident]
+        if row.request_hash != ref.request_hash:
+            claims.append(ZimmerError(ErrorCode.CONFLICT, f"idempotency key {ref.key!r} was already used for a "
+                                      f"different {ref.op} request; use a new key for a new request",
+                                      {"field": "idempotency_key"}))
+        else:
+            claims.append(Claim(fresh=False, response=row.response, progress=row.progress))
+    return claims
+
+
+_UNNEST_KEYS = ("unnest(CAST(:s AS text[]), CAST(:o AS text[]), CAST(:k AS text[]), CAST(:h AS text[])) "
+                "AS t(s, o, k, h)")
 
 
 async def record(conn: AsyncConnection, schema: str, ref: KeyRef, answer: BaseModel | ZimmerError) -> None:
     """Store the first answer (a result, or an error the work decided) in the work's transaction."""
-    body = ({"error": answer.to_dict()} if isinstance(answer, ZimmerError)
-            else {"result": answer.model_dump(mode="json")})
+    await record_many(conn, schema, [(ref, answer)])
+
+
+async def record_many(conn: AsyncConnection, schema: str, answers: list[tuple[KeyRef, BaseModel | ZimmerError]]) -> None:
+    """`record` for several keys in one statement."""
+    if not answers:
+        return
     await conn.execute(text(
-        f'UPDATE "{schema}".idempotency_keys SET response = CAST(:r AS jsonb), updated_at = now() '
-        "WHERE scope = :s AND op = :o AND key = :k"),
-        {"r": json.dumps(body), "s": ref.scope, "o": ref.op, "k": ref.key})
+        f'UPDATE "{schema}".idempotency_keys AS keys SET response = CAST(t.h AS jsonb), updated_at = now() '
+        f"FROM {_UNNEST_KEYS} WHERE keys.scope = t.s AND keys.op = t.o AND keys.key = t.k"),
+        {"s": [r.scope for r, _ in answers], "o": [r.op for r, _ in answers], "k": [r.key for r, _ in answers],
+         "h": [json.dumps(_answer_body(answer)) for _, answer in answers]})
+
+
+def _answer_body(answer: BaseModel | ZimmerError) -> dict[str, Any]:
+    return {"error": answer.to_dict()} if isinstance(answer, ZimmerError) else {"result": answer.model_dump(mode="json")}
 
 
 async def note_progress(conn: AsyncConnection, schema: str, ref: KeyRef, progress: dict[str, Any]) -> None:
@@ -126,7 +173,7 @@ async def keyed_batch(conn: AsyncConnection, schema: str, refs: list[KeyRef | No
     """
     outcomes: list[Any] = [None] * len(refs)
     todo: list[int] = []
-    first: dict[tuple[str, str, str], int] = {}
+    first: dict[tuple[str, str, str], tuple[int, KeyRef]] = {}
     repeats: dict[int, int] = {}
     for i, ref in enumerate(refs):
         if ref is None:
@@ -134,32 +181,34 @@ async def keyed_batch(conn: AsyncConnection, schema: str, refs: list[KeyRef | No
             continue
         ident = (ref.scope, ref.op, ref.key)
         if ident in first:
-            earlier = refs[first[ident]]
-            if earlier is not None and earlier.request_hash != ref.request_hash:
+            j, earlier = first[ident]
+            if earlier.request_hash != ref.request_hash:
                 outcomes[i] = ZimmerError(ErrorCode.CONFLICT, f"idempotency key {ref.key!r} was already used for a "
                                           f"different {ref.op} request", {"field": "idempotency_key"})
             else:
-                repeats[i] = first[ident]
+                repeats[i] = j
             continue
-        try:
-            claimed = await claim(conn, schema, ref)
-        except ZimmerError as exc:
-            outcomes[i] = exc
-            continue
-        if claimed.fresh:
-            first[ident] = i
+        first[ident] = (i, ref)
+    claims = await claim_many(conn, schema, [ref for _, ref in first.values()])
+    for (i, ref), claimed in zip(first.values(), claims, strict=True):
+        if isinstance(claimed, ZimmerError):
+            outcomes[i] = claimed
+        elif claimed.fresh:
             todo.append(i)
         elif claimed.response is not None:
             outcomes[i] = replayed(claimed.response, result_type)
         else:  # only a multi-step operation leaves a key without an answer; batches are one step
             outcomes[i] = ZimmerError(ErrorCode.CONFLICT, f"a {ref.op} request with idempotency key {ref.key!r} "
                                       "did not finish; use a new key", {"field": "idempotency_key"})
+    todo.sort()  # the batch runs in arrival order, keyed or not
     results = await run(todo) if todo else []
+    keyed_answers: list[tuple[KeyRef, Any]] = []
     for i, out in zip(todo, results, strict=True):
         outcomes[i] = out
         ref = refs[i]
         if ref is not None and out is not None:
-            await record(conn, schema, ref, out)
+            keyed_answers.append((ref, out))
+    await record_many(conn, schema, keyed_answers)
     for i, j in repeats.items():
         outcomes[i] = outcomes[j]
     return outcomes
