@@ -115,6 +115,25 @@ async def test_no_time_left_means_not_sent(buses) -> None:  # type: ignore[no-un
     assert info.value.code is ErrorCode.UNAVAILABLE and info.value.details["sent"] is False and ran == []
 
 
+async def test_sent_and_unanswered_says_it_may_have_taken_effect(buses) -> None:  # type: ignore[no-untyped-def]
+    server, client, _ = buses
+    ran: list[str] = []
+    release = asyncio.Event()
+
+    async def handle(req: Note) -> Noted:
+        ran.append(req.text)  # it acted (as a service that committed, then died, had)
+        await release.wait()  # and its answer does not come in time
+        return Noted(deadline=None, caller=None)
+
+    await server.serve(NOTE, handle)
+    with pytest.raises(ZimmerError) as info:
+        await client.request(NOTE, Note(text="x"), timeout=0.5)
+    release.set()
+    assert info.value.code is ErrorCode.UNAVAILABLE and info.value.details["sent"] is True and ran == ["x"]
+    assert "may have taken effect" in info.value.message and "same idempotency key" in info.value.message, \
+        info.value.message
+
+
 async def test_a_transaction_past_the_deadline_does_not_commit(database_url: str) -> None:
     engine = create_engine(database_url)
     try:

@@ -51,6 +51,10 @@ DEFAULT_MAX_INFLIGHT = 1024
 DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 # Room left in a bus message for headers and the reply envelope around a payload.
 HEADER_ROOM = 4096
+# A request that left and got no answer: its deadline keeps it from taking effect later, but the
+# other side may have acted just before the answer was lost (it died after its commit).
+SENT_UNANSWERED = ("; it cannot take effect from now on, but may have taken effect before its answer was lost: "
+                   "repeat it with the same idempotency key to learn which")
 
 
 async def connect_nats(servers: list[str], name: str, *, attempts: int = 10,
@@ -292,16 +296,15 @@ class Bus:
         except (NatsTimeoutError, asyncio.TimeoutError):
             # Sent, unanswered: past its deadline it can no longer take effect; it may have just
             # before its answer was lost, which a retry with the same idempotency key tells.
-            raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.ctx} did not answer {spec.op} within {budget:.2g}s; "
-                              "it will not take effect now", {"dependency": spec.ctx, "retry_safe": True,
-                                                              "sent": True}) from None
+            raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.ctx} did not answer {spec.op} within {budget:.2g}s"
+                              + SENT_UNANSWERED, {"dependency": spec.ctx, "retry_safe": True, "sent": True}) from None
         except NoRespondersError:
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"no {spec.ctx} instance is serving {spec.op}",
                               {"dependency": spec.ctx, "retry_safe": True, "sent": False}) from None
         except Exception as exc:  # connection closed, draining, reconnecting, ...
             self.outages.of(MESSAGE_BUS).failed(exc, where=spec.subject)
-            raise unavailable(MESSAGE_BUS, f"message bus unavailable: {spec.op} to {spec.ctx} got no answer; "
-                              "it will not take effect now", sent=True) from None
+            raise unavailable(MESSAGE_BUS, f"message bus unavailable: {spec.op} to {spec.ctx} got no answer"
+                              + SENT_UNANSWERED, sent=True) from None
         reply = TypedRpcReply[spec.response].model_validate_json(msg.data)
         if not reply.ok:
             err = reply.error
