@@ -148,6 +148,34 @@ async def test_counts_follow_the_sessions_the_backlog_produced(backlog) -> None:
     assert held.total == 0 and parked.total == 0  # rows are reached through started_session_id, set on start
 
 
+async def test_the_counts_read_the_claimed_sessions_not_the_history(backlog) -> None:  # type: ignore[no-untyped-def]
+    """An append batch counts under the ranking lock: a count that scanned every session the
+    backlog ever produced (29 ms a batch at 100,000) would bound every append by the history."""
+    from sqlalchemy.dialects import postgresql
+
+    from zimmer_backlog import store
+
+    service, bus = backlog
+    claimed = (await bus.request(c.APPEND, item("zimmer#300"))).item.id
+    async with service.engine.begin() as conn:
+        await conn.execute(text(
+            "INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, precedence, status, "
+            "started_session_id, started_at, added_via) SELECT 'old#' || g, 'https://github.com/acme/old/issues/' || g, "
+            "'small', 0, 'started', 1000000 + g, now(), 'rest' FROM generate_series(1, 20000) g"))
+        await conn.execute(text(
+            "INSERT INTO backlog.produced_sessions (session_id, item_id, status) SELECT started_session_id, id, "
+            "'archived' FROM backlog.work_backlog_items WHERE key LIKE 'old#%'"))
+        await conn.execute(text("INSERT INTO backlog.produced_sessions (session_id, item_id, status) "
+                                "VALUES (1, :i, 'running')"), {"i": claimed})
+        await conn.execute(text("ANALYZE backlog.produced_sessions"))
+        sql = str(store.COUNTS.params(now=datetime.now(UTC)).compile(
+            dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+        plan = "\n".join(r[0] for r in await conn.execute(text("EXPLAIN " + sql.replace("%", "%%"))))
+    assert "Seq Scan on produced_sessions" not in plan, plan
+    counts = (await bus.request(c.GET_ITEMS, c.ItemQuery())).counts
+    assert (counts.in_flight, counts.claimed, counts.queued) == (1, 1, 1)
+
+
 async def test_the_service_imports_work_backlog_json_once_at_start(settings_factory, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import json
 

@@ -183,6 +183,8 @@ _LEFT = select(func.count().filter(stranded(_NOW)).label("stranded"),
                func.count().filter(awaiting_decision(_NOW)).label("awaiting"),
                func.count().filter(hold_in_force(_NOW)).label("held")).select_from(WITH_SESSION).where(
     LEFT_QUEUE, items.c.held_until.is_not(None) | UNRESOLVED).subquery()  # a small population (partial index)
+# The session counts read the claimed sessions alone (`CLAIMED`, a partial index): every FILTER
+# below is a subset of them, and produced_sessions keeps every session ever produced.
 COUNTS = select(
     select(func.count()).select_from(items).where(QUEUED).scalar_subquery().label("queued"),
     func.count().filter(IN_FLIGHT).label("in_flight"),
@@ -190,7 +192,7 @@ COUNTS = select(
     func.count().filter(STATUS_FILTERS["parked"]).label("parked"),
     select(_LEFT.c.stranded).scalar_subquery().label("stranded"),
     select(_LEFT.c.awaiting).scalar_subquery().label("awaiting_decision"),
-    select(_LEFT.c.held).scalar_subquery().label("held")).select_from(produced)
+    select(_LEFT.c.held).scalar_subquery().label("held")).select_from(produced).where(CLAIMED)
 
 
 def _now(now: datetime | None) -> Any:
