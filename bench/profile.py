@@ -86,7 +86,7 @@ async def drive_admissions(ctx: BenchContext, servers: Servers, sessions: int) -
 
 async def drive_appends(ctx: BenchContext, servers: Servers, appends: int) -> tuple[str, list[Path]]:
     from bench.backlog import APPEND_PATH, COSTS, THROUGHPUT_APPENDERS, _clear_queue
-    from bench.harness import http_session
+    from bench.http_clients import http_session
     from zimmer_cli.embedded import free_port
 
     db = await _fresh_db(ctx.pg_url)

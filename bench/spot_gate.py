@@ -181,7 +181,7 @@ async def bench_spawn_burst(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     exactly 20 admitted, none `unavailable` (the gate never fails open on its own congestion)."""
     import json as _json
 
-    from bench.harness import http_session
+    from bench.http_clients import http_session
     from zimmer_cli.embedded import free_port
     from zimmer_common.bus import Bus
 
