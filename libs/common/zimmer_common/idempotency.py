@@ -69,9 +69,9 @@ async def claim(conn: AsyncConnection, schema: str, ref: KeyRef) -> Claim:
 
 
 async def claim_many(conn: AsyncConnection, schema: str, refs: list[KeyRef]) -> list[Claim | ZimmerError]:
-    """`claim` for distinct keys at once, in two round trips at most whatever their number (a
-    batch claims under its lock: one round trip per key there was one per key for every batch
-    waiting behind it). Keys are taken in one order, so two batches cannot deadlock on them.
+    """`claim` for distinct keys at once, in two round trips at most whatever their number: a
+    batch claims under its lock, where every round trip delays each batch waiting behind it.
+    Keys are taken in one order, so two batches cannot deadlock on them.
 
     The keys that exist already are read in a second statement, not in the INSERT's: a key a
     concurrent transaction inserted and committed while the INSERT waited on it is outside the
@@ -82,16 +82,16 @@ async def claim_many(conn: AsyncConnection, schema: str, refs: list[KeyRef]) -> 
                "h": [r.request_hash for r in refs]}
     fresh = {tuple(row) for row in await conn.execute(text(
         f'INSERT INTO "{schema}".idempotency_keys (scope, op, key, request_hash) '
-        f"SELECT s, o, k, h FROM {_UNNEST_KEYS} ORDER BY s, o, k "
+        f"SELECT s, o, k, h FROM {_unnest('s', 'o', 'k', 'h')} ORDER BY s, o, k "
         "ON CONFLICT DO NOTHING RETURNING scope, op, key"), columns)}
     taken = [r for r in refs if (r.scope, r.op, r.key) not in fresh]
     found: dict[tuple[str, str, str], Any] = {}
     if taken:
         rows = await conn.execute(text(
             f'SELECT scope, op, key, request_hash, response, progress FROM "{schema}".idempotency_keys '
-            f"WHERE (scope, op, key) IN (SELECT s, o, k FROM {_UNNEST_KEYS}) ORDER BY scope, op, key FOR UPDATE"),
-            {"s": [r.scope for r in taken], "o": [r.op for r in taken], "k": [r.key for r in taken],
-             "h": [r.request_hash for r in taken]})
+            f"WHERE (scope, op, key) IN (SELECT s, o, k FROM {_unnest('s', 'o', 'k')}) "
+            "ORDER BY scope, op, key FOR UPDATE"),
+            {"s": [r.scope for r in taken], "o": [r.op for r in taken], "k": [r.key for r in taken]})
         found = {(row.scope, row.op, row.key): row for row in rows}
     claims: list[Claim | ZimmerError] = []
     for ref in refs:
@@ -109,8 +109,10 @@ async def claim_many(conn: AsyncConnection, schema: str, refs: list[KeyRef]) -> 
     return claims
 
 
-_UNNEST_KEYS = ("unnest(CAST(:s AS text[]), CAST(:o AS text[]), CAST(:k AS text[]), CAST(:h AS text[])) "
-                "AS t(s, o, k, h)")
+def _unnest(*names: str) -> str:
+    """The text[] parameters `names` as the rows of `t`, one column each."""
+    arrays = ", ".join(f"CAST(:{name} AS text[])" for name in names)
+    return f"unnest({arrays}) AS t({', '.join(names)})"
 
 
 async def record(conn: AsyncConnection, schema: str, ref: KeyRef, answer: BaseModel | ZimmerError) -> None:
@@ -123,10 +125,10 @@ async def record_many(conn: AsyncConnection, schema: str, answers: list[tuple[Ke
     if not answers:
         return
     await conn.execute(text(
-        f'UPDATE "{schema}".idempotency_keys AS keys SET response = CAST(t.h AS jsonb), updated_at = now() '
-        f"FROM {_UNNEST_KEYS} WHERE keys.scope = t.s AND keys.op = t.o AND keys.key = t.k"),
+        f'UPDATE "{schema}".idempotency_keys AS keys SET response = CAST(t.r AS jsonb), updated_at = now() '
+        f"FROM {_unnest('s', 'o', 'k', 'r')} WHERE keys.scope = t.s AND keys.op = t.o AND keys.key = t.k"),
         {"s": [r.scope for r, _ in answers], "o": [r.op for r, _ in answers], "k": [r.key for r, _ in answers],
-         "h": [json.dumps(_answer_body(answer)) for _, answer in answers]})
+         "r": [json.dumps(_answer_body(answer)) for _, answer in answers]})
 
 
 def _answer_body(answer: BaseModel | ZimmerError) -> dict[str, Any]:
