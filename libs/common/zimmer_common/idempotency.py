@@ -78,20 +78,17 @@ async def claim_many(conn: AsyncConnection, schema: str, refs: list[KeyRef]) -> 
     INSERT's snapshot, and inside the next statement's."""
     if not refs:
         return []
-    columns = {"s": [r.scope for r in refs], "o": [r.op for r in refs], "k": [r.key for r in refs],
-               "h": [r.request_hash for r in refs]}
     fresh = {tuple(row) for row in await conn.execute(text(
         f'INSERT INTO "{schema}".idempotency_keys (scope, op, key, request_hash) '
         f"SELECT s, o, k, h FROM {_unnest('s', 'o', 'k', 'h')} ORDER BY s, o, k "
-        "ON CONFLICT DO NOTHING RETURNING scope, op, key"), columns)}
+        "ON CONFLICT DO NOTHING RETURNING scope, op, key"), {**_keys(refs), "h": [r.request_hash for r in refs]})}
     taken = [r for r in refs if (r.scope, r.op, r.key) not in fresh]
     found: dict[tuple[str, str, str], Any] = {}
     if taken:
         rows = await conn.execute(text(
             f'SELECT scope, op, key, request_hash, response, progress FROM "{schema}".idempotency_keys '
             f"WHERE (scope, op, key) IN (SELECT s, o, k FROM {_unnest('s', 'o', 'k')}) "
-            "ORDER BY scope, op, key FOR UPDATE"),
-            {"s": [r.scope for r in taken], "o": [r.op for r in taken], "k": [r.key for r in taken]})
+            "ORDER BY scope, op, key FOR UPDATE"), _keys(taken))
         found = {(row.scope, row.op, row.key): row for row in rows}
     claims: list[Claim | ZimmerError] = []
     for ref in refs:
@@ -101,12 +98,20 @@ async def claim_many(conn: AsyncConnection, schema: str, refs: list[KeyRef]) -> 
             continue
         row = found[ident]
         if row.request_hash != ref.request_hash:
-            claims.append(ZimmerError(ErrorCode.CONFLICT, f"idempotency key {ref.key!r} was already used for a "
-                                      f"different {ref.op} request; use a new key for a new request",
-                                      {"field": "idempotency_key"}))
+            claims.append(_reused(ref))
         else:
             claims.append(Claim(fresh=False, response=row.response, progress=row.progress))
     return claims
+
+
+def _reused(ref: KeyRef) -> ZimmerError:
+    return ZimmerError(ErrorCode.CONFLICT, f"idempotency key {ref.key!r} was already used for a different {ref.op} "
+                       "request; use a new key for a new request", {"field": "idempotency_key"})
+
+
+def _keys(refs: list[KeyRef]) -> dict[str, list[str]]:
+    """The keys of `refs` as the parameters `_unnest('s', 'o', 'k', …)` reads."""
+    return {"s": [r.scope for r in refs], "o": [r.op for r in refs], "k": [r.key for r in refs]}
 
 
 def _unnest(*names: str) -> str:
@@ -127,8 +132,7 @@ async def record_many(conn: AsyncConnection, schema: str, answers: list[tuple[Ke
     await conn.execute(text(
         f'UPDATE "{schema}".idempotency_keys AS keys SET response = CAST(t.r AS jsonb), updated_at = now() '
         f"FROM {_unnest('s', 'o', 'k', 'r')} WHERE keys.scope = t.s AND keys.op = t.o AND keys.key = t.k"),
-        {"s": [r.scope for r, _ in answers], "o": [r.op for r, _ in answers], "k": [r.key for r, _ in answers],
-         "r": [json.dumps(_answer_body(answer)) for _, answer in answers]})
+        {**_keys([ref for ref, _ in answers]), "r": [json.dumps(_answer_body(answer)) for _, answer in answers]})
 
 
 def _answer_body(answer: BaseModel | ZimmerError) -> dict[str, Any]:
@@ -185,8 +189,7 @@ async def keyed_batch(conn: AsyncConnection, schema: str, refs: list[KeyRef | No
         if ident in first:
             j, earlier = first[ident]
             if earlier.request_hash != ref.request_hash:
-                outcomes[i] = ZimmerError(ErrorCode.CONFLICT, f"idempotency key {ref.key!r} was already used for a "
-                                          f"different {ref.op} request", {"field": "idempotency_key"})
+                outcomes[i] = _reused(ref)
             else:
                 repeats[i] = j
             continue

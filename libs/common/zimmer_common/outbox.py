@@ -234,6 +234,7 @@ class OutboxRelay:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
+
 async def prune_outbox(engine: AsyncEngine, schema: str, *, keep: timedelta = timedelta(days=7)) -> int:
     """Delete relayed outbox rows and processed-message records older than `keep`, and
     idempotency keys past theirs.

@@ -183,8 +183,9 @@ _LEFT = select(func.count().filter(stranded(_NOW)).label("stranded"),
                func.count().filter(awaiting_decision(_NOW)).label("awaiting"),
                func.count().filter(hold_in_force(_NOW)).label("held")).select_from(WITH_SESSION).where(
     LEFT_QUEUE, items.c.held_until.is_not(None) | UNRESOLVED).subquery()  # a small population (partial index)
-# The session counts read the claimed sessions alone (`CLAIMED`, a partial index): every FILTER
-# below is a subset of them, and produced_sessions keeps every session ever produced.
+# The session counts read the claimed sessions alone (`CLAIMED`, through the partial index
+# produced_sessions_claimed): every FILTER below is a subset of them, and produced_sessions keeps
+# every session ever produced.
 COUNTS = select(
     select(func.count()).select_from(items).where(QUEUED).scalar_subquery().label("queued"),
     func.count().filter(IN_FLIGHT).label("in_flight"),
