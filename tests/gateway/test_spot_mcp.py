@@ -50,7 +50,7 @@ async def test_start_get_search_and_reclass(stack) -> None:  # type: ignore[no-u
         sid = started["session"]["id"]
         assert started["created"] is True and started["turn"]["outcome"] == "passed"  # web_ui is priority
         again = await call(session, "start_session", {"prompt": "look", "idempotency_key": "mcp-1"})
-        assert again["created"] is False and again["session"]["id"] == sid
+        assert again == started  # the same key: the first answer, whole, its turn included
 
         got = await call(session, "get_session", {"session_id": sid})
         assert (got["genesis"], got["priority_class"], got["scheduling_class"], got["status"]) == (

@@ -45,24 +45,41 @@ class SpotHarness:
                 five_hour=WindowReadingIn(utilization=u5, resets_at=self.clock.now() + timedelta(minutes=resets_in_minutes)),
                 seven_day=WindowReadingIn(utilization=u7, resets_at=self.clock.now() + timedelta(days=3))))
 
+    async def run_job(self, name: str, done) -> None:  # type: ignore[no-untyped-def]
+        """Enqueue a job as its schedule would and wait until `done()` says it took effect."""
+        await self.service.runner.enqueue(name)
+        for _ in range(200):
+            if await done():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{name} did not take effect")
+
     async def start_turn_commands(self) -> list[dict]:  # type: ignore[type-arg]
         """Every start_turn the gate has issued, once the outbox has relayed them."""
+        return await self.messages(Stream.RUNTIME, "start_turn")
+
+    async def messages(self, stream: Stream, suffix: str) -> list[dict]:  # type: ignore[type-arg]
+        """The `data` of every message on `stream` whose subject ends with `suffix`, in order, once
+        the outbox has relayed everything."""
+        import base64
         import json
 
         for _ in range(100):
             if await self.service.relay.pending() == 0:
                 break
             await asyncio.sleep(0.05)
-        info = await self.bus.js_api(f"STREAM.INFO.{Stream.RUNTIME.value}")
+        info = await self.bus.js_api(f"STREAM.INFO.{stream.value}")
         out = []
         first, last = info["state"]["first_seq"], info["state"]["last_seq"]
         for seq in range(first, last + 1) if info["state"]["messages"] else []:
-            msg = await self.bus.js_api(f"STREAM.MSG.GET.{Stream.RUNTIME.value}", {"seq": seq})
-            if "message" in msg and msg["message"]["subject"].endswith("start_turn"):
-                import base64
-
+            msg = await self.bus.js_api(f"STREAM.MSG.GET.{stream.value}", {"seq": seq})
+            if "message" in msg and msg["message"]["subject"].endswith(suffix):
                 out.append(json.loads(base64.b64decode(msg["message"]["data"]))["data"])
         return out
+
+    async def log_lines(self, session_id: int) -> list[dict]:  # type: ignore[type-arg]
+        """The lines the gate wrote to a session's log (zimmer.ingest.logs, the sweeper's input)."""
+        return [line for line in await self.messages(Stream.INGEST, "ingest.logs") if line["session_id"] == session_id]
 
 
 @pytest.fixture

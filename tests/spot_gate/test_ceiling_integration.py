@@ -63,8 +63,8 @@ async def test_at_the_limit_running_spot_work_is_paused_and_nothing_else(spot, c
     assert report.decision.reason.value == "at_utilization_limit" and sorted(report.paused) == [s.id for s in spots]
     stops = await commands(spot, "stop_turn")
     assert sorted(x["session_id"] for x in stops) == [s.id for s in spots] and {x["mode"] for x in stops} == {"halt"}
-    warned = [r for r in caplog.records if r.getMessage() == "spot session paused mid-run for quota headroom"]
-    assert len(warned) == 3 and warned[0].__dict__["fields"]["window"] == "five_hour"
+    warned = [r for r in caplog.records if r.getMessage() == "spot sessions paused mid-run for quota headroom"]
+    assert len(warned) == 1 and warned[0].__dict__["fields"]["sessions"] == [s.id for s in spots]
     paused = await session(spot, spots[0].id)
     assert (paused.paused_by, paused.spot_pause_reason, paused.spot_pause_count) == (
         "spot_quota", "at_utilization_limit", 1)
@@ -129,8 +129,10 @@ async def test_a_paused_session_made_priority_resumes_whatever_the_windows_say(s
     await spot.app.ceiling.run()
     report = await spot.app.ceiling.run()
     assert report.resumed == []  # not acknowledged yet: its process may still be running
+    # Made priority while its turn is still being stopped: nothing can start yet; the sweep resumes it.
+    promoted = await spot.bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=one.id, scheduling_class="priority"))
+    assert (promoted.status, promoted.paused_by) == ("running", "spot_quota")
     await ack_stops(spot, [one.id])
-    await spot.bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=one.id, scheduling_class="priority"))
     report = await spot.app.ceiling.run()
     assert report.decision.reason.value == "at_utilization_limit" and report.resumed == [one.id]
     assert (await session(spot, one.id)).status == "running"

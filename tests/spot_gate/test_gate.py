@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zimmer_spot_gate.domain.gate import (
-    Candidate, FleetState, Policy, Snapshot, WindowState, decide, decide_safely)
+    Candidate, FleetState, Policy, Snapshot, WindowState, decide, evaluate)
 from zimmer_spot_gate.domain.model import Ceiling, Reason, Window
 
 FIVE, SEVEN = Window.FIVE_HOUR, Window.SEVEN_DAY
@@ -27,11 +27,37 @@ def test_fail_open_reasons() -> None:
     d = decide(empty)
     assert (d.allowed, d.reason) == (True, Reason.NO_SNAPSHOT)
 
-    def broken() -> Snapshot:
-        raise RuntimeError("pool unreadable")
-
-    d = decide_safely(broken)
+    d = evaluate(Policy(), None, IDLE, Candidate(), failure=RuntimeError("pool unreadable"))
     assert (d.allowed, d.reason) == (True, Reason.UNAVAILABLE) and "pool unreadable" in d.sentence
+
+
+FULL = FleetState(running_slots=3, burn_dollars_per_minute=0.0)
+
+
+def test_a_blind_gate_keeps_the_cap() -> None:
+    """Seed 004 "A free slot": "Skipped only for a session that is already running when the gate
+    runs." The fail-open rule is about the quota reading ("a monitoring gap must not become an
+    outage of all automated work"); keeping max_sessions causes no outage (issue 25 #1)."""
+    policy = Policy(max_sessions=3)
+    no_reading = decide(Snapshot(policy, (), FULL, Candidate()))
+    assert (no_reading.allowed, no_reading.reason, no_reading.ceiling) == (False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP)
+    unreadable = evaluate(policy, None, FULL, Candidate(), failure=RuntimeError("pool unreadable"))
+    assert (unreadable.allowed, unreadable.reason) == (False, Reason.FLEET_AT_CAP)
+    # A session already running is counted in the fleet itself: the one exception.
+    assert decide(Snapshot(policy, (), FULL, Candidate(already_running=True))).reason is Reason.NO_SNAPSHOT
+    # A free slot: the quota checks fail open, and the sentence says how many slots are free.
+    roomy = decide(Snapshot(policy, (), FleetState(2, 0.0), Candidate()))
+    assert (roomy.allowed, roomy.reason) == (True, Reason.NO_SNAPSHOT) and "1 of 3 session slots are free" in roomy.sentence
+    # Turned off, the gate holds nothing at all.
+    assert decide(Snapshot(Policy(gating_enabled=False, max_sessions=3), (), FULL, Candidate())).allowed
+
+
+def test_an_error_deciding_fails_open_on_the_reading_only() -> None:
+    """An error while evaluating is `unavailable` for the quota checks, never past the cap."""
+    bad = (WindowState(FIVE, 0.1, None, 1000.0),)  # type: ignore[arg-type]  # no time left: max() raises
+    assert evaluate(Policy(max_sessions=3), bad, FULL, Candidate()).reason is Reason.FLEET_AT_CAP
+    d = evaluate(Policy(max_sessions=3), bad, IDLE, Candidate())
+    assert (d.allowed, d.reason) == (True, Reason.UNAVAILABLE) and "TypeError" in d.sentence
 
 
 def test_within_limits_names_the_pool() -> None:

@@ -142,15 +142,6 @@ async def test_status_reports_follow_the_lifecycle(spot) -> None:  # type: ignor
     assert same.status == "waiting"  # the status it has: nothing changes
 
 
-async def test_an_unpriced_model_is_refused_at_spawn(spot) -> None:  # type: ignore[no-untyped-def]
-    """#7. An unknown model would spend nothing in the gate's eyes: refused, naming the priced ones."""
-    with pytest.raises(ZimmerError) as info:
-        await spot.app.spawn(spawn(model="mystery-model-9"))
-    assert info.value.code is ErrorCode.INVALID and info.value.details["field"] == "model"
-    assert "claude-opus-4" in info.value.details["priced_models"]
-    assert (await spot.sql("SELECT count(*) AS n FROM spot_gate.sessions"))[0].n == 0
-
-
 async def test_codex_and_forks_stay_outside_the_fleet(spot) -> None:  # type: ignore[no-untyped-def]
     """#8. Codex spends nothing against a Claude window and status-summary forks are bookkeeping:
     neither takes a slot, adds to the fleet's burn, or keeps the idle-fleet waiver from applying."""

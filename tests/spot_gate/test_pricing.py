@@ -3,7 +3,6 @@ seed 004 "Before the first calibration"."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -11,128 +10,83 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zimmer_spot_gate.domain.pricing import (
-    DEFAULT_PRICES,
     MAX_PROBES_PER_TICK,
-    ModelPrices,
+    BurnRate,
     SessionSpend,
-    TokenUsage,
     accounts_to_sample,
     burn_rates,
     calibrate,
-    price_for,
+    fallback_burn,
+    session_burn,
     spare_candidates,
-    spend_dollars,
 )
 
 NOW = datetime(2026, 8, 20, 10, 0, tzinfo=timezone.utc)
 M = timedelta(minutes=1)
-OPUS = ModelPrices(15, 75, 18.75, 1.50)
+KEY = ("claude_code", "claude-opus-4-1")
 
 
-# ---- prices -----------------------------------------------------------------------------------
-
-@pytest.mark.parametrize(("model", "expected"), [
-    ("claude-opus-4-1-20250805", OPUS),
-    ("claude-opus-4-20250514", OPUS),
-    ("claude-opus-4@20250514", OPUS),
-    ("opus", OPUS),
-    ("Claude-Sonnet-4-5-20250929", ModelPrices(3, 15, 3.75, 0.30)),
-    ("claude-sonnet-4-5[1m]", ModelPrices(3, 15, 3.75, 0.30)),
-    ("anthropic/claude-sonnet-4", ModelPrices(3, 15, 3.75, 0.30)),
-    ("us.anthropic.claude-opus-4-1-20250805-v1:0", OPUS),
-    ("claude-haiku-4-5", ModelPrices(1, 5, 1.25, 0.10)),
-    ("gpt-5-codex", DEFAULT_PRICES["gpt-5"]),
-    ("gpt-5.1-codex", DEFAULT_PRICES["gpt-5"]),
-    ("gpt-5-mini-2025-08-07", DEFAULT_PRICES["gpt-5-mini"]),
-])
-def test_lookup_matches_by_family_prefix(model, expected):
-    assert price_for(model) == expected
-
-
-def test_longest_prefix_wins_and_exact_match_first():
-    table = {"m": ModelPrices(1, 1, 1, 1), "m-big": ModelPrices(2, 2, 2, 2)}
-    assert price_for("m-big-2", table).input == 2
-    assert price_for("m-2", table).input == 1
-    assert price_for("m", table).input == 1
-
-
-@pytest.mark.parametrize("model", ["mystery-model", "claude-opus-40", "gpt-50", ""])
-def test_unknown_model_raises_key_error_naming_it(model):
-    with pytest.raises(KeyError, match=re.escape(repr(model))):
-        price_for(model)
-
-
-def test_prices_are_validated():
-    with pytest.raises(ValueError):
-        ModelPrices(-1, 1, 1, 1)
-    with pytest.raises(ValueError):
-        ModelPrices(1, float("nan"), 1, 1)
-
-
-def test_spend_dollars_prices_each_token_kind():
-    usage = TokenUsage(input_tokens=1_000_000, output_tokens=100_000, cache_write_tokens=200_000,
-                       cache_read_tokens=2_000_000)
-    assert spend_dollars(usage, OPUS) == pytest.approx(15 + 7.5 + 3.75 + 3.0)
-    assert spend_dollars(TokenUsage(), OPUS) == 0
-
-
-@pytest.mark.parametrize("field", ["input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens"])
-def test_token_counts_are_validated(field):
-    with pytest.raises(ValueError, match=field):
-        TokenUsage(**{field: -1})
-    with pytest.raises(ValueError, match=field):
-        TokenUsage(**{field: 1.5})
-
-
-@given(st.integers(0, 10**9), st.integers(0, 10**9), st.integers(0, 10**9), st.integers(0, 10**9),
-       st.sampled_from(sorted(DEFAULT_PRICES)))
-def test_spend_is_non_negative_and_additive(i, o, w, r, model):
-    p = DEFAULT_PRICES[model]
-    parts = [TokenUsage(input_tokens=i), TokenUsage(output_tokens=o), TokenUsage(cache_write_tokens=w),
-             TokenUsage(cache_read_tokens=r)]
-    total = spend_dollars(TokenUsage(i, o, w, r), p)
-    assert total >= 0
-    assert total == pytest.approx(sum(spend_dollars(u, p) for u in parts))
+def rate_of(rates: dict[tuple[str, str], BurnRate], key: tuple[str, str] = KEY) -> float:
+    return rates[key].dollars_per_minute
 
 
 # ---- burn rates -------------------------------------------------------------------------------
 
 def spend(sid: str, dollars: float, minutes: float, end_min: float = 0, harness: str = "claude_code",
-          model: str = "claude-opus-4-1") -> SessionSpend:
+          model: str = "claude-opus-4-1", currency: float | None = None) -> SessionSpend:
     last = NOW + end_min * M
-    return SessionSpend(sid, harness, model, dollars, last - minutes * M, last)
+    return SessionSpend(sid, harness, model, dollars, last - minutes * M, last,
+                        dollars if currency is None else currency)
 
 
 def test_burn_rate_is_total_dollars_over_total_active_minutes():
     rates = burn_rates([spend("a", 10, 10), spend("b", 30, 20)])
-    assert rates == {("claude_code", "claude-opus-4-1"): pytest.approx(40 / 30)}
+    assert list(rates) == [KEY] and rate_of(rates) == pytest.approx(40 / 30) and rates[KEY].sessions_counted == 2
+
+
+def test_the_currency_rate_is_taken_over_the_same_sessions():
+    """DESIGN §9 "One currency for pacing": the gate compares Opus-priced burn with Opus-priced
+    capacity; the list-price rate stays for the Costs page, over the same sessions."""
+    rates = burn_rates([spend("a", 3, 10, model="claude-sonnet-4-5", currency=15),
+                        spend("b", 6, 20, model="claude-sonnet-4-5", currency=30)])
+    r = rates[("claude_code", "claude-sonnet-4-5")]
+    assert (r.dollars_per_minute, r.currency_per_minute) == (pytest.approx(0.3), pytest.approx(1.5))
+
+
+def test_a_combination_with_no_rate_burns_the_mean_claude_rate_and_codex_nothing():
+    rates = {("claude_code", "claude-opus-4"): 2.0, ("claude_code", "claude-sonnet-4-5"): 1.0, ("codex", "gpt-5"): 0.0}
+    assert fallback_burn(rates) == pytest.approx(1.5)  # Codex is outside the mean
+    assert session_burn(rates, "claude_code", "claude-haiku-4-5") == pytest.approx(1.5)
+    assert session_burn(rates, "claude_code", "claude-opus-4") == 2.0
+    assert session_burn(rates, "codex", "gpt-5-codex") == 0.0
+    assert session_burn({}, "claude_code", "anything") == 0.0
 
 
 def test_burn_rate_uses_only_the_25_most_recent_sessions_of_each_combination():
     old = [spend(f"old{i}", 100, 1, end_min=-1000 - i) for i in range(10)]
     recent = [spend(f"new{i}", 1, 1, end_min=-i) for i in range(25)]
-    assert burn_rates(old + recent)[("claude_code", "claude-opus-4-1")] == pytest.approx(1.0)
-    assert burn_rates(old + recent, per_combination=26)[("claude_code", "claude-opus-4-1")] == pytest.approx(
-        (25 + 100) / 26)
+    assert rate_of(burn_rates(old + recent)) == pytest.approx(1.0)
+    assert rate_of(burn_rates(old + recent, per_combination=26)) == pytest.approx((25 + 100) / 26)
 
 
 def test_burn_rates_are_per_harness_and_model():
     rates = burn_rates([spend("a", 10, 10), spend("b", 6, 2, harness="codex", model="gpt-5-codex"),
                         spend("c", 3, 1, model="claude-sonnet-4-5")])
-    assert rates == {("claude_code", "claude-opus-4-1"): pytest.approx(1.0), ("codex", "gpt-5-codex"):
-                     pytest.approx(3.0), ("claude_code", "claude-sonnet-4-5"): pytest.approx(3.0)}
+    assert {k: r.dollars_per_minute for k, r in rates.items()} == {
+        KEY: pytest.approx(1.0), ("codex", "gpt-5-codex"): pytest.approx(3.0),
+        ("claude_code", "claude-sonnet-4-5"): pytest.approx(3.0)}
 
 
 def test_a_session_shorter_than_a_minute_counts_one_minute():
     # One ledger entry spans zero time; without the floor it would project an infinite rate.
-    assert burn_rates([spend("a", 2, 0)]) == {("claude_code", "claude-opus-4-1"): 2.0}
-    assert burn_rates([spend("a", 2, 0.25)]) == {("claude_code", "claude-opus-4-1"): 2.0}
+    assert rate_of(burn_rates([spend("a", 2, 0)])) == 2.0
+    assert rate_of(burn_rates([spend("a", 2, 0.25)])) == 2.0
 
 
 def test_a_long_session_outweighs_a_short_burst():
     # Duration-weighted: $10 in 1 min and $60 in 60 min is 70/61 $/min, not the mean of the
     # per-session rates (5.5 $/min), which one short burst would dominate.
-    rate = burn_rates([spend("a", 10, 1), spend("b", 60, 60)])[("claude_code", "claude-opus-4-1")]
+    rate = rate_of(burn_rates([spend("a", 10, 1), spend("b", 60, 60)]))
     assert rate == pytest.approx(70 / 61)
 
 
@@ -154,7 +108,7 @@ def test_burn_rate_inputs_are_validated():
 @given(st.floats(0, 1000), st.floats(0, 600), st.integers(1, 40))
 def test_burn_rate_of_identical_sessions_equals_their_individual_rate(dollars, minutes, n):
     sessions = [spend(f"s{i}", dollars, minutes, end_min=-i) for i in range(n)]
-    assert burn_rates(sessions)[("claude_code", "claude-opus-4-1")] == pytest.approx(dollars / max(1, minutes))
+    assert rate_of(burn_rates(sessions)) == pytest.approx(dollars / max(1, minutes))
 
 
 # ---- calibration ------------------------------------------------------------------------------

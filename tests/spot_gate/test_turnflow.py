@@ -7,7 +7,8 @@ Whatever the interleaving:
 
 - at most one turn is in flight per session: a turn is started only for a session not running
   (clone_only and resume_monitoring aside: they start no agent turn);
-- a running session never goes to waiting: a new turn is queued behind the one in flight;
+- a running session never goes to waiting while its turn is in flight: a new turn is queued
+  behind it, and at its boundary the next is run (keeping its slot) or held (dormant in waiting);
 - a session's prompts are delivered in the order they were asked for, none lost, none twice;
 - spot admissions never take the fleet past `max_sessions` (priority work may: it is never held).
 """
@@ -75,19 +76,22 @@ def test_invariants_hold_under_any_interleaving(case) -> None:  # type: ignore[n
     def play(asks: list[Ask]) -> None:
         nonlocal sessions, fleet
         before = dict(sessions)
+        ended = {a.session_id for a in asks if a.boundary}  # their turn is over: the next may start
         fleet = FleetState(running_slots(), 0.0)
         plan = plan_batch(sessions, asks, fleet, gate, now, rng.random)
         for sid, slots_before in plan.slots_at_admission:
             assert slots_before < policy.max_sessions or not _gated(before[sid]), (sid, slots_before)
         for sid, turn in plan.starts:
             if turn.kind not in (TurnKind.CLONE_ONLY, TurnKind.RESUME_MONITORING):
-                assert before[sid].status is not SessionStatus.RUNNING, "a second turn in flight"
+                assert before[sid].status is not SessionStatus.RUNNING or sid in ended, "a second turn in flight"
                 delivered[sid].append(turn.prompt or "")
         for sid, turn in plan.queued:
             queues[sid].append(turn)
         for sid, s in plan.sessions.items():
-            if before[sid].status is SessionStatus.RUNNING:
+            if before[sid].status is SessionStatus.RUNNING and sid not in ended:
                 assert s.status is SessionStatus.RUNNING, "a running session flipped without a stop"
+            if sid in ended and s.status is not SessionStatus.RUNNING:
+                assert s.status is SessionStatus.WAITING and s.hold is not None, "a boundary turn is run or held"
         sessions = plan.sessions
         exempt_running = sum(1 for s in sessions.values()
                              if s.status is SessionStatus.RUNNING and s.takes_slot and s.exempt)
@@ -101,10 +105,12 @@ def test_invariants_hold_under_any_interleaving(case) -> None:  # type: ignore[n
         s = sessions[sid]
         if what == "end" and s.status is SessionStatus.RUNNING:
             # The turn boundary, as spot-gate's status handler takes it: in one transaction under
-            # the admission lock, the status changes and the next queued turn is decided.
-            sessions = {**sessions, sid: replace(s, status=SessionStatus.NEEDS_INPUT)}
+            # the admission lock, the next queued turn is decided for the still-running session
+            # (it keeps its slot); with nothing queued it waits on a person.
             if queues[sid]:
-                play([Ask(sid, queues[sid].pop(0))])
+                play([Ask(sid, queues[sid].pop(0), boundary=True)])
+            else:
+                sessions = {**sessions, sid: replace(s, status=SessionStatus.NEEDS_INPUT)}
         elif what == "turn":
             prompt = f"{sid}:{counter}"
             asked[sid].append(prompt)
@@ -174,4 +180,5 @@ def test_one_batch_admits_exactly_the_free_slots(spot: int, cap: int, running: i
                       FleetState(running, 0.0), gate_for(Policy(max_sessions=cap), ROOMY), T0, lambda: 0.0)
     verdicts = [o.verdict for o in plan.outcomes]
     assert verdicts.count(Verdict.ADMITTED) == min(spot, max(0, cap - running))
-    assert all(d.reason in (Reason.WITHIN_LIMITS, Reason.FLEET_AT_CAP) for _, _, d in plan.decisions)
+    assert all(d.decision is not None and d.decision.reason in (Reason.WITHIN_LIMITS, Reason.FLEET_AT_CAP)
+               for d in plan.decisions)

@@ -40,7 +40,7 @@ async def test_spawn_is_idempotent_under_concurrent_retries(spot) -> None:  # ty
     results = await asyncio.gather(*(
         spot.bus.request(c.SPAWN, spawn(idempotency_key="backlog:item-7", start=False)) for _ in range(8)))
     assert len({r.session.id for r in results}) == 1
-    assert sum(r.created for r in results) == 1
+    assert len({r.model_dump_json() for r in results}) == 1  # every retry gets the first answer, whole
     rows = await spot.sql("SELECT count(*) AS n FROM spot_gate.sessions")
     assert rows[0].n == 1
 
@@ -110,13 +110,6 @@ async def test_fleet_at_cap_holds_on_the_shorter_ladder(spot) -> None:  # type: 
     assert (s.status, s.spot_hold_reason) == ("waiting", "fleet_at_cap")
     s, delays = await climb_the_ladder(spot, s, rechecks=3)
     assert delays == [10, 20, 30, 30]
-
-
-async def test_no_snapshot_fails_open_even_with_the_fleet_full(spot) -> None:  # type: ignore[no-untyped-def]
-    await spot.sql("UPDATE spot_gate.spot_policy SET max_sessions = 1")
-    await spot.app.spawn(spawn(genesis="web_ui"))
-    result = await spot.app.spawn(spawn(genesis="api"))
-    assert (result.turn.outcome, result.turn.decision.reason) == ("admitted", "no_snapshot")
 
 
 async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ignore[no-untyped-def]

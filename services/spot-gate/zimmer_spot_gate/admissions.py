@@ -79,7 +79,7 @@ class Admissions:
                 assert policy is not None
                 try:
                     async with conn.begin_nested():
-                        view, created = await insert_session(conn, item, policy.overrides)
+                        view, created, first = await insert_session(conn, item, policy.overrides)
                 except ZimmerError as exc:
                     answers[i] = exc
                     continue
@@ -87,7 +87,7 @@ class Admissions:
                     spawned[i] = view
                     turns.append((i, TurnRequest(view.id, TurnKind.FIRST_START, item.req.prompt)))
                 else:
-                    answers[i] = SpawnResult(session=view, created=created)
+                    answers[i] = first or SpawnResult(session=view, created=created)
 
             async def decide(indices: list[int]) -> list[Result]:
                 return await self.gate.process(conn, [turns[j][1] for j in indices], policy)
@@ -99,18 +99,27 @@ class Admissions:
                                   SpawnResult(session=out.session if out else spawned[i], created=True, turn=out))
                 else:
                     answers[i] = out
+            await store.save_spawn_answers(conn, first_answers(items, answers))
         self._on_commit()
         return answers  # type: ignore[return-value]
 
 
-async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: Any) -> tuple[SessionView, bool]:
+def first_answers(items: list[Any], answers: list[Any]) -> dict[int, str]:
+    """The answers of keyed spawns that made their session, to keep for their retries."""
+    return {a.session.id: a.model_dump_json() for item, a in zip(items, answers, strict=True)
+            if isinstance(item, SpawnRequest) and item.req.idempotency_key and isinstance(a, SpawnResult) and a.created}
+
+
+async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: Any
+                         ) -> tuple[SessionView, bool, SpawnResult | None]:
     """Insert the session (announcing it), or find the one its idempotency key already made.
-    Returns its view and whether it is new."""
+    Returns its view, whether it is new, and (found by its key) the first answer, whole, when kept."""
     req = item.req
     if req.idempotency_key:
         existing = await store.by_idempotency_key(conn, req.idempotency_key)
         if existing is not None:
-            return store.to_view(existing, overrides), False
+            first = SpawnResult.model_validate(existing.spawn_answer) if existing.spawn_answer else None
+            return store.to_view(existing, overrides), False, first
     parent = await store.lineage(conn, req.parent_session_id, "parent_session_id") \
         if req.parent_session_id is not None else None
     if parent is None and req.forked_from_session_id is not None:
@@ -128,8 +137,9 @@ async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: A
     if row is None:  # a concurrent spawn with the same key committed first
         raced = await store.by_idempotency_key(conn, req.idempotency_key or "")
         assert raced is not None
-        return store.to_view(raced, overrides), False
+        first = SpawnResult.model_validate(raced.spawn_answer) if raced.spawn_answer else None
+        return store.to_view(raced, overrides), False, first
     view = store.to_view(row, overrides)
     await emit(conn, SCHEMA, SESSION_CREATED, "session_created",
                SessionEvent(session=view, spawned_by=req.metadata.get("spawned_by")))
-    return view, True
+    return view, True, None

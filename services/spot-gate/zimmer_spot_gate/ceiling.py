@@ -25,13 +25,15 @@ from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import SESSION_PAUSED, SessionEvent
 from zimmer_common.logs import kv
 from zimmer_common.outbox import emit_many
+from zimmer_spot_gate import session_log
 from zimmer_spot_gate.domain.ceiling import RESUME_BATCH, CeilingPlan, Sleeper, plan_ceiling
-from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, Snapshot, decide, unavailable
-from zimmer_spot_gate.domain.model import Reason, TurnKind
-from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.domain.gate import WINDOW_NAMES, Candidate, Decision, FleetState
+from zimmer_spot_gate.domain.model import Ceiling, Reason, TurnKind
+from zimmer_spot_gate.snapshot import GateInputs
 from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.store.quota import PolicyRow
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
+from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest, decision_view
 
 log = logging.getLogger("zimmer.spot_gate.ceiling")
 
@@ -75,8 +77,8 @@ class CeilingReport:
     held_by_wake: int = 0  # paused sessions skipped: a wall-clock pause is still ahead of them
 
 
-def _sleeper(r: Any, burn: dict[tuple[str, str], float], since: datetime) -> Sleeper:
-    return Sleeper(r.id, r.precedence, since, r.exempt, burn.get((r.harness, r.model), 0.0), r.takes_slot)
+def _sleeper(r: Any, burn_of: Callable[[str, str], float], since: datetime) -> Sleeper:
+    return Sleeper(r.id, r.precedence, since, r.exempt, burn_of(r.harness, r.model), r.takes_slot)
 
 
 class CeilingSweep:
@@ -103,7 +105,7 @@ class CeilingSweep:
         g = await read_gate(self.gate, conn)
         now, overrides = self.now(), g.policy.overrides
         columns = _plan_columns(overrides)
-        running = [_sleeper(r, g.burn, r.created_at) for r in await conn.execute(
+        running = [_sleeper(r, g.inputs.burn_of, r.created_at) for r in await conn.execute(
             select(*columns).where(s.c.status == "running", s.c.paused_by.is_(None)))]
         # Paused sessions: every one that no longer asks the gate, and the head of the spot queue (a
         # sweep resumes at most RESUME_BATCH), however long the queue behind it is.
@@ -116,73 +118,102 @@ class CeilingSweep:
         rows = {r.id: r for r in [*await conn.execute(promoted), *await conn.execute(head)]}
         queued = (await conn.execute(select(func.count()).where(*_ASLEEP, _QUEUED, ~ahead, ~exempt))).scalar_one()
         held = (await conn.execute(select(func.count()).where(*_ASLEEP, _QUEUED, ahead))).scalar_one()
-        paused = [_sleeper(r, g.burn, r.spot_pause_at) for r in rows.values()]
+        paused = [_sleeper(r, g.inputs.burn_of, r.spot_pause_at) for r in rows.values()]
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
         await self._pause(conn, plan, now, overrides)
+        if plan.kept is not None:  # the gate kept the head of the queue paused: why, in its log
+            sid, kept = plan.kept
+            await store.log_decisions(conn, [decision_row(sid, "ceiling_kept", kept)], now)
         resumed = [*plan.promoted, *plan.resume]
         await resume(self.gate, conn, resumed, {sid: rows[sid].resume_prompt or (
-            AUTH_OUTAGE_NUDGE if rows[sid].paused_by == "auth_outage" else None) for sid in resumed})
+            AUTH_OUTAGE_NUDGE if rows[sid].paused_by == "auth_outage" else None) for sid in resumed},
+            event="ceiling_resume", at=now)
         return CeilingReport(plan.decision, list(plan.pause), resumed, queued - len(plan.resume), held)
 
     async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime, overrides: Any) -> None:
-        """Every pause in one statement, and its stop_turn and event in the same transaction."""
+        """Every pause in one statement, and its stop_turn, event, decision-log row and session-log
+        line in the same transaction."""
         if not plan.pause:
             return
         d = plan.decision
-        window = d.holding_window.value if d.holding_window else "a window"
-        ran_out = "its spot budget" if d.ceiling and d.ceiling.value == "spot_budget" else "room under its pacing curve"
+        window = WINDOW_NAMES[d.holding_window] + " window" if d.holding_window else "a quota window"
+        ran_out = "its spot budget" if d.ceiling is Ceiling.SPOT_BUDGET else "room under its pacing curve"
+        line = (f"Paused mid-run for quota headroom: the {window} ran out of {ran_out}. {d.sentence} "
+                "It resumes when the windows have 5 points more headroom than their reserve, highest precedence "
+                "first, up to 5 a sweep every 5 minutes; making it priority resumes it on the next sweep.")
         events: list[tuple[str, str, Any]] = []
-        paused = await conn.execute(update(s).where(s.c.id.in_(plan.pause)).values(
+        paused = list(await conn.execute(update(s).where(s.c.id.in_(plan.pause)).values(
             paused_by=SPOT_QUOTA, spot_pause_at=now, spot_pause_reason=Reason.AT_UTILIZATION_LIMIT.value,
             spot_pause_detail=d.sentence, spot_pause_count=s.c.spot_pause_count + 1, spot_pause_acked_at=None,
-            updated_at=func.now(), version=s.c.version + 1).returning(*store.COLUMNS))
+            updated_at=func.now(), version=s.c.version + 1).returning(*store.COLUMNS)))
         for row in paused:
-            sid = row.id
-            events.append((STOP_TURN, "stop_turn", StopTurn(session_id=sid, mode="halt", reason=d.sentence)))
+            events.append((STOP_TURN, "stop_turn", StopTurn(session_id=row.id, mode="halt", reason=d.sentence)))
             events.append((SESSION_PAUSED, "session_paused", SessionEvent(
                 session=store.to_view(row, overrides), previous={"paused_by": None},
                 spawned_by=(row.metadata or {}).get("spawned_by"))))
-            # The session's log gets a warning naming the window, what it ran out of, and what brings it back.
-            log.warning("spot session paused mid-run for quota headroom", extra=kv(
-                session_id=sid, window=window, ran_out_of=ran_out, detail=d.sentence,
-                resumes="when the window has 5 points more headroom than its reserve, highest precedence first"))
         await emit_many(conn, SCHEMA, events)
+        await store.log_decisions(conn, [decision_row(row.id, "ceiling_pause", d) for row in paused], now)
+        await session_log.write(conn, now, [(row.id, "warning", line) for row in paused])
+        log.warning("spot sessions paused mid-run for quota headroom", extra=kv(
+            sessions=[row.id for row in paused], window=window, ran_out_of=ran_out, detail=d.sentence))
+
+
+def decision_row(session_id: int, event: str, d: Decision, turn_kind: str | None = None) -> dict[str, Any]:
+    """A decision-log row for an outcome that is not a turn's admission."""
+    return {"session_id": session_id, "turn_kind": turn_kind, "allowed": d.allowed, "reason": d.reason.value,
+            "ceiling": d.ceiling.value if d.ceiling else None, "sentence": d.sentence, "event": event,
+            "numbers": decision_view(d).model_dump_json()}
 
 
 @dataclass(frozen=True)
 class GateReading:
     """The gate's inputs as one transaction reads them, under the admission lock."""
 
-    policy: Any
+    inputs: GateInputs
     fleet: FleetState
-    burn: dict[tuple[str, str], float]
-    readable: bool  # False: the pool could not be read (the gate would fail open, `unavailable`)
-    decide: Callable[[Candidate, FleetState, float], Decision]
+
+    @property
+    def policy(self) -> PolicyRow:
+        return self.inputs.policy
+
+    @property
+    def readable(self) -> bool:  # False: the pool could not be read (the quota checks would fail open)
+        return self.inputs.parts is not None
+
+    def decide(self, candidate: Candidate, at: FleetState, margin: float = 0.0) -> Decision:
+        return self.inputs.decide(at, candidate, margin)
 
 
 async def read_gate(turn_gate: TurnGate, conn: AsyncConnection) -> GateReading:
-    parts, failure = await turn_gate.pool_parts(conn)  # before the lock, on this connection
-    await turn_gate.lock_admissions(conn)
-    policy = await quota.policy(conn)
-
-    def gate(candidate: Candidate, at: FleetState, margin: float) -> Decision:
-        if parts is None:
-            return unavailable(failure or RuntimeError("no pool reading"))
-        try:
-            return decide(Snapshot(policy.policy, parts.windows, at, candidate, parts.accounts_averaged,
-                                   parts.pool_size), reserve_margin=margin)
-        except Exception as exc:  # noqa: BLE001 - an error evaluating the gate is `unavailable`
-            return unavailable(exc)
-
-    return GateReading(policy, await quota.fleet(conn), parts.burn_rates if parts else {}, parts is not None, gate)
+    inputs, fleet = await turn_gate.read_inputs(conn)
+    return GateReading(inputs, fleet)
 
 
-async def resume(turn_gate: TurnGate, conn: AsyncConnection, ids: list[int], prompts: dict[int, str | None]) -> list[Any]:
+async def resume(turn_gate: TurnGate, conn: AsyncConnection, ids: list[int], prompts: dict[int, str | None], *,
+                 event: str, at: datetime) -> list[Any]:
     """A pause's own resume: the record cleared and a restart turn carrying the session's "Resume
-    with" prompt or the recovery nudge, through the gate like any turn."""
+    with" prompt or the recovery nudge, through the gate like any turn; the session's log says so."""
     if not ids:
         return []
     for sid in ids:
         await store.end_pause(conn, sid)
-    return await turn_gate.process(conn, [TurnRequest(sid, TurnKind.RESTART, prompts.get(sid) or RECOVERY_NUDGE)
-                                          for sid in ids])
+    results = await turn_gate.process(conn, [TurnRequest(sid, TurnKind.RESTART, prompts.get(sid) or RECOVERY_NUDGE,
+                                                         event=event) for sid in ids])
+    lines: list[tuple[int, Any, str]] = []
+    for sid, out in zip(ids, results, strict=True):
+        outcome = getattr(out, "outcome", None)
+        if outcome in ("admitted", "passed"):
+            lines.append((sid, "info", RESUMED_LINE[event]))
+        elif outcome == "held":
+            lines.append((sid, "info", f"{RESUMED_LINE[event]} Its turn is held at the gate: "
+                                       f"{out.decision.sentence if out.decision else ''}".rstrip()))
+    await session_log.write(conn, at, lines)
+    return results
+
+
+RESUMED_LINE = {
+    "ceiling_resume": "Resumed from the spot queue: the windows have headroom again.",
+    "auth_unpark": "Resumed after an auth outage: its account's credentials are back.",
+    "start_now": "Resumed now by a person (start now).",
+    "promote": "Resumed now: made priority.",
+}

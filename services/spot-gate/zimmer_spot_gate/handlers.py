@@ -16,19 +16,21 @@ from zimmer_common.contracts.spot import (
     SESSION_ARCHIVED, SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList, EnqueuedMessage,
     EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent,
     ReorderResult, ReorderSession, SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession,
-    SessionWarningNote, TurnResult, UpdateSession)
+    SessionWarningNote, StartNowResult, TurnResult, UpdateSession)
 from zimmer_common import idempotency
 from zimmer_common.logs import kv
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit, emit_many
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
-from zimmer_spot_gate.admissions import Admissions, SpawnRequest, insert_session
+from zimmer_spot_gate.admissions import Admissions, SpawnRequest, first_answers, insert_session
 from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
 from zimmer_spot_gate.domain.wakes import paused_until
 from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
-from zimmer_spot_gate.domain.pricing import DEFAULT_PRICES, Prices, TokenUsage, dearest, price_for, spend_dollars
+from zimmer_spot_gate.config import PriceBook
+from zimmer_spot_gate.domain.prices import TokenUsage, spend_dollars
 from zimmer_spot_gate.store import clones, quota
 from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.queue_ops import start_in
 from zimmer_spot_gate.trash import archived_fields
 from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
 
@@ -45,9 +47,9 @@ class SpotGate:
     """The spot-gate application: what each operation does, transaction by transaction."""
 
     def __init__(self, engine: Callable[[], AsyncEngine], now: Callable[[], datetime], gate: TurnGate,
-                 relay: Callable[[], OutboxRelay | None] = lambda: None, prices: Prices = DEFAULT_PRICES):
+                 relay: Callable[[], OutboxRelay | None] = lambda: None, prices: PriceBook | None = None):
         self._engine = engine
-        self.prices = prices
+        self.prices = prices or PriceBook()
         self.now = now
         self.gate = gate
         self._relay = relay
@@ -78,23 +80,15 @@ class SpotGate:
                     trigger_precedence: int | None = None) -> SpawnResult:
         """Idempotent on `idempotency_key`: the same key returns the same session, never a second.
         A spawn that starts at once goes through the batched admission with every other turn."""
-        self._check_priced(req.model)
         item = SpawnRequest(req, default_genesis, trigger_id, trigger_class, trigger_precedence)
         if req.start:
             return await self.admissions.spawn(item)
         async with self.engine.begin() as conn:
-            view, created = await insert_session(conn, item, (await quota.policy(conn)).overrides)
+            view, created, first = await insert_session(conn, item, (await quota.policy(conn)).overrides)
+            answer = first or SpawnResult(session=view, created=created)
+            await store.save_spawn_answers(conn, first_answers([item], [answer]))
         self._kick()
-        return SpawnResult(session=view, created=created)
-
-    def _check_priced(self, model: str) -> None:
-        """An unpriced model would spend nothing in the gate's eyes: refused at spawn."""
-        try:
-            price_for(model, self.prices)
-        except KeyError:
-            raise ZimmerError(ErrorCode.INVALID, f"no price for model {model!r}; priced models: "
-                              f"{', '.join(sorted(self.prices))} (extend with ZIMMER_SPOT_PRICES)",
-                              {"field": "model", "priced_models": sorted(self.prices)}) from None
+        return answer
 
     def _as_of_now(self, view: SessionView) -> SessionView:
         """A read says whether a wall-clock pause is still ahead (quick_search marks it Paused)."""
@@ -154,11 +148,14 @@ class SpotGate:
             if view.precedence != old_view.precedence:
                 await emit(conn, SCHEMA, SESSION_PRECEDENCE_CHANGED, "session_precedence_changed",
                            SessionEvent(session=view, previous={"precedence": old_view.precedence}))
-            if view.priority_class == "priority" and before.spot_hold_reason is not None and \
-                    paused_until(before.next_wake_at, self.now()) is None:  # a wall-clock pause outranks it
-                # Make this session priority: the lever that starts a held session now.
-                result = await self.gate.recheck(conn, req.session_id, force=True)
-                view = result.session if result else view
+            dormant = before.spot_hold_reason is not None or before.paused_by is not None
+            if view.priority_class == "priority" and (old_view.priority_class != "priority" or dormant):
+                # Promote to priority: the lever that starts a held or paused session now (seed 004's
+                # Start now, "as a side effect of change_scheduling_class to priority"). A wall-clock
+                # pause outranks it; a session that ran and has nothing scheduled gets nothing.
+                row = await store.fetch(conn, req.session_id, lock=True)
+                started = await start_in(self.gate, conn, row, self.now(), overrides)
+                view = started.session if isinstance(started, StartNowResult) else view
         self._kick()
         return view
 
@@ -212,7 +209,8 @@ class SpotGate:
 
     async def apply_status(self, conn: AsyncConnection, req: SessionStatusReport) -> SessionView:
         """Move the session along its lifecycle (409 `refused` naming the current status for an
-        illegal move); at a turn boundary (running → needs_input) deliver the next queued turn."""
+        illegal move). At a turn boundary (running → needs_input) with a turn queued behind it, the
+        session stays running and that turn is decided as its next (gated, keeping its slot)."""
         await self.gate.lock_admissions(conn)  # it may deliver a queued turn: same lock order as a batch
         before = await store.fetch(conn, req.session_id, lock=True)
         try:
@@ -221,7 +219,6 @@ class SpotGate:
         except IllegalTransition as exc:
             raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id}: {exc}",
                               {"status": before.status, "wanted": req.status}) from None
-        view: SessionView | None = None
         wanted = req.status
         paused = before.paused_by is not None or paused_until(before.next_wake_at, self.now()) is not None
         if paused and before.status == RUNNING and wanted in (SessionStatus.NEEDS_INPUT.value,
@@ -235,6 +232,14 @@ class SpotGate:
             await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
                 session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
             return view
+        if before.status == RUNNING and wanted == SessionStatus.NEEDS_INPUT.value:
+            queued = await store.pop_enqueued(conn, req.session_id)
+            if queued is not None:
+                # The turn boundary with a turn queued behind it: the session is still running, its
+                # next turn is decided now (quota checks only: it keeps its slot), and no
+                # needs_input is announced for a turn that never waited on a person.
+                return (await self.gate.request_turn(conn, req.session_id, TurnKind(queued.turn_kind), queued.prompt,
+                                                     queued.attachments or [], boundary=True)).session
         if before.status != req.status:
             # The runtime archiving a session is an archive like the Trash's: the same fields, and
             # session_archived too (the sweeper's trash pipeline starts from it).
@@ -248,17 +253,13 @@ class SpotGate:
                                  spawned_by=(before.metadata or {}).get("spawned_by"))
             await emit_many(conn, SCHEMA, [(SESSION_STATUS_CHANGED, "session_status_changed", event)] +
                             ([(SESSION_ARCHIVED, "session_archived", event)] if archiving else []))
-        if before.status == RUNNING and req.status == SessionStatus.NEEDS_INPUT.value:
-            queued = await store.pop_enqueued(conn, req.session_id)
-            if queued is not None:  # the turn boundary: deliver the next queued prompt, gated
-                view = (await self.gate.request_turn(conn, req.session_id, TurnKind(queued.turn_kind), queued.prompt,
-                                                     queued.attachments or [])).session
-        return view or await self._view(conn, req.session_id)
+            return view
+        return await self._view(conn, req.session_id)  # the status it already has: nothing changes
 
     async def decisions(self, q: GateDecisionQuery) -> GateDecisionList:
         async with self.engine.connect() as conn:
             await store.fetch(conn, q.session_id)
-            rows = await store.decisions(conn, q.session_id, q.limit)
+            rows = await store.decisions(conn, q.session_id, q.limit, since=q.since, until=q.until, at=q.at)
         return GateDecisionList(decisions=[GateDecisionRow(**r._mapping) for r in rows])
 
     async def enqueued(self, q: EnqueuedQuery) -> EnqueuedList:
@@ -276,15 +277,10 @@ class SpotGate:
         return Ok()
 
     async def record_spend_in(self, conn: AsyncConnection, req: SpendReport) -> bool:
-        """Tokens to dollars at list prices; idempotent on request_id. Spend is never dropped:
-        a model with no price (priced at spawn, since removed from the table) is priced at the
-        most expensive known price, and logged at WARNING, so the gate never sees it as free."""
-        try:
-            prices = price_for(req.model, self.prices)
-        except KeyError:
-            prices = dearest(self.prices)
-            log.warning("spend for a model with no price, priced at the dearest known price",
-                        extra=kv(model=req.model, request_id=req.request_id, session_id=req.session_id))
+        """Tokens to dollars at the model's list price; idempotent on request_id. Spend is never
+        dropped nor free: a model with no price of its own is priced by version or family, else at
+        the dearest known price (logged once per model)."""
+        prices = self.prices.resolve(req.model).prices
         dollars = spend_dollars(TokenUsage(req.input_tokens, req.output_tokens, req.cache_write_tokens,
                                            req.cache_read_tokens), prices)
         return await quota.record_spend(conn, req, dollars, self.now())

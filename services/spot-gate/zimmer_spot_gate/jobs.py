@@ -16,8 +16,8 @@ from zimmer_common.outbox import emit
 from zimmer_spot_gate.domain.ladder import repair_delay
 from zimmer_spot_gate.domain.pool import pooled_windows
 from zimmer_spot_gate.domain.model import WINDOW_LENGTH
-from zimmer_spot_gate.domain.pricing import (
-    DEFAULT_PRICES, Prices, SessionSpend, accounts_to_sample, burn_rates, calibrate, opus_dollars)
+from zimmer_spot_gate.domain.prices import DEFAULT_PRICES, Prices, currency_dollars
+from zimmer_spot_gate.domain.pricing import SessionSpend, accounts_to_sample, burn_rates, calibrate
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
@@ -38,8 +38,14 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
         """Re-check every held session whose time has come, in batches of `RECHECK_CHUNK`, one
         transaction each, so one failure cannot take the whole pass down. Durable: the due
         time is a column, so a restart loses nothing."""
-        async with engine().connect() as conn:
-            due = await store.due_holds(conn, now(), RECHECK_BATCH)
+        at = now()
+        async with engine().begin() as conn:
+            due = await store.due_holds(conn, at, RECHECK_BATCH)
+            stood_down = await store.standing_down(conn, at, RECHECK_BATCH)
+            await store.log_decisions(conn, [
+                {"session_id": r.id, "allowed": False, "reason": "wake_ahead", "event": "wake_stand_down",
+                 "sentence": f"Its re-check came due while it is paused until {r.wake_at.isoformat()}: it stands "
+                             "down without re-arming; the wake is its next event."} for r in stood_down], at)
         admitted = 0
         for start in range(0, len(due), RECHECK_CHUNK):
             chunk = due[start:start + RECHECK_CHUNK]
@@ -69,7 +75,8 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
 
     async def quota_calibration(ctx: JobContext) -> None:
         """A window's capacity in Opus dollars = Claude spend since the window started (its reset
-        minus its length), every Claude model's tokens at Opus list prices, ÷ the pool's average
+        minus its length), every Claude model's tokens at Opus list prices (the gate's currency,
+        `prices.CURRENCY`; Codex spend is outside it), ÷ the pool's average
         utilization of it; smoothed, and only once both are measurable (seed 003
         QuotaCapacityCalibrationJob; DESIGN §9). A window with no known reset has no known
         start, so it is not priced this run."""
@@ -82,22 +89,21 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
                 if not p.reset_known:
                     continue
                 started = at + timedelta(seconds=p.mean_seconds_to_reset) - WINDOW_LENGTH[window]
-                spend = opus_dollars(await quota.usage_by_model_since(conn, started), prices)
+                spend = sum(currency_dollars(usage, harness, model, prices)
+                            for harness, model, usage in await quota.usage_by_model_since(conn, started))
                 capacity = calibrate(previous.get(window), spend, p.utilization)
                 if capacity is not None and capacity != previous.get(window):
                     await quota.save_capacity(conn, window, capacity)
         gate.pool.invalidate()
 
     async def burn_rate_recompute(ctx: JobContext) -> None:
+        """$/min per harness + model over its last 25 sessions, at list prices (the Costs page) and
+        in the gate's currency (what it compares with capacity: DESIGN §9 "One currency")."""
         async with engine().begin() as conn:
-            rows = await quota.session_spends(conn, BURN_RATE_SESSIONS)
-            spends = [SessionSpend(str(r.session_id), r.harness, r.model, float(r.dollars), r.first_at, r.last_at)
-                      for r in rows]
-            rates = burn_rates(spends, BURN_RATE_SESSIONS)
-            counts: dict[tuple[str, str], int] = {}
-            for s in spends:
-                counts[(s.harness, s.model)] = counts.get((s.harness, s.model), 0) + 1
-            await quota.save_burn_rates(conn, rates, counts)
+            spends = [SessionSpend(str(r.session_id), r.harness, r.model, float(r.dollars), r.first_at, r.last_at,
+                                   currency_dollars(usage, r.harness, r.model, prices))
+                      for r, usage in await quota.session_spends(conn, BURN_RATE_SESSIONS)]
+            await quota.save_burn_rates(conn, burn_rates(spends, BURN_RATE_SESSIONS))
         gate.pool.invalidate()
 
     async def usage_sampler(ctx: JobContext) -> None:

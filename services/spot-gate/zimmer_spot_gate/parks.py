@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zimmer_common.contracts.spot import SESSION_PAUSED, ParkForAuthOutage, SessionEvent, SessionView
 from zimmer_common.logs import kv
 from zimmer_common.outbox import emit
+from zimmer_spot_gate import session_log
 from zimmer_spot_gate.ceiling import resume
 from zimmer_spot_gate.domain.model import SessionStatus
 from zimmer_spot_gate.store import quota
@@ -45,16 +46,21 @@ class Parks:
         self._kick = kick
 
     async def park(self, req: ParkForAuthOutage) -> SessionView:
+        now = self.now()
         async with self._engine().begin() as conn:
             await self.gate.lock_admissions(conn)
             row = await store.fetch_live(conn, req.session_id, "it cannot be parked")
             view = store.to_view(await store.update_fields(
                 conn, req.session_id, status=SessionStatus.WAITING.value, paused_by=AUTH_OUTAGE,
-                spot_pause_at=self.now(), spot_pause_reason=AUTH_OUTAGE, parked_account=req.account,
+                spot_pause_at=now, spot_pause_reason=AUTH_OUTAGE, parked_account=req.account,
                 spot_pause_detail=f"The credentials of {req.account or 'its account'} are out.",
-                spot_pause_acked_at=self.now()), (await quota.policy(conn)).overrides)
+                spot_pause_acked_at=now), (await quota.policy(conn)).overrides)
             await emit(conn, SCHEMA, SESSION_PAUSED, "session_paused", SessionEvent(
                 session=view, previous={"status": row.status}, spawned_by=(row.metadata or {}).get("spawned_by")))
+            sentence = view.pause_sentence or "Parked by an auth outage of its account."
+            await store.log_decisions(conn, [{"session_id": req.session_id, "allowed": False, "reason": AUTH_OUTAGE,
+                                              "sentence": sentence, "event": "auth_park"}], now)
+            await session_log.write(conn, now, [(req.session_id, "warning", sentence)])
         self._kick()
         return view
 
@@ -72,7 +78,7 @@ class Parks:
                                      store.class_expr(overrides) == literal_column("'priority'", Text),
                                      ~store.wake_ahead(now), recovered)
                 .order_by(s.c.spot_pause_at, s.c.id).limit(UNPARK_PER_SWEEP))).scalars())
-            await resume(self.gate, conn, ids, {sid: AUTH_NUDGE for sid in ids})
+            await resume(self.gate, conn, ids, {sid: AUTH_NUDGE for sid in ids}, event="auth_unpark", at=now)
         if ids:
             self._kick()
             log.info("resumed priority sessions parked by an auth outage", extra=kv(sessions=ids))

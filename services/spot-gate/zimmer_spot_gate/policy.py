@@ -11,17 +11,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.spot import SpawnResult, SpawnSession
 from zimmer_common.contracts.spot_policy import (
-    BurnRateView, CostsQuery, CostsView, CreateTrigger, FireTrigger, GenesisAction, GenesisClassView, PolicyQuery,
+    BurnRateView, CostsQuery, CostsView, CreateTrigger, DecidedFor, FireTrigger, GenesisAction, GenesisClassView,
+    ModelPricing, PolicyQuery,
     PolicyView, SetPolicy, TriggerList, TriggerQuery, TriggerView, UnblockView, UpdateTrigger, WindowPosture)
 from zimmer_common import idempotency
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import (
     DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
-from zimmer_spot_gate.domain.gate import decide_safely, window_numbers
+from zimmer_spot_gate.domain.gate import window_numbers
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
 from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
+from zimmer_spot_gate.domain.prices import CURRENCY, spends_against_claude
 from zimmer_spot_gate.handlers import SpotGate
-from zimmer_spot_gate.snapshot import read_pool
+from zimmer_spot_gate.snapshot import DEFAULT_HARNESS, DEFAULT_MODEL, read_inputs
 from zimmer_spot_gate.store import quota, triggers
 from zimmer_spot_gate.store.quota import WINDOW_SPAN
 from zimmer_spot_gate.store.sessions import class_expr
@@ -42,31 +44,37 @@ class PolicyOps:
 
     async def _view(self, conn: AsyncConnection) -> PolicyView:
         now = self.now()
-        pool = await read_pool(conn, now)
-        snap, policy = pool.snapshot, pool.policy
-        decision = decide_safely(lambda: snap)
+        inputs, fleet = await read_inputs(conn, now)
+        parts, policy = inputs.parts, inputs.policy
+        assert parts is not None
+        # What the gate says now to a new spot session as a spawn naming no model gets it: the same
+        # function over the same inputs an admission decides with, so the two cannot disagree.
+        candidate = inputs.default_candidate()
+        decision = inputs.decide(fleet, candidate)
         windows = []
-        for w in snap.windows:
-            n = window_numbers(w, policy.policy, snap.fleet, snap.candidate)
+        for w in parts.windows:
+            n = window_numbers(w, policy.policy, fleet, candidate)
             reserve = policy.policy.reserve.get(w.window, 0.0)
             windows.append(WindowPosture(
                 window=w.window.value, calibrated=n.calibrated,
                 capacity_dollars=n.capacity if n.calibrated else None, utilization=n.utilization,
-                accounts_averaged=snap.accounts_averaged, reserve_percent=round(reserve * 100, 3),
+                accounts_averaged=parts.accounts_averaged, reserve_percent=round(reserve * 100, 3),
                 reserve_dollars=reserve * n.capacity if n.calibrated else None,
                 spot_budget_dollars=n.budget if n.calibrated else None,
                 spot_budget_left_dollars=n.left if n.calibrated else None,
                 spot_budget_left_fraction=n.left / n.capacity, minutes_to_reset=n.minutes_to_reset,
-                sustainable_rate=n.sustainable_rate, fleet_burn=n.fleet_burn))
+                sustainable_rate=n.sustainable_rate, fleet_burn=n.fleet_burn, fleet_burn_estimated=not n.calibrated))
         running, held = await triggers.counts(conn, class_expr(policy.overrides))
-        unblock = unblock_state(pool.readings, now)
-        weekly = next_weekly_reset(pool.readings, now)
+        unblock = unblock_state(parts.readings, now)
+        weekly = next_weekly_reset(parts.readings, now)
         return PolicyView(
             gating_enabled=policy.policy.gating_enabled, max_sessions=policy.policy.max_sessions, windows=windows,
             reserve_percent={w.value: round(policy.policy.reserve.get(w, 0.0) * 100, 3) for w in Window},
-            accounts_in_pool=pool.pool_size, running=running, held=held, paused=await triggers.paused_counts(conn),
-            running_slots=snap.fleet.running_slots,
+            accounts_in_pool=parts.pool_size, running=running, held=held, paused=await triggers.paused_counts(conn),
+            running_slots=fleet.running_slots,
             decision=decision_view(decision),
+            decided_for=DecidedFor(harness=DEFAULT_HARNESS, model=DEFAULT_MODEL,
+                                   burn_per_minute=candidate.burn_dollars_per_minute),
             unblock=UnblockView(state=unblock.state, at=unblock.at, accounts_out=unblock.accounts_out,
                                 accounts_read=unblock.accounts_read, sentence=unblock.sentence,
                                 next_weekly_reset_at=weekly.at, accounts_week_spent=weekly.accounts_week_spent),
@@ -167,11 +175,30 @@ class PolicyOps:
     # ---- costs --------------------------------------------------------------------------
 
     async def costs(self, _q: CostsQuery | None = None) -> CostsView:
+        """Burn rates at list prices and in the gate's currency, spend split by the account it draws
+        on (Claude or Codex), and how each model seen is priced."""
         now = self.now()
+        book = self.sessions.prices
         async with self._engine().connect() as conn:
             rates = await quota.all_burn_rates(conn)
-            five = await quota.spend_since(conn, now - WINDOW_SPAN[Window.FIVE_HOUR])
-            seven = await quota.spend_since(conn, now - WINDOW_SPAN[Window.SEVEN_DAY])
-        return CostsView(burn_rates=[BurnRateView(**r._mapping) for r in rates], spend_five_hour_dollars=five,
-                         spend_seven_day_dollars=seven,
-                         prices_per_million_tokens={m: asdict(p) for m, p in self.sessions.prices.items()})
+            five = await quota.spend_by_model_since(conn, now - WINDOW_SPAN[Window.FIVE_HOUR])
+            seven = await quota.spend_by_model_since(conn, now - WINDOW_SPAN[Window.SEVEN_DAY])
+
+        def split(spend: list[tuple[str, str, float]]) -> tuple[float, float]:
+            claude = sum(d for h, m, d in spend if spends_against_claude(h, m))
+            return claude, sum(d for _h, _m, d in spend) - claude
+
+        (five_claude, five_codex), (seven_claude, seven_codex) = split(five), split(seven)
+        seen = sorted({r.model for r in rates} | {m for _h, m, _d in seven})
+        matches = [book.resolve(m) for m in seen]
+        return CostsView(
+            burn_rates=[BurnRateView(harness=r.harness, model=r.model, dollars_per_minute=r.dollars_per_minute,
+                                     opus_dollars_per_minute=r.opus_dollars_per_minute,
+                                     spends_against="claude" if spends_against_claude(r.harness, r.model) else "codex",
+                                     sessions_counted=r.sessions_counted, computed_at=r.computed_at) for r in rates],
+            spend_five_hour_dollars=five_claude + five_codex, spend_seven_day_dollars=seven_claude + seven_codex,
+            spend_five_hour_claude_dollars=five_claude, spend_five_hour_codex_dollars=five_codex,
+            spend_seven_day_claude_dollars=seven_claude, spend_seven_day_codex_dollars=seven_codex,
+            prices_per_million_tokens={m: asdict(p) for m, p in book.table.items()},
+            models=[ModelPricing(model=m.model, priced_as=m.priced_as, how=m.how, note=m.note) for m in matches],
+            currency=CURRENCY)

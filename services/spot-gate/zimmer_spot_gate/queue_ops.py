@@ -5,9 +5,11 @@ session now"), each one transaction under the admission lock.
   record and resume path, with `spot_pause_reason: user_spot_queue` (left out of the "paused
   mid-run" count), a priority session made spot (the sweep would otherwise resume it at once), the
   "Resume with" prompt on the session, and the turn stopped now only with `halt`.
-- start_now: held → its re-check pulled forward; paused → the pause's own resume; neither → the
-  continue nudge. It stays gated for spot sessions, so it is not a queue jump: when the gate would
-  hold, nothing changes (the hold record included) and the answer says why.
+- start_now: held → its re-check pulled forward; paused → the pause's own resume; never ran → its
+  first turn with its first prompt; ran and idle → the continue nudge. It stays gated for spot
+  sessions, so it is not a queue jump: when the gate would hold, nothing changes (the hold record
+  included) and the answer says why. A promote to priority does the same (`start_in`), except that
+  a session that ran and has nothing scheduled gets nothing.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import (
     SESSION_PAUSED, PauseIntoSpotQueue, SessionEvent, SessionView, StartNow, StartNowResult, TurnResult)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit_many
-from zimmer_spot_gate.ceiling import SPOT_QUOTA, read_gate, resume
+from zimmer_spot_gate.ceiling import SPOT_QUOTA, GateReading, decision_row, read_gate, resume
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate
 from zimmer_spot_gate.domain.wakes import paused_until
@@ -80,46 +84,79 @@ class QueueOps:
         async with self._engine().begin() as conn:
             g = await read_gate(self.gate, conn)
             row = await store.fetch_live(conn, req.session_id, "it takes no more turns")
-            ahead = paused_until(row.next_wake_at, self.now())
-            if ahead is not None:  # its wake is its next event and carries its own prompt
-                raise ZimmerError(ErrorCode.REFUSED, wake_refusal(req.session_id, ahead),
-                                  {"session_id": req.session_id, "paused_until": ahead.isoformat()})
-            held, paused = row.spot_hold_reason is not None, row.paused_by is not None
-            if row.status == SessionStatus.RUNNING.value and not paused:  # a repeated click starts nothing twice
-                return StartNowResult(did="running", sentence="It is running: there is nothing to start.",
-                                      session=store.to_view(row, g.policy.overrides))
-            gated = exemption(dict(row._mapping), g.policy.overrides) is None
-            if (held or paused) and gated:
-                if not g.readable:
-                    raise ZimmerError(ErrorCode.REFUSED, "the spot queue cannot be read now, so nothing is started "
-                                      "ahead of it; try again shortly", {"session_id": req.session_id})
-                decision = g.decide(Candidate(g.burn.get((row.harness, row.model), 0.0)), g.fleet, 0.0)
-                if not decision.allowed:  # nothing changes, the hold record included
-                    return StartNowResult(did="held", sentence=decision.sentence,
-                                          session=store.to_view(row, g.policy.overrides))
-            if paused and row.status == SessionStatus.RUNNING.value:
-                raise ZimmerError(ErrorCode.REFUSED, f"session {req.session_id} is being stopped for its pause; start "
-                                  "it now once the runtime has reported the turn over", {"status": row.status})
-            if held:
-                out = await self.gate.recheck(conn, req.session_id, force=True)
-                did, sentence = "rechecked", "Its held turn was re-checked now, prompt intact."
-            elif paused:
-                [out] = await resume(self.gate, conn, [req.session_id], {req.session_id: row.resume_prompt})
-                did, sentence = "resumed", "Its pause was resumed now."
-            else:
-                out = await self.gate.request_turn(conn, req.session_id, TurnKind.FOLLOW_UP, CONTINUE_NUDGE, [])
-                did, sentence = "nudged", "It was sent the continue nudge."
-            if isinstance(out, ZimmerError):
-                raise out
-            turn = out if isinstance(out, TurnResult) else None
-            if turn is not None and turn.outcome == "held":
-                did, sentence = "held", turn.decision.sentence if turn.decision else "The gate holds it."
-            if turn is not None and turn.outcome == "queued":
-                sentence = "A turn is in flight: the continue nudge waits behind it."
-            view = turn.session if turn is not None else store.to_view(await store.fetch(conn, req.session_id),
-                                                                       g.policy.overrides)
+            done = await start_in(self.gate, conn, row, self.now(), g.policy.overrides, reading=g)
         self._kick()
-        return StartNowResult(did=did, sentence=sentence, session=view, turn=turn)  # type: ignore[arg-type]
+        if isinstance(done, ZimmerError):
+            raise done  # a refusal the decision log keeps: raised once its row has committed
+        return done
 
 
+async def start_in(gate: TurnGate, conn: AsyncConnection, row: Any, now: datetime, overrides: Any, *,
+                   reading: GateReading | None = None) -> StartNowResult | ZimmerError:
+    """Start a dormant session now, in the caller's transaction (under the admission lock, the
+    session's row locked): seed 004's Start now table. With `reading` it is Start now (a spot
+    session is asked again, still gated, so it is no queue jump; a refusal is raised or recorded);
+    without, a promote to priority, which starts what it can and otherwise does nothing.
 
+    held       its held turn is re-checked now, prompt intact (one turn, never a second)
+    paused     the pause's own resume (the "Resume with" prompt, or the recovery nudge)
+    never ran  its first turn, with its stored first prompt
+    ran, idle  Start now sends the continue nudge; a promote sends nothing
+    """
+    sid = row.id
+    promote = reading is None
+    event = "promote" if promote else "start_now"
+    ahead = paused_until(row.next_wake_at, now)
+    if ahead is not None:  # its wake is its next event and carries its own prompt
+        if promote:
+            return _nothing(row, overrides, f"Nothing started: it is paused until {ahead.isoformat()}.")
+        await store.log_decisions(conn, [{"session_id": sid, "allowed": False, "reason": "wake_ahead",
+                                          "sentence": wake_refusal(sid, ahead), "event": event}], now)
+        return ZimmerError(ErrorCode.REFUSED, wake_refusal(sid, ahead), {"session_id": sid,
+                                                                        "paused_until": ahead.isoformat()})
+    held, paused = row.spot_hold_reason is not None, row.paused_by is not None
+    running = row.status == SessionStatus.RUNNING.value
+    if running and not paused:  # a repeated click starts nothing twice
+        return StartNowResult(did="running", sentence="It is running: there is nothing to start.",
+                              session=store.to_view(row, overrides))
+    if reading is not None and (held or paused) and exemption(dict(row._mapping), overrides) is None:
+        if not reading.readable:
+            raise ZimmerError(ErrorCode.REFUSED, "the spot queue cannot be read now, so nothing is started "
+                              "ahead of it; try again shortly", {"session_id": sid})
+        decision = reading.decide(Candidate(reading.inputs.burn_of(row.harness, row.model)), reading.fleet)
+        if not decision.allowed:  # nothing changes, the hold record included; the log says why
+            await store.log_decisions(conn, [decision_row(sid, event, decision)], now)
+            return StartNowResult(did="held", sentence=decision.sentence, session=store.to_view(row, overrides))
+    if paused and running:
+        if promote:
+            return _nothing(row, overrides, "Nothing started yet: its turn is being stopped for its pause; the next "
+                            "sweep resumes it.")
+        raise ZimmerError(ErrorCode.REFUSED, f"session {sid} is being stopped for its pause; start it now once the "
+                          "runtime has reported the turn over", {"status": row.status})
+    if held:
+        out = await gate.recheck(conn, sid, force=True)
+        did, sentence = "rechecked", "Its held turn was re-checked now, prompt intact."
+    elif paused:
+        [out] = await resume(gate, conn, [sid], {sid: row.resume_prompt}, event=event, at=now)
+        did, sentence = "resumed", "Its pause was resumed now."
+    elif not row.ever_started:
+        out = await gate.request_turn(conn, sid, TurnKind.FIRST_START, row.prompt, [], event=event)
+        did, sentence = "started", "Its first turn was asked for now, with its first prompt."
+    elif promote:
+        return _nothing(row, overrides, "Nothing to start: it has run and has nothing scheduled.")
+    else:
+        out = await gate.request_turn(conn, sid, TurnKind.FOLLOW_UP, CONTINUE_NUDGE, [], event=event)
+        did, sentence = "nudged", "It was sent the continue nudge."
+    if isinstance(out, ZimmerError):
+        raise out
+    turn = out if isinstance(out, TurnResult) else None
+    if turn is not None and turn.outcome == "held":
+        did, sentence = "held", turn.decision.sentence if turn.decision else "The gate holds it."
+    if turn is not None and turn.outcome == "queued":
+        sentence = "A turn is in flight: the continue nudge waits behind it."
+    view = turn.session if turn is not None else store.to_view(await store.fetch(conn, sid), overrides)
+    return StartNowResult(did=did, sentence=sentence, session=view, turn=turn)  # type: ignore[arg-type]
+
+
+def _nothing(row: Any, overrides: Any, sentence: str) -> StartNowResult:
+    return StartNowResult(did="nothing", sentence=sentence, session=store.to_view(row, overrides))

@@ -26,7 +26,7 @@ from zimmer_common.outbox import OutboxRelay
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.clones import Clones
-from zimmer_spot_gate.config import SpotSettings
+from zimmer_spot_gate.config import PriceBook, SpotSettings
 from zimmer_spot_gate.deletion import Deletion
 from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.ceiling import CeilingSweep
@@ -65,14 +65,14 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
             service.relay.kick()
 
     gate = TurnGate(now=service.clock.now, pool=PoolCache(engine, service.clock.now))
-    app = SpotGate(engine, service.clock.now, gate, relay, prices=SpotSettings().price_table())
+    app = SpotGate(engine, service.clock.now, gate, relay, prices=PriceBook(SpotSettings().price_table()))
     app.admissions.batcher.bound(settings.max_batch_pending, "spot-gate admissions",
                                  service.metrics.batch_pending.labels(NAME, "admissions").set,
                                  service.metrics.batch_size.labels(NAME, "admissions").observe)
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
                                        on_commit=kick,
-                                       prices=app.prices))
+                                       prices=app.prices.table))
 
     service.rpc(c.SPAWN)(app.spawn)
     service.rpc(c.GET_SESSION)(app.get)

@@ -1,4 +1,7 @@
-"""The gate's inputs, read from the database: the one place they are read.
+"""The gate's inputs, read from the database: the one place they are read, and the one place a
+decision is made from them (`GateInputs.decide`), whoever asks: an admission, the ceiling sweep,
+start now, or the policy view every surface renders. So the card's badge and a spawn's answer in
+the same second come from the same function over the same kind of snapshot.
 
 The pool's side (readings, calibration, burn rates) changes every few minutes and is the bulk
 of the reading, so admissions share it through a short-lived cache; the fleet's side (what is
@@ -10,18 +13,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from zimmer_spot_gate.domain.gate import Candidate, Snapshot, WindowState
+from zimmer_common.contracts.spot import SpawnSession
+from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, WindowState, evaluate
 from zimmer_spot_gate.domain.model import AccountReading
 from zimmer_spot_gate.domain.pool import pooled_windows
-from zimmer_spot_gate.domain.rates import observed_rates
+from zimmer_spot_gate.domain.pricing import fallback_burn, session_burn
+from zimmer_spot_gate.domain.rates import LOOKBACK, observed_rates
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store.quota import PolicyRow
 
-RATE_LOOKBACK = timedelta(minutes=30)
+# What a spawn that names neither gets: the candidate the policy view decides for.
+DEFAULT_HARNESS = str(SpawnSession.model_fields["harness"].default)
+DEFAULT_MODEL = str(SpawnSession.model_fields["model"].default)
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,14 @@ class PoolParts:
     accounts_averaged: int
     pool_size: int
     readings: list[AccountReading]
-    burn_rates: dict[tuple[str, str], float]
+    burn_rates: dict[tuple[str, str], float]  # in the gate's currency (Opus-priced $/min)
+
+    def burn_of(self, harness: str, model: str) -> float:
+        return session_burn(self.burn_rates, harness, model)
+
+    @property
+    def fallback_burn(self) -> float:
+        return fallback_burn(self.burn_rates)
 
 
 async def read_pool_parts(conn: AsyncConnection, now: datetime) -> PoolParts:
@@ -38,33 +52,47 @@ async def read_pool_parts(conn: AsyncConnection, now: datetime) -> PoolParts:
     pooled = pooled_windows(readings, now, pool_size)
     capacities = await quota.capacities(conn)
     uncalibrated = [w for w in pooled if w not in capacities]
-    rates = observed_rates(await quota.readings_since(conn, now - RATE_LOOKBACK)) if uncalibrated else {}
+    rates = observed_rates(await quota.readings_since(conn, now - LOOKBACK)) if uncalibrated else {}
     windows = tuple(WindowState(w, p.utilization, p.mean_seconds_to_reset / 60, capacities.get(w), rates.get(w, 0.0),
                                 p.accounts_rolled_over) for w, p in pooled.items())
     averaged = max((p.accounts_averaged for p in pooled.values()), default=0)
-    burn = {(r.harness, r.model): float(r.dollars_per_minute) for r in await quota.all_burn_rates(conn)}
+    burn = {(r.harness, r.model): float(r.opus_dollars_per_minute) for r in await quota.all_burn_rates(conn)}
     return PoolParts(windows, averaged, pool_size, readings, burn)
 
 
 @dataclass(frozen=True)
-class PoolView:
-    snapshot: Snapshot
+class GateInputs:
+    """One reading of the gate's inputs: the policy, and the pool's side or why it could not be
+    read (the gate then fails open on the quota checks, never on the slot check)."""
+
     policy: PolicyRow
-    readings: list[AccountReading]
-    pool_size: int
+    parts: PoolParts | None
+    failure: BaseException | None = None
+
+    def burn_of(self, harness: str, model: str) -> float:
+        return self.parts.burn_of(harness, model) if self.parts else 0.0
+
+    @property
+    def fallback_burn(self) -> float:
+        return self.parts.fallback_burn if self.parts else 0.0
+
+    def decide(self, fleet: FleetState, candidate: Candidate, margin: float = 0.0) -> Decision:
+        p = self.parts
+        return evaluate(self.policy.policy, p.windows if p else None, fleet, candidate,
+                        accounts_averaged=p.accounts_averaged if p else 0, accounts_in_pool=p.pool_size if p else 0,
+                        failure=self.failure, reserve_margin=margin)
+
+    def default_candidate(self) -> Candidate:
+        """A new spot session as a spawn naming no harness or model gets it."""
+        return Candidate(self.burn_of(DEFAULT_HARNESS, DEFAULT_MODEL))
 
 
-async def read_pool(conn: AsyncConnection, now: datetime, candidate: Candidate | None = None) -> PoolView:
-    """Everything fresh, for surfaces that show the decision (the policy view). With no
-    candidate, the decision is for a typical new spot session: the mean burn rate."""
-    policy_row = await quota.policy(conn)
+async def read_inputs(conn: AsyncConnection, now: datetime) -> tuple[GateInputs, FleetState]:
+    """Everything fresh and without the admission lock, for the surfaces that show the decision
+    (the policy view): the same inputs an admission reads, decided by the same function."""
     parts = await read_pool_parts(conn, now)
-    if candidate is None:
-        rates = parts.burn_rates.values()
-        candidate = Candidate(sum(rates) / len(rates) if rates else 0.0)
-    snap = Snapshot(policy_row.policy, parts.windows, await quota.fleet(conn), candidate, parts.accounts_averaged,
-                    parts.pool_size)
-    return PoolView(snap, policy_row, parts.readings, parts.pool_size)
+    policy, fleet = await quota.policy_and_fleet(conn, parts.fallback_burn)
+    return GateInputs(policy, parts), fleet
 
 
 class PoolCache:

@@ -30,10 +30,10 @@ from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import classify
 from zimmer_common.outbox import emit_many
 from zimmer_spot_gate.domain.classes import resolve_class
-from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, Snapshot, WindowNumbers, decide, unavailable
+from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, WindowNumbers
 from zimmer_spot_gate.domain.model import Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind
-from zimmer_spot_gate.domain.turnflow import Ask, Hold, Outcome, Session, Turn, Verdict, plan_batch
-from zimmer_spot_gate.snapshot import PoolCache, PoolParts
+from zimmer_spot_gate.domain.turnflow import Ask, BatchPlan, Hold, Logged, Outcome, Session, Turn, Verdict, plan_batch
+from zimmer_spot_gate.snapshot import GateInputs, PoolCache, PoolParts
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 
@@ -68,14 +68,14 @@ def takes_slot(s: dict[str, Any]) -> bool:
     return s["runtime"] == Runtime.CLAUDE_CODE.value and not s["is_status_summary_fork"]
 
 
-def to_session(row: dict[str, Any], overrides: Any, burn_rates: dict[tuple[str, str], float]) -> Session:
+def to_session(row: dict[str, Any], overrides: Any, inputs: GateInputs) -> Session:
     hold = None
     if row["spot_hold_reason"] is not None:
         hold = Hold(Reason(row["spot_hold_reason"]), row["spot_hold_retry_at"],
                     Turn(TurnKind(row["held_turn_kind"] or TurnKind.FIRST_START.value), row["held_prompt"],
                          tuple(row["held_attachments"] or ())))
     return Session(id=row["id"], status=SessionStatus(row["status"]), exempt=exemption(row, overrides),
-                   takes_slot=takes_slot(row), burn=burn_rates.get((row["harness"], row["model"]), 0.0),
+                   takes_slot=takes_slot(row), burn=inputs.burn_of(row["harness"], row["model"]),
                    precedence=row["precedence"], created_at=row["created_at"], hold=hold,
                    hold_count=row["spot_hold_count"], ever_started=row["ever_started"])
 
@@ -89,12 +89,15 @@ class TurnRequest:
     recheck: bool = False  # the held session's re-check
     force: bool = False  # re-check now whatever the retry time (its class changed)
     key: KeyRef | None = None  # the caller's idempotency key: a retry gets the first answer
+    boundary: bool = False  # the next queued turn of a running session whose turn just ended
+    event: str = "turn"  # what the decision log calls the outcome (ceiling_resume, auth_unpark, …)
 
     def ask(self) -> Ask:
         if self.recheck:
-            return Ask(self.session_id, None, self.force)
+            return Ask(self.session_id, None, self.force, event=self.event)
         assert self.kind is not None
-        return Ask(self.session_id, Turn(self.kind, self.prompt, tuple(self.attachments)), self.force)
+        return Ask(self.session_id, Turn(self.kind, self.prompt, tuple(self.attachments)), self.force,
+                   boundary=self.boundary, event=self.event)
 
 
 Result = TurnResult | ZimmerError | None
@@ -112,8 +115,10 @@ class TurnGate:
         await store.advisory_xact_lock(conn, ADMISSION_LOCK)
 
     async def request_turn(self, conn: AsyncConnection, session_id: int, kind: TurnKind, prompt: str | None,
-                           attachments: list[dict[str, Any]]) -> TurnResult:
-        [out] = await self.process(conn, [TurnRequest(session_id, kind, prompt, list(attachments))])
+                           attachments: list[dict[str, Any]], *, boundary: bool = False,
+                           event: str = "turn") -> TurnResult:
+        [out] = await self.process(conn, [TurnRequest(session_id, kind, prompt, list(attachments), boundary=boundary,
+                                                      event=event)])
         if isinstance(out, ZimmerError):
             raise out
         assert out is not None
@@ -127,30 +132,36 @@ class TurnGate:
 
     async def process(self, conn: AsyncConnection, requests: list[TurnRequest],
                       policy: quota.PolicyRow | None = None) -> list[Result]:
-        parts, failure = await self.pool_parts(conn)  # before the lock, on this connection
-        await self.lock_admissions(conn)
+        inputs, fleet = await self.read_inputs(conn, policy)
         rows = {r.id: dict(r._mapping) for r in
                 await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
-        if policy is None:
-            policy, fleet = await quota.policy_and_fleet(conn)
-        else:
-            fleet = await quota.fleet(conn)
-        burn_rates = parts.burn_rates if parts else {}
-        sessions = {sid: to_session(r, policy.overrides, burn_rates) for sid, r in rows.items()}
+        overrides = inputs.policy.overrides
+        sessions = {sid: to_session(r, overrides, inputs) for sid, r in rows.items()}
 
         def gate(s: Session, fleet: FleetState) -> Decision:
-            if parts is None:
-                return unavailable(failure or RuntimeError("no pool reading"))
-            try:
-                return decide(Snapshot(policy.policy, parts.windows, fleet, Candidate(s.burn),
-                                       parts.accounts_averaged, parts.pool_size))
-            except Exception as exc:  # noqa: BLE001 - an error evaluating the gate fails open, and says why
-                return unavailable(exc)
+            # A session still running (at its turn boundary) holds its slot: no slot check for it.
+            return inputs.decide(fleet, Candidate(s.burn, already_running=s.status is SessionStatus.RUNNING))
 
         plan = plan_batch(sessions, [q.ask() for q in requests], fleet, gate, self.now(), self.jitter)
-        for _sid, _turn, decision in plan.decisions:
-            self.on_decision(decision.reason.value)
-        return await self._write(conn, rows, plan, policy.overrides)
+        for logged in plan.decisions:
+            if logged.decision is not None:
+                self.on_decision(logged.decision.reason.value)
+        return await self._write(conn, rows, plan, overrides)
+
+    async def read_inputs(self, conn: AsyncConnection, policy: quota.PolicyRow | None = None
+                          ) -> tuple[GateInputs, FleetState]:
+        """The gate's inputs for a decision under the admission lock: the pool's side first (cached,
+        on this connection), then the lock, then the policy and the fleet as they are now. Every
+        path that decides takes them here, so each decides with the same function over the same
+        snapshot (`GateInputs.decide`)."""
+        parts, failure = await self.pool_parts(conn)  # before the lock, on this connection
+        await self.lock_admissions(conn)
+        fallback = parts.fallback_burn if parts else 0.0
+        if policy is None:
+            policy, fleet = await quota.policy_and_fleet(conn, fallback)
+        else:
+            fleet = await quota.fleet(conn, fallback)
+        return GateInputs(policy, parts, failure), fleet
 
     async def pool_parts(self, conn: AsyncConnection) -> tuple[PoolParts | None, BaseException | None]:
         try:
@@ -158,17 +169,16 @@ class TurnGate:
         except Exception as exc:
             if classify(exc) is not None:
                 raise  # the database itself is down: nothing is decided, nothing committed
-            return None, exc  # the inputs could not be read: the gate fails open, saying why
+            return None, exc  # the inputs could not be read: the quota checks fail open, saying why
 
-    async def _write(self, conn: AsyncConnection, rows: dict[int, dict[str, Any]], plan: Any,
+    async def _write(self, conn: AsyncConnection, rows: dict[int, dict[str, Any]], plan: BatchPlan,
                      overrides: Any) -> list[Result]:
         changed = sorted(plan.changed)
         after = {sid: _row_of(rows[sid], plan.sessions[sid]) for sid in changed}
-        seen = {id(d): decision_view(d) for _sid, _turn, d in plan.decisions}  # each view built once
-        stamped = await store.save_turn_state(conn, [after[sid] for sid in changed], [
-            {"session_id": sid, "turn_kind": turn.kind.value, "allowed": d.allowed, "reason": d.reason.value,
-             "ceiling": d.ceiling.value if d.ceiling else None, "sentence": d.sentence,
-             "numbers": seen[id(d)].model_dump_json()} for sid, turn, d in plan.decisions], self.now())
+        # Each view built once.
+        seen = {id(d.decision): decision_view(d.decision) for d in plan.decisions if d.decision is not None}
+        stamped = await store.save_turn_state(conn, [after[sid] for sid in changed],
+                                              [_log_row(d, seen) for d in plan.decisions], self.now())
         await store.enqueue_messages(conn, [{"s": sid, "k": t.kind.value, "p": t.prompt, "a": store.dumps(list(t.attachments))}
                                             for sid, t in plan.queued])
         queued: dict[int, int] = {}
@@ -198,6 +208,17 @@ class TurnGate:
             if rows[sid].get("paused_by") is not None:
                 await store.end_pause(conn, sid)
         return [_result(o, views, seen) for o in plan.outcomes]
+
+
+def _log_row(d: Logged, seen: dict[int, DecisionView]) -> dict[str, Any]:
+    if d.decision is None:
+        return {"session_id": d.session_id, "turn_kind": d.turn.kind.value, "allowed": True, "reason": "passed",
+                "ceiling": None, "sentence": f"Started without asking the gate: {d.exempt or 'not gated'}.",
+                "numbers": "{}", "event": d.event}
+    n = d.decision
+    return {"session_id": d.session_id, "turn_kind": d.turn.kind.value, "allowed": n.allowed, "reason": n.reason.value,
+            "ceiling": n.ceiling.value if n.ceiling else None, "sentence": n.sentence,
+            "numbers": seen[id(n)].model_dump_json(), "event": d.event}
 
 
 def _stamp(stamped: dict[int, Any], sid: int) -> dict[str, Any]:

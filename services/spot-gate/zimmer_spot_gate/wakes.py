@@ -61,6 +61,7 @@ class Wakes:
             fields = {} if running else {"status": SessionStatus.WAITING.value}
             view = store.to_view(await store.update_fields(conn, req.session_id, **fields),
                                  (await quota.policy(conn)).overrides)
+            view = view.model_copy(update={"paused_until": wakes.paused_until(view.next_wake_at, now)})
             events: list[tuple[str, str, object]] = [(SESSION_PAUSED, "session_paused", SessionEvent(
                 session=view, previous={"status": row.status}, spawned_by=(row.metadata or {}).get("spawned_by")))]
             if running and req.halt:
@@ -93,16 +94,24 @@ class Wakes:
         return fired
 
     async def restart(self, req: RestartSession) -> TurnResult:
+        now = self.now()
         async with self._engine().begin() as conn:
             await self.gate.lock_admissions(conn)
             row = await store.fetch(conn, req.session_id, lock=True)
-            ahead = wakes.paused_until(row.next_wake_at, self.now())
+            ahead = wakes.paused_until(row.next_wake_at, now)
             if ahead is not None and not req.consume_pause:
-                raise ZimmerError(ErrorCode.REFUSED, wakes.refusal(req.session_id, ahead),
-                                  {"session_id": req.session_id, "paused_until": ahead.isoformat()})
-            await store.cancel_wakes(conn, req.session_id)
-            result = await self.gate.request_turn(conn, req.session_id, TurnKind.RESTART,
-                                                  req.prompt or CONTINUE_NUDGE, [])
+                refused = ZimmerError(ErrorCode.REFUSED, wakes.refusal(req.session_id, ahead),
+                                      {"session_id": req.session_id, "paused_until": ahead.isoformat()})
+                await store.log_decisions(conn, [{"session_id": req.session_id, "allowed": False,
+                                                  "reason": "wake_ahead", "sentence": refused.message,
+                                                  "event": "restart"}], now)
+            else:
+                refused = None
+                await store.cancel_wakes(conn, req.session_id)
+                result = await self.gate.request_turn(conn, req.session_id, TurnKind.RESTART,
+                                                      req.prompt or CONTINUE_NUDGE, [], event="restart")
+        if refused is not None:
+            raise refused  # once the decision log's row has committed
         self._kick()
         return result
 

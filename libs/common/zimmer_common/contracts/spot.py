@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
-    IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Time, Title)
+    ID_MAX, IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Time, Title)
 from zimmer_common.contracts.runtime import (
     QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName)
 from zimmer_common.contracts.subjects import event_subject
@@ -20,6 +20,7 @@ ClassName = Literal["priority", "spot"]
 TriggerKindName = Literal["slack", "github_issue", "github_label", "schedule", "ao_event"]
 
 MAX_ATTACHMENTS: Final = 20
+FORK_KEY: Final = "forked_from_session_id"  # the metadata key a fork names its origin by
 
 SESSION_CREATED = event_subject(CTX, "session_created")
 SESSION_STATUS_CHANGED = event_subject(CTX, "session_status_changed")
@@ -140,6 +141,23 @@ class SpawnSession(Request):
             raise ValueError("give precedence or precedence_above_top_spot, not both")
         return self
 
+    @model_validator(mode="after")
+    def _fork_named_in_metadata(self) -> SpawnSession:
+        """Seed 004: "Forks inherit through metadata["forked_from_session_id"], the only lineage
+        edge a fork has." The metadata key names the fork as the top-level field does."""
+        named = self.metadata.get(FORK_KEY)
+        if named is None:
+            return self
+        if isinstance(named, str) and named.isascii() and named.isdigit():
+            named = int(named)
+        if isinstance(named, bool) or not isinstance(named, int) or not 1 <= named <= ID_MAX:
+            raise ValueError(f"metadata.{FORK_KEY} must be a session id (an integer from 1)")
+        if self.forked_from_session_id is not None and self.forked_from_session_id != named:
+            raise ValueError(f"forked_from_session_id {self.forked_from_session_id} and metadata.{FORK_KEY} "
+                             f"{named} name different sessions")
+        self.forked_from_session_id = named
+        return self
+
 
 class SpawnResult(Payload):
     session: SessionView
@@ -240,15 +258,36 @@ class StatusChange(SessionStatusReport):
     pass
 
 
+DecisionEvent = Literal["turn", "ceiling_pause", "ceiling_kept", "ceiling_resume", "start_now", "promote",
+                        "restart", "wake_stand_down", "auth_park", "auth_unpark"]
+
+
 class GateDecisionQuery(Request):
+    """A session's decision log, newest first; `since`/`until` bound it by time, and `at` asks for
+    the one decision in force at that instant (the newest at or before it)."""
+
     session_id: RowId
     limit: int = Field(default=50, ge=1, le=500)
+    since: Time | None = None
+    until: Time | None = None
+    at: Time | None = None
+
+    @model_validator(mode="after")
+    def _at_alone(self) -> GateDecisionQuery:
+        if self.at is not None and (self.since is not None or self.until is not None):
+            raise ValueError("give at alone, or since and/or until")
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise ValueError("since is after until")
+        return self
 
 
 class GateDecisionRow(Payload):
     id: int
     session_id: int
-    turn_kind: str
+    # What the row records: a turn's admission (`turn`, with its kind), or an outcome that kept or
+    # took the session off a slot without one (a ceiling pause, a start-now refusal, a park, …).
+    event: DecisionEvent = "turn"
+    turn_kind: str | None
     allowed: bool
     reason: str
     ceiling: str | None
@@ -328,10 +367,12 @@ class StartNow(Request):
 
 class StartNowResult(Payload):
     """What start now did: `rechecked` (a held session's re-check pulled forward), `resumed` (a
-    paused session's own resume), `nudged` (the continue nudge), `held` (the gate holds it: nothing
-    changed, the sentence says why), or `running` (already running: nothing to start)."""
+    paused session's own resume), `started` (a session that never ran: its first turn, with its
+    first prompt), `nudged` (the continue nudge to a session that ran and has nothing scheduled),
+    `held` (the gate holds it: nothing changed, the sentence says why), `running` (already
+    running: nothing to start), or `nothing` (a promote found nothing to start)."""
 
-    did: Literal["rechecked", "resumed", "nudged", "held", "running"]
+    did: Literal["rechecked", "resumed", "started", "nudged", "held", "running", "nothing"]
     sentence: str
     session: SessionView
     turn: TurnResult | None = None

@@ -29,7 +29,10 @@ class WindowPosture(Payload):
     spot_budget_left_fraction: float
     minutes_to_reset: float
     sustainable_rate: float  # $/min when calibrated, fraction/min otherwise
+    # $/min in the gate's currency (Opus-priced) when calibrated; before, the pool's climb per
+    # minute estimated from its readings (`fleet_burn_estimated`), never presented as measured.
     fleet_burn: float
+    fleet_burn_estimated: bool = False
 
 
 class UnblockView(Payload):
@@ -61,6 +64,15 @@ class TriggerView(Payload):
     updated_at: datetime
 
 
+class DecidedFor(Payload):
+    """The candidate the view's decision is for: a new spot session as a spawn naming no harness or
+    model gets it, at that combination's burn in the gate's currency."""
+
+    harness: str
+    model: str
+    burn_per_minute: float
+
+
 class PolicyView(Payload):
     gating_enabled: bool
     max_sessions: int
@@ -73,7 +85,8 @@ class PolicyView(Payload):
     # sweep) and user_spot_queue (parked by a person; not part of what the ceiling cost).
     paused: dict[str, int] = Field(default_factory=dict)
     running_slots: int
-    decision: DecisionView  # what the gate says now for a new spot session
+    decision: DecisionView  # what the gate says now for a new spot session (`decided_for`)
+    decided_for: DecidedFor | None = None
     unblock: UnblockView
     genesis_classes: list[GenesisClassView]
     triggers: list[TriggerView]
@@ -130,19 +143,44 @@ class TriggerList(Payload):
     triggers: list[TriggerView]
 
 
+SpendsAgainst = Literal["claude", "codex"]
+PriceMatchName = Literal["exact", "version", "family", "unknown"]
+
+
 class BurnRateView(Payload):
     harness: str
     model: str
-    dollars_per_minute: float
+    dollars_per_minute: float  # at the model's list price
+    # In the gate's currency (`CostsView.currency`): what it compares with a window's capacity.
+    # Codex: 0 (it spends nothing against a Claude account).
+    opus_dollars_per_minute: float = 0.0
+    spends_against: SpendsAgainst = "claude"
     sessions_counted: int
     computed_at: datetime
 
 
+class ModelPricing(Payload):
+    """How a model seen in the ledger or the burn rates is priced: its own list price (`exact`), a
+    dated version's or family's (`version`, `family`), or, unknown, the dearest known price."""
+
+    model: str
+    priced_as: str
+    how: PriceMatchName
+    note: str
+
+
 class CostsView(Payload):
     burn_rates: list[BurnRateView]
+    # List-price spend, all of it and split by whose account it draws on.
     spend_five_hour_dollars: float
     spend_seven_day_dollars: float
+    spend_five_hour_claude_dollars: float = 0.0
+    spend_five_hour_codex_dollars: float = 0.0
+    spend_seven_day_claude_dollars: float = 0.0
+    spend_seven_day_codex_dollars: float = 0.0
     prices_per_million_tokens: dict[str, dict[str, float]]
+    models: list[ModelPricing] = Field(default_factory=list)
+    currency: str = ""  # what the gate's dollars are: every Claude token at this model's list prices
 
 
 class CostsQuery(Request):

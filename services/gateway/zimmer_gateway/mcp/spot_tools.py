@@ -6,9 +6,11 @@
 session's, so these are not in `sessions`).
 `gate_decisions`: get_gate_decisions.
 
-Each tool is one RPC to spot-gate. There is deliberately no tool to pin, unpin, place, remove
-or start a session now: those are discretionary operations (DESIGN §6). An argument that does
-not apply to the chosen action is refused naming it rather than silently ignored.
+Each tool is one RPC to spot-gate. Seed 004's session operations are here, start now among them
+(`action_session` `start_now`, and as a side effect of `change_scheduling_class` to priority): a
+held spot session is asked again, still gated, so it is no queue jump. The backlog's discretionary
+operations (pin, place, remove, start an item now) have no tool at all (DESIGN §6). An argument
+that does not apply to the chosen action is refused naming it rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.contracts import alerts as a
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
-from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Title
+from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Time, Title
 from zimmer_common.contracts.runtime import SessionStatusName
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
@@ -58,7 +60,8 @@ def _check(action: str, given: dict[str, Any], *, needs: tuple[str, ...] = (), a
 class SessionAction(c.SessionView):
     """The session after the action; for start_now also what it did and why."""
 
-    did: str | None = Field(None, description="start_now: rechecked, resumed, nudged, or held (nothing changed)")
+    did: str | None = Field(None, description="start_now: rechecked, resumed, started, nudged, running, or held "
+                                               "(nothing changed)")
     sentence: str | None = Field(None, description="start_now: what happened, or why the gate holds it")
 
 
@@ -79,10 +82,23 @@ def describe_session(s: c.SessionView) -> str:
         parts.append(f"The spot gate is holding its {s.held_turn_kind or 'next'} turn ({s.spot_hold_reason}; "
                      f"hold {s.spot_hold_count}); the next re-check is at {when}. Making it priority starts it now.")
     if s.queued_prompt_coming:
-        queued = f" ({s.enqueued_messages} more queued behind it)" if s.enqueued_messages else ""
-        parts.append(f"Its queued prompt is still coming{queued}: the gate keeps it and delivers it when the turn "
-                     "is admitted, so nothing needs to be sent again.")
+        parts.append(_still_coming(s))
     return " ".join(parts)
+
+
+def _still_coming(s: c.SessionView) -> str:
+    """Where a queued prompt is and what delivers it: the held turn goes when the gate admits it; a
+    prompt queued behind a running turn goes at that turn's boundary, gated then."""
+    queued = s.enqueued_messages
+    if s.held_turn_kind is not None:
+        behind = f", and {queued} more queued behind it" if queued else ""
+        return (f"Its queued prompt is still coming{behind}: the gate keeps it and delivers it when the turn is "
+                "admitted, so nothing needs to be sent again.")
+    if s.status == "running":
+        return (f"{queued} queued prompt(s) are still coming: each is delivered at the end of the turn in flight "
+                "(its turn boundary), gated then, so nothing needs to be sent again.")
+    return (f"{queued} queued prompt(s) are still coming: they are delivered in order at its next turn, so nothing "
+            "needs to be sent again.")
 
 
 @tool(group=CORE, read_only=True, destructive=False, idempotent=True)
@@ -140,7 +156,12 @@ async def start_session(
     scheduling_class: Annotated[c.ClassName | None, Field(description="Default: inherited, else the genesis's")] = None,
     precedence: OptPrecedence = None,
     parent_session_id: Annotated[int | None, Field(ge=1, le=ID_MAX)] = None,
-    genesis: Annotated[c.GenesisName | None, Field(description="Declared genesis; default: the parent's, else api")] = None,
+    forked_from_session_id: Annotated[int | None, Field(
+        ge=1, le=ID_MAX, description="The session this one forks (a fork's only lineage edge): its genesis and "
+                                     "class are inherited as from a parent")] = None,
+    genesis: Annotated[c.GenesisName | None, Field(
+        description="Declared genesis; default: the parent's (or forked session's), else api. A declared genesis "
+                    "outranks inheritance: the class is then not inherited")] = None,
     runtime: Literal["claude_code", "codex"] | None = None,
     harness: Name | None = None,
     model: Name | None = None,
@@ -148,9 +169,12 @@ async def start_session(
     precedence_above_top_spot: Annotated[bool | None, Field(
         description='"Run as spot": land 5 above the top of the spot queue (instead of a precedence)')] = None,
 ) -> c.SpawnResult:
-    """Spawn a session and ask the gate for its first turn (`turn.outcome`: admitted, held or passed)."""
+    """Spawn a session and ask the gate for its first turn (`turn.outcome`: admitted, held or passed).
+    Any model is accepted (one with no price of its own is priced by family, else at the dearest known
+    price). The same idempotency key returns the first answer whole, its turn included."""
     given = dict(prompt=prompt, title=title, scheduling_class=scheduling_class, precedence=precedence,
-                 parent_session_id=parent_session_id, genesis=genesis, runtime=runtime, harness=harness, model=model,
+                 parent_session_id=parent_session_id, forked_from_session_id=forked_from_session_id, genesis=genesis,
+                 runtime=runtime, harness=harness, model=model,
                  idempotency_key=idempotency_key, precedence_above_top_spot=precedence_above_top_spot)
     spawn = c.SpawnSession(**{k: v for k, v in given.items() if v is not None})
     return await _bus(service).request(c.SPAWN, spawn)
@@ -172,13 +196,15 @@ async def action_session(
     place: Annotated[Literal["top_of_spot"] | None, Field(
         description='change_scheduling_class to "spot": land 5 above the top of the spot queue')] = None,
 ) -> SessionAction:
-    """Change one session's scheduling class or its precedence (all or nothing); restart a waiting
+    """Change one session's scheduling class or its precedence (all or nothing; making a held, paused
+    or never-started session priority starts it now, as start_now would); restart a waiting
     session (restart: refused, naming the pause, for a session paused until a time it has not
     reached: take the next candidate); park it in the
     spot queue (pause_into_spot_queue: it sleeps until the ceiling sweep reaches it in precedence
     order; a priority session becomes spot); or start it now (start_now: a held session's re-check
-    pulled forward, a paused session's resume, otherwise the continue nudge; a spot session still
-    answers to the gate, so this is not a queue jump)."""
+    pulled forward, a paused session's resume, a session that never ran its first turn with its
+    first prompt, otherwise the continue nudge; a spot session still answers to the gate, so this
+    is not a queue jump)."""
     given = {"scheduling_class": scheduling_class, "precedence": precedence, "resume_with": resume_with,
              "halt": halt, "place": place}
     bus = _bus(service)
@@ -371,8 +397,17 @@ async def get_alerts(
 
 
 @tool(group="gate_decisions", read_only=True, destructive=False, idempotent=True)
-async def get_gate_decisions(service: Service, session_id: SessionId, limit: Limit = 50) -> c.GateDecisionList:
-    """The gate's decision log for one session, newest first: allowed or held, reason, ceiling, the
-    sentence shown to people and the per-window numbers behind it."""
-    return await _bus(service).request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=limit))
+async def get_gate_decisions(
+    service: Service, session_id: SessionId, limit: Limit = 50,
+    since: Annotated[Time | None, Field(description="Only decisions at or after this instant")] = None,
+    until: Annotated[Time | None, Field(description="Only decisions at or before this instant")] = None,
+    at: Annotated[Time | None, Field(
+        description='The one decision in force at this instant ("why was it held at 14:02?"); alone')] = None,
+) -> c.GateDecisionList:
+    """The gate's decision log for one session, newest first: every outcome that took it onto, kept
+    it off or took it off a slot (`event`: turn, ceiling_pause, ceiling_kept, ceiling_resume,
+    start_now, promote, restart, wake_stand_down, auth_park, auth_unpark), allowed or held, reason,
+    ceiling, the sentence shown to people and the per-window numbers behind it."""
+    return await _bus(service).request(c.GATE_DECISIONS, c.GateDecisionQuery(
+        session_id=session_id, limit=limit, since=since, until=until, at=at))
 

@@ -60,14 +60,16 @@ class StatusBody(StrictBody):
 
 @router.post("", summary="Spawn a session (idempotent on idempotency_key)", response_model=c.SpawnResult,
              status_code=status.HTTP_201_CREATED,
-             responses={200: {"model": c.SpawnResult, "description": "The idempotency key named an existing session"},
+             responses={200: {"model": c.SpawnResult, "description": "The idempotency key named a session whose first "
+                                                                     "answer was not kept (made before answers were)"},
                         **problem_responses(422)})
 async def spawn_session(body: SpawnSessionBody, bus: BusDep, response: Response,
                         idempotency_key: IdempotencyHeader = None) -> c.SpawnResult:
     """Creates the session and, unless `start` is false, asks the gate for its first turn:
     `turn.outcome` says whether it was admitted, held or passed without consulting the gate.
-    With an idempotency key (header or body; the same if both) a retry returns the same session,
-    201 the first time and 200 after."""
+    Any model is accepted: one with no price of its own is priced by family, else at the dearest
+    known price (/costs says which). With an idempotency key (header or body; the same if both) a
+    retry returns the first answer whole, 201 with its turn, and starts nothing twice."""
     key = keyed(body.idempotency_key, idempotency_key)
     result = await bus.request(c.SPAWN, body.model_copy(update={"idempotency_key": key}))
     if not result.created:
@@ -149,11 +151,19 @@ async def report_status(session_id: SessionIdPath, body: StatusBody, bus: BusDep
 
 @router.get("/{session_id}/gate_decisions", summary="The gate's decisions for a session, newest first",
             response_model=c.GateDecisionList, responses=problem_responses(404, 422))
-async def gate_decisions(session_id: SessionIdPath, bus: BusDep,
-                         limit: Annotated[int, Query(ge=1, le=500)] = 50) -> c.GateDecisionList:
-    """Why was this session held at 14:02? Each row carries the decision's reason, ceiling,
-    sentence and per-window numbers."""
-    return await bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=limit))
+async def gate_decisions(
+    session_id: SessionIdPath, bus: BusDep, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    since: Annotated[Time | None, Query(description="Only decisions at or after this instant (ISO 8601)")] = None,
+    until: Annotated[Time | None, Query(description="Only decisions at or before this instant (ISO 8601)")] = None,
+    at: Annotated[Time | None, Query(description='The one decision in force at this instant ("why was it held at '
+                                                 '14:02?"); not with since/until')] = None,
+) -> c.GateDecisionList:
+    """Why was this session held at 14:02? `at=…T14:02:00Z` answers with the decision in force
+    then (the newest at or before it). Each row says what it records (`event`: a turn's admission,
+    a ceiling pause or resume, a start-now or restart refused, a wake stand-down, a park) with the
+    decision's reason, ceiling, sentence and per-window numbers."""
+    return await bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=limit, since=since,
+                                                                   until=until, at=at))
 
 
 @router.get("/{session_id}/enqueued_messages", summary="A session's enqueued messages, newest first",

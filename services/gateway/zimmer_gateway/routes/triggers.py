@@ -42,7 +42,8 @@ class FireBody(StrictBody):
     metadata: JsonObject = Field(default_factory=dict)
 
 
-SPAWNED = {200: {"model": c.SpawnResult, "description": "The idempotency key named an existing session"},
+SPAWNED = {200: {"model": c.SpawnResult, "description": "The idempotency key named a session whose first answer "
+                                                        "was not kept (made before answers were)"},
            **problem_responses(404, 409)}
 
 
@@ -84,7 +85,8 @@ async def _spawn(spec: Any, trigger_id: int, body: FireBody | None, bus: BusDep,
 async def invoke_trigger(trigger_id: TriggerIdPath, bus: BusDep, response: Response,
                          body: Annotated[FireBody | None, Body()] = None,
                          idempotency_key: IdempotencyHeader = None) -> c.SpawnResult:
-    """409 `refused` for a disabled trigger. With an idempotency key a retry returns the same session."""
+    """409 `refused` for a disabled trigger. With an idempotency key a retry returns the first
+    answer whole (the same session, its first turn) and starts nothing twice."""
     return await _spawn(p.INVOKE_TRIGGER, trigger_id, body, bus, response, idempotency_key)
 
 
@@ -93,5 +95,6 @@ async def invoke_trigger(trigger_id: TriggerIdPath, bus: BusDep, response: Respo
 async def fire_trigger(trigger_id: TriggerIdPath, bus: BusDep, response: Response,
                        body: Annotated[FireBody | None, Body()] = None,
                        idempotency_key: IdempotencyHeader = None) -> c.SpawnResult:
-    """409 `refused` for a disabled trigger. With an idempotency key a retry returns the same session."""
+    """409 `refused` for a disabled trigger. With an idempotency key a retry returns the first
+    answer whole (the same session, its first turn) and starts nothing twice."""
     return await _spawn(p.FIRE_TRIGGER, trigger_id, body, bus, response, idempotency_key)

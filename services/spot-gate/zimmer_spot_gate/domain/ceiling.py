@@ -51,6 +51,9 @@ class CeilingPlan:
     resume: tuple[int, ...] = ()  # spot sessions the headroom takes back, in order
     promoted: tuple[int, ...] = ()  # paused sessions that no longer ask the gate: resumed regardless
     still_paused: int = 0  # spot sessions left for a later sweep, keeping their place
+    # The session at the head of what is left when the gate itself stopped the batch (not its
+    # size), with the decision that kept it paused: the decision log records it.
+    kept: tuple[int, Decision] | None = None
 
 
 def resume_order(paused: Sequence[Sleeper]) -> list[Sleeper]:
@@ -71,11 +74,15 @@ def plan_ceiling(running: Sequence[Sleeper], paused: Sequence[Sleeper], fleet: F
     for s in exempt:  # they run again whatever the windows say, and take their slots first
         fleet = FleetState(fleet.running_slots + int(s.takes_slot), fleet.burn_dollars_per_minute + s.burn)
     resumed: list[int] = []
+    kept: tuple[int, Decision] | None = None
     for s in queue:
         if len(resumed) >= batch:
             break
-        if not gate(Candidate(s.burn), fleet, RESUME_MARGIN).allowed:  # the slot check is the gate's too
+        verdict = gate(Candidate(s.burn), fleet, RESUME_MARGIN)  # the slot check is the gate's too
+        if not verdict.allowed:
+            kept = (s.id, verdict)
             break
         resumed.append(s.id)
         fleet = FleetState(fleet.running_slots + int(s.takes_slot), fleet.burn_dollars_per_minute + s.burn)
-    return CeilingPlan(decision, resume=tuple(resumed), promoted=promoted, still_paused=len(queue) - len(resumed))
+    return CeilingPlan(decision, resume=tuple(resumed), promoted=promoted, still_paused=len(queue) - len(resumed),
+                       kept=kept)

@@ -84,11 +84,16 @@ def originate(*, lineage: Lineage | None, declared_genesis: Genesis | None, decl
     - genesis: declared explicitly, else the parent's (or forked-from's) verbatim, else the
       creator's default (`api` for the API, the trigger's kind when a trigger fires);
     - class: declared, else the firing trigger's class (stamped once), else the parent's
-      explicit class (inherited the same way as genesis), else NULL (derived on every read);
-    - precedence: declared, else one above the parent, else the trigger's predefined one, else 0.
+      explicit class (inherited the same way as genesis) unless a genesis is declared, else
+      NULL (derived on every read). A declared genesis outranks inheritance: the chat bubble
+      carries a parent so the conversation threads, but a human typed it, so it declares web_ui
+      rather than inheriting spot from whatever session was on screen;
+    - precedence: declared, else one above the parent (lineage still gives it), else the
+      trigger's predefined one, else 0.
     """
     genesis = declared_genesis or (lineage.genesis if lineage else default_genesis)
-    cls = declared_class or trigger_class or (lineage.scheduling_class if lineage else None)
+    inherited = lineage.scheduling_class if lineage is not None and declared_genesis is None else None
+    cls = declared_class or trigger_class or inherited
     if declared_precedence is not None:
         precedence = declared_precedence
     elif lineage is not None:

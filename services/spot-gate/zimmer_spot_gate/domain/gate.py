@@ -9,11 +9,16 @@ left T, sustainable rate L/T. Fleet burn F, candidate burn b (per minute, in the
   cap:  S + (F + b)·10 min ≤ B          absolute; protects the priority reserve; never waived
   pace: F + b ≤ L / T                    waived when nothing at all is running (room for one)
   slot: running < max sessions           skipped for a session that is already running
+
+Fail open on the reading, never on the cap (DESIGN §9): `no_snapshot` and `unavailable` are about
+the quota reading, so they decide only the cap and the pace. The running count is the service's
+own, read under its lock, so the slot check runs whenever it was read; a blind gate still keeps
+`max_sessions`. When a window is readable the quota checks name the reason first (a session held
+for both waits on the longer ladder, and the ceiling sweep pauses on it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from zimmer_spot_gate.domain.model import Ceiling, Reason, Window
@@ -133,8 +138,8 @@ def decide(snap: Snapshot, *, reserve_margin: float = 0.0) -> Decision:
     if not snap.policy.gating_enabled:
         return Decision(True, Reason.GATING_DISABLED, None, "Allowed: spot gating is turned off.", **common)
     if not snap.windows:
-        return Decision(True, Reason.NO_SNAPSHOT, None,
-                        "Allowed: there is no Claude Code quota reading to decide on, so the gate fails open.", **common)
+        return _blind(snap.policy, snap.fleet, snap.candidate, Reason.NO_SNAPSHOT,
+                      "there is no Claude Code quota reading to decide on", common)
     numbers = tuple(window_numbers(w, snap.policy, snap.fleet, snap.candidate, reserve_margin) for w in snap.windows)
     rolled = max((w.accounts_rolled_over for w in snap.windows), default=0)
     pooled = (f" (pool average of {snap.accounts_averaged} of {snap.accounts_in_pool} accounts"
@@ -148,33 +153,69 @@ def decide(snap: Snapshot, *, reserve_margin: float = 0.0) -> Decision:
         if not n.pace_ok:
             return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.PACING_CURVE, _pace_sentence(n) + pooled,
                             numbers, holding_window=n.window, **common)
-    slots, cap = snap.fleet.running_slots, snap.policy.max_sessions
-    if not snap.candidate.already_running and slots >= cap:
-        return Decision(False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP,
-                        f"Held: all {cap} session slots are taken ({slots} running), by spot work, priority work or both.",
-                        numbers, **common)
+    full = _slots_full(snap.policy, snap.fleet, snap.candidate, numbers, common)
+    if full is not None:
+        return full
     if all(n.pace_waived for n in numbers):
         room = ("every window has room for the next 10 minutes, and the pace check is waived because nothing at "
                 "all is running (there is always room for one session)")
     else:
         room = "every window has room and is inside its pacing curve"
-    free = ("the session is already running, so it needs no free slot" if snap.candidate.already_running
-            else f"{cap - slots} of {cap} session slots are free")
-    return Decision(True, Reason.WITHIN_LIMITS, None, f"Allowed: {room}; {free}{pooled}.", numbers, **common)
+    return Decision(True, Reason.WITHIN_LIMITS, None,
+                    f"Allowed: {room}; {_free(snap.policy, snap.fleet, snap.candidate)}{pooled}.", numbers, **common)
 
 
-def decide_safely(build: Callable[[], Snapshot], *, reserve_margin: float = 0.0) -> Decision:
-    """Any error building the snapshot or deciding fails open as `unavailable`: a monitoring
-    gap must not become an outage of all automated work."""
+def _slots_full(policy: Policy, fleet: FleetState, candidate: Candidate, numbers: tuple[WindowNumbers, ...],
+                common: dict[str, int]) -> Decision | None:
+    """The slot check: held when every slot is taken, unless the session is already running (it
+    is counted in the fleet itself)."""
+    slots, cap = fleet.running_slots, policy.max_sessions
+    if candidate.already_running or slots < cap:
+        return None
+    return Decision(False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP,
+                    f"Held: all {cap} session slots are taken ({slots} running), by spot work, priority work or both.",
+                    numbers, **common)
+
+
+def _free(policy: Policy, fleet: FleetState, candidate: Candidate) -> str:
+    if candidate.already_running:
+        return "the session is already running, so it needs no free slot"
+    return f"{policy.max_sessions - fleet.running_slots} of {policy.max_sessions} session slots are free"
+
+
+def _blind(policy: Policy, fleet: FleetState, candidate: Candidate, reason: Reason, why: str,
+           common: dict[str, int]) -> Decision:
+    """No quota reading to decide on: the slot check still holds, the quota checks fail open."""
+    full = _slots_full(policy, fleet, candidate, (), common)
+    if full is not None:
+        return full
+    return Decision(True, reason, None, f"Allowed: {why}, so the quota checks fail open; "
+                    f"{_free(policy, fleet, candidate)}.", **common)
+
+
+def decide_unreadable(policy: Policy, fleet: FleetState, candidate: Candidate, exc: BaseException) -> Decision:
+    """The pool's side of the gate's inputs could not be read (or the decision could not be
+    evaluated): `unavailable` for the quota checks, while the slot check, on the running count
+    read under the lock, still holds."""
+    if not policy.gating_enabled:
+        return Decision(True, Reason.GATING_DISABLED, None, "Allowed: spot gating is turned off.")
+    return _blind(policy, fleet, candidate, Reason.UNAVAILABLE,
+                  f"the quota reading could not be evaluated ({type(exc).__name__}: {exc})", {})
+
+
+def evaluate(policy: Policy, windows: tuple[WindowState, ...] | None, fleet: FleetState, candidate: Candidate, *,
+             accounts_averaged: int = 0, accounts_in_pool: int = 0, failure: BaseException | None = None,
+             reserve_margin: float = 0.0) -> Decision:
+    """The one evaluation every caller makes (admissions, the ceiling sweep, start now, the policy
+    view): `windows` None means the pool could not be read (`failure` says why). An error while
+    deciding fails open on the quota checks as `unavailable`, never on the slot check."""
+    if windows is None:
+        return decide_unreadable(policy, fleet, candidate, failure or RuntimeError("no pool reading"))
     try:
-        return decide(build(), reserve_margin=reserve_margin)
-    except Exception as exc:  # noqa: BLE001 - fail open on purpose, and say why
-        return unavailable(exc)
-
-
-def unavailable(exc: BaseException) -> Decision:
-    return Decision(True, Reason.UNAVAILABLE, None,
-                    f"Allowed: the gate could not be evaluated ({type(exc).__name__}: {exc}), so it fails open.")
+        return decide(Snapshot(policy, windows, fleet, candidate, accounts_averaged, accounts_in_pool),
+                      reserve_margin=reserve_margin)
+    except Exception as exc:  # noqa: BLE001 - fail open on the reading, and say why
+        return decide_unreadable(policy, fleet, candidate, exc)
 
 
 WINDOW_NAMES = {Window.FIVE_HOUR: "5-hour", Window.SEVEN_DAY: "7-day"}
@@ -190,15 +231,17 @@ def _rate(n: WindowNumbers, value: float) -> str:
 
 def _cap_sentence(n: WindowNumbers) -> str:
     name = WINDOW_NAMES[n.window]
+    projected = "projected" if n.calibrated else "estimated"
     return (f"Held: the {name} window's spot budget has no room: {_amount(n, n.spent)} spent and "
-            f"{_amount(n, n.projected)} projected over the next 10 minutes against a budget of "
+            f"{_amount(n, n.projected)} {projected} over the next 10 minutes against a budget of "
             f"{_amount(n, n.budget)}, with {n.reserve_fraction * 100:.0f}% kept for priority work"
-            f"{'' if n.calibrated else ' (not calibrated: fractions of the window)'}")
+            f"{'' if n.calibrated else ' (not calibrated: fractions of the window, the fleet burn estimated from the pool readings)'}")
 
 
 def _pace_sentence(n: WindowNumbers) -> str:
     name = WINDOW_NAMES[n.window]
-    return (f"Held: the fleet would burn {_rate(n, n.fleet_burn + n.candidate_burn)} against the {name} window's "
+    burn = "would burn" if n.calibrated else "is estimated to burn"
+    return (f"Held: the fleet {burn} {_rate(n, n.fleet_burn + n.candidate_burn)} against the {name} window's "
             f"sustainable {_rate(n, n.sustainable_rate)} ({_amount(n, n.left)} left over "
             f"{n.minutes_to_reset:.0f} minutes): ahead of the pacing curve"
-            f"{'' if n.calibrated else ' (not calibrated: fractions of the window, the fleet burn observed from readings)'}")
+            f"{'' if n.calibrated else ' (not calibrated: fractions of the window, the fleet burn estimated from the pool readings)'}")

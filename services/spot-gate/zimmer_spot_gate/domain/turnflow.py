@@ -11,7 +11,10 @@ The rules, in the order they are tried for a new turn:
 2. clone_only and resume_monitoring pass: neither spends anything.
 3. A session with a turn in flight (running) gets the new turn queued behind it, delivered at
    its next turn boundary: at most one turn in flight per session, and a running session is
-   never flipped to waiting without being stopped.
+   never flipped to waiting without being stopped. At the boundary (the runtime reported the
+   turn over) the next queued turn is decided for a session that is still running: it keeps its
+   slot (the fleet check is made when a session starts and never again), while the quota checks
+   apply as to any turn; held, it goes dormant in waiting, never through needs_input.
 4. A held session gets the new turn queued behind the held one (the hold record is left
    alone: the re-check it names is the one that fires), unless it no longer asks the gate at
    all (made priority): then the held turn is delivered now and the new one queued behind it.
@@ -77,6 +80,20 @@ class Ask:
     session_id: int
     turn: Turn | None = None
     force: bool = False  # re-check now whatever the retry time (the session's class changed)
+    boundary: bool = False  # the next queued turn of a running session whose turn just ended
+    event: str = "turn"  # what the decision log calls this outcome (a resume names itself)
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A row of the decision log: the gate's decision, or (decision None) a start that took a
+    dormant session onto a slot without asking the gate (`exempt` says why)."""
+
+    session_id: int
+    turn: Turn
+    decision: Decision | None
+    event: str = "turn"
+    exempt: str | None = None
 
 
 class Verdict(StrEnum):
@@ -104,7 +121,7 @@ class BatchPlan:
     outcomes: list[Outcome] = field(default_factory=list)  # one per ask, in the asks' order
     starts: list[tuple[int, Turn]] = field(default_factory=list)  # start_turn commands, in order
     queued: list[tuple[int, Turn]] = field(default_factory=list)  # onto the sessions' queues, in order
-    decisions: list[tuple[int, Turn, Decision]] = field(default_factory=list)  # the decision log
+    decisions: list[Logged] = field(default_factory=list)  # the decision log
     fleet: FleetState | None = None  # as the batch leaves it
     slots_at_admission: list[tuple[int, int]] = field(default_factory=list)  # (session, slots before), for spot
 
@@ -135,14 +152,14 @@ def plan_batch(sessions: dict[int, Session], asks: Sequence[Ask], fleet: FleetSt
         if s is None:
             outcomes[i] = Outcome(Verdict.NOT_FOUND, ask.session_id)
         elif ask.turn is None:
-            outcomes[i] = _recheck(plan, s, ask.force, gate, now, jitter)
+            outcomes[i] = _recheck(plan, s, ask, gate, now, jitter)
         else:
-            outcomes[i] = _turn(plan, s, ask.turn, gate, now, jitter)
+            outcomes[i] = _turn(plan, s, ask, ask.turn, gate, now, jitter)
     plan.outcomes = [outcomes[i] for i in range(len(asks))]
     return plan
 
 
-def _turn(plan: BatchPlan, s: Session, turn: Turn, gate: GateFn, now: datetime,
+def _turn(plan: BatchPlan, s: Session, ask: Ask, turn: Turn, gate: GateFn, now: datetime,
           jitter: Callable[[], float]) -> Outcome:
     if s.status in ENDED:
         return Outcome(Verdict.REFUSED, s.id)
@@ -150,6 +167,10 @@ def _turn(plan: BatchPlan, s: Session, turn: Turn, gate: GateFn, now: datetime,
         plan.starts.append((s.id, turn))
         return Outcome(Verdict.PASSED, s.id, exempt_because=turn.kind.value)
     if s.status is SessionStatus.RUNNING:
+        if ask.boundary:  # its turn is over: this is its next, and it still holds its slot
+            if s.exempt is not None:
+                return _start(plan, s, turn, Verdict.PASSED, ask, exempt=s.exempt)
+            return _decide(plan, s, turn, ask, gate, now, jitter)
         plan.queued.append((s.id, turn))
         return Outcome(Verdict.QUEUED, s.id)
     if s.hold is not None:
@@ -158,40 +179,43 @@ def _turn(plan: BatchPlan, s: Session, turn: Turn, gate: GateFn, now: datetime,
             # first; nothing is lost, its own prompt waits behind it.
             if turn.prompt is not None or turn.attachments:
                 plan.queued.append((s.id, turn))
-            return _recheck(plan, _set(plan, replace(s, hold_count=0)), True, gate, now, jitter)
+            return _recheck(plan, _set(plan, replace(s, hold_count=0)), replace(ask, force=True), gate, now, jitter)
         plan.queued.append((s.id, turn))
         if s.exempt is None:
             return Outcome(Verdict.QUEUED, s.id)
         # No longer gated (made priority while held): its held turn goes now, this one after it.
-        return _start(plan, s, s.hold.turn, Verdict.PASSED, exempt=s.exempt)
+        return _start(plan, s, s.hold.turn, Verdict.PASSED, ask, exempt=s.exempt)
     if turn.kind is TurnKind.RESTART:
         s = _set(plan, replace(s, hold_count=0))
     if s.exempt is not None:
-        return _start(plan, s, turn, Verdict.PASSED, exempt=s.exempt)
-    return _decide(plan, s, turn, gate, now, jitter)
+        return _start(plan, s, turn, Verdict.PASSED, ask, exempt=s.exempt)
+    return _decide(plan, s, turn, ask, gate, now, jitter)
 
 
-def _recheck(plan: BatchPlan, s: Session, force: bool, gate: GateFn, now: datetime,
+def _recheck(plan: BatchPlan, s: Session, ask: Ask, gate: GateFn, now: datetime,
              jitter: Callable[[], float]) -> Outcome:
     if s.hold is None or s.status in ENDED:
         return Outcome(Verdict.NOTHING, s.id)  # nothing held, or another worker re-checked it first
     due = s.hold.retry_at is None or s.hold.retry_at <= now
-    if not (due or force):
+    if not (due or ask.force):
         return Outcome(Verdict.NOTHING, s.id)
     if s.exempt is not None:  # promoted to priority while held: the lever that starts it now
-        return _start(plan, s, s.hold.turn, Verdict.PASSED, exempt=s.exempt)
-    return _decide(plan, s, s.hold.turn, gate, now, jitter)
+        return _start(plan, s, s.hold.turn, Verdict.PASSED, ask, exempt=s.exempt)
+    return _decide(plan, s, s.hold.turn, ask, gate, now, jitter)
 
 
-def _decide(plan: BatchPlan, s: Session, turn: Turn, gate: GateFn, now: datetime,
+def _decide(plan: BatchPlan, s: Session, turn: Turn, ask: Ask, gate: GateFn, now: datetime,
             jitter: Callable[[], float]) -> Outcome:
     assert plan.fleet is not None
-    decision = gate(s, plan.fleet)
-    plan.decisions.append((s.id, turn, decision))
+    decision = gate(s, plan.fleet)  # a running session (at its boundary) is asked as one: no slot check
+    plan.decisions.append(Logged(s.id, turn, decision, ask.event))
     if decision.allowed:
-        return _start(plan, s, turn, Verdict.ADMITTED, decision=decision)
+        return _start(plan, s, turn, Verdict.ADMITTED, ask, decision=decision)
     count = s.hold_count + 1
     reason = decision.reason
+    if s.status is SessionStatus.RUNNING and s.takes_slot:  # its turn ended and the next is held: the slot frees
+        f = plan.fleet
+        plan.fleet = FleetState(f.running_slots - 1, max(0.0, f.burn_dollars_per_minute - s.burn))
     # The gate takes custody of the turn; the session goes dormant in waiting (never
     # needs_input: nobody has to do anything about it).
     _set(plan, replace(s, status=SessionStatus.WAITING, hold_count=count,
@@ -199,14 +223,19 @@ def _decide(plan: BatchPlan, s: Session, turn: Turn, gate: GateFn, now: datetime
     return Outcome(Verdict.HELD, s.id, decision=decision)
 
 
-def _start(plan: BatchPlan, s: Session, turn: Turn, verdict: Verdict, *, exempt: str | None = None,
+def _start(plan: BatchPlan, s: Session, turn: Turn, verdict: Verdict, ask: Ask, *, exempt: str | None = None,
            decision: Decision | None = None) -> Outcome:
     assert plan.fleet is not None
     f = plan.fleet
-    if s.exempt is None:
+    running = s.status is SessionStatus.RUNNING  # at its turn boundary: already counted in the fleet
+    if s.exempt is None and not running:
         plan.slots_at_admission.append((s.id, f.running_slots))
-    if s.takes_slot:  # the next decision in this batch sees this session running
+    if s.takes_slot and not running:  # the next decision in this batch sees this session running
         plan.fleet = FleetState(f.running_slots + 1, f.burn_dollars_per_minute + s.burn)
+    if decision is None and (s.hold is not None or ask.event != "turn"):
+        # A dormant session taken onto a slot without asking the gate: the log says so, so the
+        # decision in force at any instant is the newest row before it.
+        plan.decisions.append(Logged(s.id, turn, None, ask.event, exempt))
     # Admission clears the hold record: the next outage starts the ladder at 10 minutes.
     _set(plan, replace(s, status=SessionStatus.RUNNING, ever_started=True, hold=None, hold_count=0))
     plan.starts.append((s.id, turn))

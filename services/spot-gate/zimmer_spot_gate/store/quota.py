@@ -15,6 +15,8 @@ from zimmer_common.contracts.runtime import QuotaReadingIn, SpendReport
 from zimmer_spot_gate.domain.gate import FleetState, Policy
 from zimmer_spot_gate.domain.model import (
     AccountReading, AccountStatus, Genesis, SchedulingClass, Window, WindowReading)
+from zimmer_spot_gate.domain.prices import TokenUsage
+from zimmer_spot_gate.domain.pricing import BurnRate
 from zimmer_spot_gate.store.tables import (
     accounts, burn_rates, quota_readings, sessions, spend_ledger, spot_policy, window_calibration)
 
@@ -103,17 +105,22 @@ async def readings_since(conn: AsyncConnection, since: datetime) -> list[Account
 
 
 sess, burn = sessions.c, burn_rates.c
-FLEET = (select(func.count().label("slots"), func.coalesce(func.sum(burn.dollars_per_minute), 0).label("burn"))
+# Each running session's burn in the gate's currency; one whose harness + model has no rate yet
+# counts the fallback (the mean Claude rate, `pricing.fallback_burn`), as a candidate would.
+FLEET = (select(func.count().label("slots"),
+                func.coalesce(func.sum(func.coalesce(burn.opus_dollars_per_minute,
+                                                     bindparam("fallback_burn", type_=burn.opus_dollars_per_minute.type))),
+                              0).label("burn"))
          .select_from(sessions.outerjoin(burn_rates, (burn.harness == sess.harness) & (burn.model == sess.model)))
          # Literals, as before: `status = 'running'` is a partial index's predicate, a parameter is not.
          .where(sess.status == literal_column("'running'"), sess.runtime == literal_column("'claude_code'"),
                 ~sess.is_status_summary_fork))
 
 
-async def fleet(conn: AsyncConnection) -> FleetState:
+async def fleet(conn: AsyncConnection, fallback_burn: float = 0.0) -> FleetState:
     """Running Claude Code sessions of any class and their burn: not Codex (it spends nothing
     against a Claude window), not status-summary forks (seconds-long bookkeeping)."""
-    row = (await conn.execute(FLEET)).one()
+    row = (await conn.execute(FLEET, {"fallback_burn": fallback_burn})).one()
     return FleetState(int(row.slots), float(row.burn))
 
 
@@ -121,9 +128,9 @@ _fleet = FLEET.subquery("fleet")
 POLICY_AND_FLEET = select(spot_policy, _fleet.c.slots, _fleet.c.burn).select_from(spot_policy.join(_fleet, true()))
 
 
-async def policy_and_fleet(conn: AsyncConnection) -> tuple[PolicyRow, FleetState]:
+async def policy_and_fleet(conn: AsyncConnection, fallback_burn: float = 0.0) -> tuple[PolicyRow, FleetState]:
     """`policy` and `fleet` in one round trip (a batch of admissions reads both under the lock)."""
-    row = (await conn.execute(POLICY_AND_FLEET)).one()
+    row = (await conn.execute(POLICY_AND_FLEET, {"fallback_burn": fallback_burn})).one()
     return _policy_row(row), FleetState(int(row.slots), float(row.burn))
 
 
@@ -159,29 +166,35 @@ async def record_spend(conn: AsyncConnection, s: SpendReport, dollars: float, no
 
 
 ledger = spend_ledger.c
-USAGE_BY_MODEL = (select(ledger.model, func.sum(ledger.input_tokens).label("i"),
-                         func.sum(ledger.output_tokens).label("o"), func.sum(ledger.cache_write_tokens).label("cw"),
-                         func.sum(ledger.cache_read_tokens).label("cr"))
-                  .where(ledger.at >= bindparam("s")).group_by(ledger.model))
+_TOKENS = (func.sum(ledger.input_tokens).label("i"), func.sum(ledger.output_tokens).label("o"),
+           func.sum(ledger.cache_write_tokens).label("cw"), func.sum(ledger.cache_read_tokens).label("cr"))
+USAGE_BY_MODEL = (select(ledger.harness, ledger.model, *_TOKENS).where(ledger.at >= bindparam("s"))
+                  .group_by(ledger.harness, ledger.model))
 
 
-async def usage_by_model_since(conn: AsyncConnection, since: datetime) -> list[tuple[str, Any]]:
-    """Tokens spent since `since`, per model (for Opus-denominated calibration)."""
-    from zimmer_spot_gate.domain.pricing import TokenUsage
+def _usage(r: Any) -> TokenUsage:
+    return TokenUsage(int(r.i), int(r.o), int(r.cw), int(r.cr))
 
+
+async def usage_by_model_since(conn: AsyncConnection, since: datetime) -> list[tuple[str, str, TokenUsage]]:
+    """Tokens spent since `since`, per harness and model (for calibration in the gate's currency)."""
     rows = (await conn.execute(USAGE_BY_MODEL, {"s": since})).all()
-    return [(r.model, TokenUsage(int(r.i), int(r.o), int(r.cw), int(r.cr))) for r in rows]
+    return [(r.harness, r.model, _usage(r)) for r in rows]
 
 
-SPEND_SINCE = select(func.coalesce(func.sum(ledger.dollars), 0)).where(ledger.at >= bindparam("s"))
+SPEND_BY_MODEL = (select(ledger.harness, ledger.model, func.sum(ledger.dollars).label("dollars"))
+                  .where(ledger.at >= bindparam("s")).group_by(ledger.harness, ledger.model))
 
 
-async def spend_since(conn: AsyncConnection, since: datetime) -> float:
-    return float((await conn.execute(SPEND_SINCE, {"s": since})).scalar_one())
+async def spend_by_model_since(conn: AsyncConnection, since: datetime) -> list[tuple[str, str, float]]:
+    """List-price dollars spent since `since`, per harness and model (the Costs page splits Claude
+    from Codex spend)."""
+    rows = (await conn.execute(SPEND_BY_MODEL, {"s": since})).all()
+    return [(r.harness, r.model, float(r.dollars)) for r in rows]
 
 
 _per_session = (select(ledger.session_id, ledger.harness, ledger.model, func.sum(ledger.dollars).label("dollars"),
-                       func.min(ledger.at).label("first_at"), func.max(ledger.at).label("last_at"),
+                       *_TOKENS, func.min(ledger.at).label("first_at"), func.max(ledger.at).label("last_at"),
                        func.row_number().over(partition_by=(ledger.harness, ledger.model),
                                               order_by=func.max(ledger.at).desc()).label("n"))
                 .where(ledger.session_id.is_not(None)).group_by(ledger.session_id, ledger.harness, ledger.model)
@@ -189,22 +202,24 @@ _per_session = (select(ledger.session_id, ledger.harness, ledger.model, func.sum
 SESSION_SPENDS = select(*(c for c in _per_session.c if c.name != "n")).where(_per_session.c.n <= bindparam("k"))
 
 
-async def session_spends(conn: AsyncConnection, per_combination: int) -> list[Any]:
-    """Per session: dollars and first/last spend, the newest `per_combination` of each harness+model."""
-    return list((await conn.execute(SESSION_SPENDS, {"k": per_combination})).all())
+async def session_spends(conn: AsyncConnection, per_combination: int) -> list[tuple[Any, TokenUsage]]:
+    """Per session: dollars, tokens and first/last spend, the newest `per_combination` of each harness+model."""
+    return [(r, _usage(r)) for r in (await conn.execute(SESSION_SPENDS, {"k": per_combination})).all()]
 
 
 _burn = pg_insert(burn_rates)
 SAVE_BURN_RATE = _burn.on_conflict_do_update(index_elements=[burn.harness, burn.model], set_={
-    "dollars_per_minute": _burn.excluded.dollars_per_minute, "sessions_counted": _burn.excluded.sessions_counted,
-    "computed_at": func.now()})
+    "dollars_per_minute": _burn.excluded.dollars_per_minute,
+    "opus_dollars_per_minute": _burn.excluded.opus_dollars_per_minute,
+    "sessions_counted": _burn.excluded.sessions_counted, "computed_at": func.now()})
 
 
-async def save_burn_rates(conn: AsyncConnection, rates: dict[tuple[str, str], float], counts: dict[tuple[str, str], int]) -> None:
+async def save_burn_rates(conn: AsyncConnection, rates: dict[tuple[str, str], BurnRate]) -> None:
     if rates:
         await conn.execute(SAVE_BURN_RATE, [
-            {"harness": harness, "model": model, "dollars_per_minute": rate,
-             "sessions_counted": counts.get((harness, model), 0)} for (harness, model), rate in rates.items()])
+            {"harness": harness, "model": model, "dollars_per_minute": r.dollars_per_minute,
+             "opus_dollars_per_minute": r.currency_per_minute, "sessions_counted": r.sessions_counted}
+            for (harness, model), r in rates.items()])
 
 
 ALL_BURN_RATES = select(burn_rates).order_by(burn.harness, burn.model)

@@ -26,16 +26,17 @@ from zimmer_spot_gate.store.tables import gate_decisions
 from zimmer_spot_gate.store.tables import session_wakes as w
 from zimmer_spot_gate.store.tables import sessions as s
 
-# A session as the service reads it: every column but its idempotency key and scope, and how
-# many messages wait undelivered behind it.
+# A session as the service reads it: every column but its idempotency key, scope and first answer,
+# and how many messages wait undelivered behind it.
 ARMED = (w.c.fired_at.is_(None), w.c.cancelled_at.is_(None))
 # The session's armed one-time wake (at most one): a wall-clock pause while it is still ahead.
 NEXT_WAKE = select(w.c.wake_at).where(w.c.session_id == s.c.id, *ARMED).scalar_subquery()
-OWN_COLUMNS = [c for c in s.c if c.name not in ("idempotency_key", "idempotency_scope")]
+OWN_COLUMNS = [c for c in s.c if c.name not in ("idempotency_key", "idempotency_scope", "spawn_answer")]
 COLUMNS = [*OWN_COLUMNS,
            select(func.count()).where(m.c.session_id == s.c.id, m.c.delivered_at.is_(None))
            .scalar_subquery().label("enqueued"), NEXT_WAKE.label("next_wake_at")]
 SESSION = select(*COLUMNS)
+g = gate_decisions.c
 
 
 def class_expr(overrides: Mapping[Genesis, SchedulingClass]) -> ColumnElement[str]:
@@ -111,7 +112,8 @@ def key_scope() -> str:
     return deadline.current_caller() or "service"
 
 
-BY_KEY = SESSION.where(s.c.idempotency_scope == bindparam("scope"), s.c.idempotency_key == bindparam("k"))
+BY_KEY = select(*COLUMNS, s.c.spawn_answer).where(s.c.idempotency_scope == bindparam("scope"),
+                                                  s.c.idempotency_key == bindparam("k"))
 
 
 async def by_idempotency_key(conn: AsyncConnection, key: str) -> Row[Any] | None:
@@ -242,12 +244,19 @@ async def enqueued(conn: AsyncConnection, session_id: int, limit: int) -> list[R
     return list((await conn.execute(ENQUEUED, {"s": session_id, "n": limit})).all())
 
 
-DECISIONS = (select(gate_decisions).where(gate_decisions.c.session_id == bindparam("s"))
-             .order_by(gate_decisions.c.id.desc()).limit(bindparam("n")))
-
-
-async def decisions(conn: AsyncConnection, session_id: int, limit: int) -> list[Row[Any]]:
-    return list((await conn.execute(DECISIONS, {"s": session_id, "n": limit})).all())
+async def decisions(conn: AsyncConnection, session_id: int, limit: int, *, since: datetime | None = None,
+                    until: datetime | None = None, at: datetime | None = None) -> list[Row[Any]]:
+    """The decision log, newest first, within [since, until]; with `at`, the one row in force then."""
+    where = [g.session_id == session_id]
+    if since is not None:
+        where.append(g.decided_at >= since)
+    if until is not None:
+        where.append(g.decided_at <= until)
+    if at is not None:
+        where.append(g.decided_at <= at)
+        limit = 1
+    query = select(gate_decisions).where(*where).order_by(g.decided_at.desc(), g.id.desc()).limit(limit)
+    return list((await conn.execute(query)).all())
 
 
 # A session with a wall-clock pause ahead stands down: its wake is the next event in its life, and
@@ -263,6 +272,22 @@ async def due_holds(conn: AsyncConnection, now: datetime, limit: int) -> list[in
     locks its row and re-reads it."""
     rows = await conn.execute(DUE_HOLDS, {"now": now, "n": limit})
     return [r.id for r in rows]
+
+
+# Due holds a wall-clock pause stands down, not yet recorded for the wake they stand down for.
+_recorded = (select(g.id).where(g.session_id == s.c.id, g.event == literal_column("'wake_stand_down'", Text),
+                                g.decided_at >= w.c.created_at).exists())
+STANDING_DOWN = (select(s.c.id, w.c.wake_at)
+                 .select_from(s.join(w, (w.c.session_id == s.c.id) & w.c.fired_at.is_(None) & w.c.cancelled_at.is_(None)))
+                 .where(s.c.spot_hold_reason.is_not(None), s.c.spot_hold_retry_at <= bindparam("now"),
+                        w.c.wake_at > bindparam("now"), ~_recorded)
+                 .order_by(s.c.id).limit(bindparam("n")))
+
+
+async def standing_down(conn: AsyncConnection, now: datetime, limit: int) -> list[Row[Any]]:
+    """Held sessions whose re-check is due while a wall-clock pause is ahead of them, each once
+    per armed wake (seed 004: the re-check "stands down and logs why, without re-arming")."""
+    return list((await conn.execute(STANDING_DOWN, {"now": now, "n": limit})).all())
 
 
 STRANDED_HOLDS = (select(s.c.id)
@@ -308,7 +333,7 @@ _u = func.unnest(*(cast(bindparam(f"u_{name}"), ARRAY(type_)) for name, type_ in
 # The batch's decision log, unnested the same way and written by the same statement (a
 # data-modifying CTE), in the plan's order; `numbers` arrives as JSON text, already dumped.
 DECISION_LOG = (("session_id", BigInteger), ("turn_kind", Text), ("allowed", Boolean), ("reason", Text),
-                ("ceiling", Text), ("sentence", Text), ("numbers", Text))
+                ("ceiling", Text), ("sentence", Text), ("event", Text), ("numbers", Text))
 _d = func.unnest(*(cast(bindparam(f"d_{name}"), ARRAY(type_)) for name, type_ in DECISION_LOG)).table_valued(
     *(column(name, type_) for name, type_ in DECISION_LOG), with_ordinality="n").render_derived("d")
 _logged = pg_insert(gate_decisions).from_select(
@@ -332,6 +357,33 @@ async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]],
     arrays.update({f"d_{name}": [d[name] for d in decisions] for name, _ in DECISION_LOG})
     rows = (await conn.execute(SAVE_TURN_STATE, {**arrays, "decided_at": decided_at})).all()
     return {r.id: r for r in rows}
+
+
+LOG_DECISION = pg_insert(gate_decisions).values(
+    session_id=bindparam("session_id"), turn_kind=bindparam("turn_kind"), allowed=bindparam("allowed"),
+    reason=bindparam("reason"), ceiling=bindparam("ceiling"), sentence=bindparam("sentence"),
+    event=bindparam("event"), numbers=cast(bindparam("numbers", type_=Text), JSONB),
+    decided_at=bindparam("decided_at", type_=gate_decisions.c.decided_at.type))
+
+
+async def log_decisions(conn: AsyncConnection, rows: list[dict[str, Any]], decided_at: datetime) -> None:
+    """Decision-log rows that are not a turn's admission (a ceiling pause, a start-now refusal, a
+    wake stand-down, a park): each a dict of DECISION_LOG's columns, `numbers` as JSON text."""
+    if rows:
+        await conn.execute(LOG_DECISION, [{"turn_kind": None, "ceiling": None, "numbers": "{}", **r,
+                                           "decided_at": decided_at} for r in rows])
+
+
+_answers = func.unnest(cast(bindparam("ids"), ARRAY(BigInteger)), cast(bindparam("answers"), ARRAY(Text))
+                       ).table_valued(column("id", BigInteger), column("answer", Text)).render_derived("a")
+SAVE_SPAWN_ANSWERS = update(s).where(s.c.id == _answers.c.id).values(spawn_answer=cast(_answers.c.answer, JSONB))
+
+
+async def save_spawn_answers(conn: AsyncConnection, answers: dict[int, str]) -> None:
+    """Keep keyed spawns' first answers (JSON text by session id), in one statement: a retry with
+    the same key gets its answer back whole. Not a change of the session: no version bump."""
+    if answers:
+        await conn.execute(SAVE_SPAWN_ANSWERS, {"ids": list(answers), "answers": list(answers.values())})
 
 
 ENQUEUE = pg_insert(m).values(session_id=bindparam("s"), turn_kind=bindparam("k"), prompt=bindparam("p"),

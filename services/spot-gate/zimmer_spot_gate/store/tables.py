@@ -1,5 +1,5 @@
 """The spot_gate schema as SQLModel table models, which the store builds its SQLAlchemy Core
-queries from. A declaration of what migrations/0001..0007 build (every column with its type,
+queries from. A declaration of what migrations/0001..0008 build (every column with its type,
 nullability, key and server default); the migrations remain the DDL: nothing creates a table
 from these, and CHECK constraints and indexes are declared only there."""
 
@@ -80,6 +80,7 @@ class SessionRow(SQLModel, table=True):
     clone_host: str | None = col(Text, null=True)
     clone_reported_at: datetime | None = col(TIMESTAMPTZ, null=True)
     unarchive_started_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    spawn_answer: dict[str, Any] | None = col(JSON, null=True)  # a keyed spawn's first answer (0008)
 
 
 class SessionWakeRow(SQLModel, table=True):
@@ -112,13 +113,14 @@ class GateDecisionLogRow(SQLModel, table=True):
     __table_args__ = SCHEMA
     id: int | None = identity()
     session_id: int = col(BigInteger, ForeignKey("spot_gate.sessions.id", ondelete="CASCADE"))
-    turn_kind: str = col(Text)
+    turn_kind: str | None = col(Text, null=True)  # None: not about a turn (0008)
     allowed: bool = col(Boolean)
     reason: str = col(Text)
     ceiling: str | None = col(Text, null=True)
     sentence: str = col(Text)
     numbers: dict[str, Any] = col(JSON)
     decided_at: datetime = col(TIMESTAMPTZ, default="now()")
+    event: str = col(Text, default="'turn'")  # 0008: turn, ceiling_pause, ceiling_resume, start_now, …
 
 
 class SessionWarningRow(SQLModel, table=True):
@@ -190,6 +192,7 @@ class BurnRateRow(SQLModel, table=True):
     dollars_per_minute: float = col(Double)
     sessions_counted: int = col(Integer)
     computed_at: datetime = col(TIMESTAMPTZ, default="now()")
+    opus_dollars_per_minute: float = col(Double, default="0")  # 0008: the gate's currency
 
 
 class WindowCalibrationRow(SQLModel, table=True):
