@@ -418,6 +418,10 @@ def test_grafana_provisioning() -> None:
         "zimmer_spot_held_sessions",
         "zimmer_spot_unblock_seconds",
         "zimmer_spot_spend_dollars",
+        "zimmer_spot_spend_by_account_dollars",  # Claude and Codex apart, the gate's currency (issue 25)
+        "zimmer_spot_burn_rate_opus_dollars_per_minute",
+        "zimmer_spot_unpriced_models",
+        "zimmer_spot_candidate_burn_rate",
         "zimmer_backlog_count",
         "zimmer_spot_pool_accounts",
         "zimmer_backlog_stranded_oldest_age_seconds",  # the Issues page's GitHub side (issue 12)

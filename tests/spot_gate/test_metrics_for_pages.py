@@ -31,6 +31,7 @@ def view(unblock_at: datetime | None) -> p.PolicyView:
                                 accounts_averaged=2, accounts_in_pool=3),
         unblock=p.UnblockView(state="countdown" if unblock_at else "not_blocked", at=unblock_at, accounts_out=2,
                               accounts_read=2, sentence="…", next_weekly_reset_at=None, accounts_week_spent=0),
+        decided_for=p.DecidedFor(harness="claude_code", model="claude-opus-4", burn_per_minute=0.5),
         genesis_classes=[], triggers=[])
 
 
@@ -39,9 +40,13 @@ def test_the_pages_numbers_have_their_series() -> None:
     metrics = SpotMetrics(registry)
     metrics.observe(view(datetime.now(UTC) + timedelta(minutes=30)))
     metrics.observe_costs(p.CostsView(
-        burn_rates=[p.BurnRateView(harness="claude_code", model="claude-opus-4", dollars_per_minute=0.25,
-                                   sessions_counted=4, computed_at=datetime.now(UTC))],
-        spend_five_hour_dollars=75.0, spend_seven_day_dollars=300.0, prices_per_million_tokens={}))
+        burn_rates=[p.BurnRateView(harness="claude_code", model="claude-sonnet-4-5", dollars_per_minute=0.25,
+                                   opus_dollars_per_minute=1.25, sessions_counted=4, computed_at=datetime.now(UTC))],
+        spend_five_hour_dollars=75.0, spend_seven_day_dollars=300.0, spend_five_hour_claude_dollars=70.0,
+        spend_five_hour_codex_dollars=5.0, spend_seven_day_claude_dollars=280.0, spend_seven_day_codex_dollars=20.0,
+        prices_per_million_tokens={},
+        models=[p.ModelPricing(model="default", priced_as="claude-opus-4-1", how="unknown", note="…"),
+                p.ModelPricing(model="claude-sonnet-4-5", priced_as="claude-sonnet-4-5", how="exact", note="…")]))
 
     def value(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, labels)
@@ -54,7 +59,13 @@ def test_the_pages_numbers_have_their_series() -> None:
     assert value("zimmer_spot_running_slots") == 3 and value("zimmer_spot_max_sessions") == 7
     assert 1790 <= (value("zimmer_spot_unblock_seconds") or 0) <= 1800
     assert value("zimmer_spot_spend_dollars", window="five_hour") == 75.0
-    assert value("zimmer_spot_burn_rate_dollars_per_minute", harness="claude_code", model="claude-opus-4") == 0.25
+    assert value("zimmer_spot_burn_rate_dollars_per_minute", harness="claude_code", model="claude-sonnet-4-5") == 0.25
+    assert value("zimmer_spot_burn_rate_opus_dollars_per_minute", harness="claude_code",
+                 model="claude-sonnet-4-5") == 1.25
+    assert value("zimmer_spot_spend_by_account_dollars", window="seven_day", spends_against="codex") == 20.0
+    assert value("zimmer_spot_spend_by_account_dollars", window="five_hour", spends_against="claude") == 70.0
+    assert value("zimmer_spot_unpriced_models") == 1
+    assert value("zimmer_spot_candidate_burn_rate") == 0.5
 
     metrics.observe(view(None))
     assert math.isnan(value("zimmer_spot_unblock_seconds") or 0.0)  # nothing to count down to

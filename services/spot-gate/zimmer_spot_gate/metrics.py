@@ -48,8 +48,18 @@ class SpotMetrics:
                             ["reason"], registry=r)
         self.ceiling = Counter("zimmer_spot_ceiling_sessions_total", "Sessions the ceiling sweep paused or resumed",
                                ["outcome"], registry=r)
-        self.burn_rates = Gauge("zimmer_spot_burn_rate_dollars_per_minute", "Burn rate per harness and model",
-                                ["harness", "model"], registry=r)
+        self.burn_rates = Gauge("zimmer_spot_burn_rate_dollars_per_minute", "Burn rate per harness and model, at "
+                                "the model's list price", ["harness", "model"], registry=r)
+        self.burn_rates_opus = Gauge("zimmer_spot_burn_rate_opus_dollars_per_minute", "Burn rate per harness and "
+                                     "model in the gate's currency (every Claude token at Opus list prices; Codex 0)",
+                                     ["harness", "model"], registry=r)
+        self.spend_by_account = Gauge("zimmer_spot_spend_by_account_dollars", "List-price spend in the last 5 hours / "
+                                      "7 days by the account it draws on (claude, codex)", ["window", "spends_against"],
+                                      registry=r)
+        self.unpriced_models = Gauge("zimmer_spot_unpriced_models", "Models seen in the last 7 days or the burn rates "
+                                     "that have no price of their own (priced at the dearest known price)", registry=r)
+        self.candidate_burn = Gauge("zimmer_spot_candidate_burn_rate", "Opus-priced $/min of the new spot session the "
+                                    "policy view decides for (a spawn naming no model)", registry=r)
 
     def observe(self, view: PolicyView) -> None:
         for reason, n in view.held.items():
@@ -69,6 +79,8 @@ class SpotMetrics:
             self.burn.labels(w.window).set(w.fleet_burn)
             self.sustainable.labels(w.window).set(w.sustainable_rate)
         self.allowed.set(1 if view.decision.allowed else 0)
+        if view.decided_for is not None:
+            self.candidate_burn.set(view.decided_for.burn_per_minute)
         self.max_sessions.set(view.max_sessions)
         self.running_slots.set(view.running_slots)
         self.accounts.labels("in_pool").set(view.accounts_in_pool)
@@ -89,5 +101,13 @@ class SpotMetrics:
     def observe_costs(self, costs: CostsView) -> None:
         self.spend.labels("five_hour").set(costs.spend_five_hour_dollars)
         self.spend.labels("seven_day").set(costs.spend_seven_day_dollars)
+        for window, claude, codex in (("five_hour", costs.spend_five_hour_claude_dollars,
+                                       costs.spend_five_hour_codex_dollars),
+                                      ("seven_day", costs.spend_seven_day_claude_dollars,
+                                       costs.spend_seven_day_codex_dollars)):
+            self.spend_by_account.labels(window, "claude").set(claude)
+            self.spend_by_account.labels(window, "codex").set(codex)
         for rate in costs.burn_rates:
             self.burn_rates.labels(rate.harness, rate.model).set(rate.dollars_per_minute)
+            self.burn_rates_opus.labels(rate.harness, rate.model).set(rate.opus_dollars_per_minute)
+        self.unpriced_models.set(sum(1 for m in costs.models if m.how == "unknown"))
