@@ -256,8 +256,14 @@ async def bench_spawn_burst(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
 
 
 async def bench_decision(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
-    from zimmer_spot_gate.domain.gate import Candidate, decide
-    from zimmer_spot_gate.snapshot import read_pool
+    from zimmer_spot_gate.domain.gate import Candidate, Snapshot, decide
+    from zimmer_spot_gate.snapshot import read_inputs
+
+    async def snapshot(conn: Any) -> Snapshot:  # the policy view's read: the pool, the policy, the fleet
+        inputs, fleet = await read_inputs(conn, now)
+        assert inputs.parts is not None
+        return Snapshot(inputs.policy.policy, inputs.parts.windows, fleet, Candidate(2.0),
+                        inputs.parts.accounts_averaged, inputs.parts.pool_size)
 
     service = await _start_service(ctx, await _fresh_db(ctx.pg_url))
     n = 2000 if sizes.rounds > 3 else 300
@@ -267,7 +273,7 @@ async def bench_decision(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
         await _seed(service, 100, ACCOUNTS)
         now = datetime.now(UTC)
         async with service.engine.connect() as conn:
-            snap = (await read_pool(conn, now, Candidate(2.0))).snapshot
+            snap = await snapshot(conn)
             for _ in range(sizes.rounds):
                 samples = []
                 for _ in range(n):
@@ -278,7 +284,7 @@ async def bench_decision(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
                 samples = []
                 for _ in range(max(50, n // 10)):
                     t0 = time.perf_counter_ns()
-                    decide((await read_pool(conn, now, Candidate(2.0))).snapshot)
+                    decide(await snapshot(conn))
                     samples.append((time.perf_counter_ns() - t0) / 1000)
                 full.add_latencies(samples)
     finally:
