@@ -56,6 +56,12 @@ async def test_the_pool_out_of_capacity_counts_down_in_the_browser(stack, browse
     assert capacities == ["not calibrated", "not calibrated"]  # never $0.00
     assert "$0.00" not in await page.content()
     assert await page.locator("[data-sentence]").inner_text() == policy["decision"]["sentence"]
+    # Before calibration the fleet burn is an estimate and says so; the decision names the candidate
+    # it is for (a spawn naming no model), here with no burn rate measured yet (issue 25 #4, #6).
+    assert all("estimated from the pool's readings" in text
+               for text in await page.locator('[data-figure="fleet_burn"]').all_inner_texts())
+    decided_for = await page.locator("[data-decided-for]").inner_text()
+    assert "claude_code / claude-opus-4" in decided_for and "nothing measured yet" in decided_for
     local = page.locator("time[data-local]").first
     assert "UTC" in (await local.get_attribute("title") or "")  # the UTC reading stays on hover
     assert await accessibility_problems(page) == []

@@ -87,24 +87,35 @@ async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, b
 
 
 async def test_costs_show_get_costs_figures(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    """The spend totals as get_costs gives them, Claude and Codex apart (issue 25 #4), and how each
+    model seen is priced: an unknown one "unknown model, priced as X" (#3)."""
     services, base = stack
     bus = services["gateway"].bus
-    spend = SpendReport(request_id="req-1", session_id=None, harness="claude_code", model="claude-opus-4",
-                        output_tokens=1_000_000, at=datetime.now(UTC))
-    await bus.publish_event(INGEST_SPEND, "spend", spend, event_id="spend-1")
+    now = datetime.now(UTC)
+    for i, (harness, model) in enumerate((("claude_code", "claude-opus-4"), ("codex", "gpt-5-codex"),
+                                          ("claude_code", "default"))):
+        spend = SpendReport(request_id=f"req-{i}", session_id=None, harness=harness, model=model,
+                            output_tokens=1_000_000, at=now)
+        await bus.publish_event(INGEST_SPEND, "spend", spend, event_id=f"spend-{i}")
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         for _ in range(100):
             costs = (await http.get("/api/v1/costs")).json()
-            if costs["spend_five_hour_dollars"]:
+            if len(costs["models"]) == 3:
                 break
             await asyncio.sleep(0.1)
-    assert costs["spend_five_hour_dollars"] == 75.0  # 1M output tokens of Opus at list price
+    # 1M output tokens each, at list price: Opus 4 $75, gpt-5-codex $10, "default" the dearest ($75).
+    assert (costs["spend_five_hour_claude_dollars"], costs["spend_five_hour_codex_dollars"]) == (150.0, 10.0)
     page = await browser.new_page()
     await sign_in(page, base, "/costs")
-    assert await page.locator('[data-figure="spend_five_hour_dollars"]').inner_text() == "$75.00"
+    assert await page.locator('[data-figure="spend_five_hour_dollars"]').inner_text() == "$160.00"
+    assert await page.locator('[data-figure="spend_five_hour_claude_dollars"]').inner_text() == "$150.00"
+    assert await page.locator('[data-figure="spend_five_hour_codex_dollars"]').inner_text() == "$10.00"
     assert await page.locator('[data-figure="spend_seven_day_dollars"]').inner_text() == \
         f"${costs['spend_seven_day_dollars']:,.2f}"
-    assert "No burn rate yet" in await page.locator("#burn").inner_text()  # the hourly job has not run
+    assert await page.locator('[data-model="default"] [data-price-note]').inner_text() == \
+        "unknown model, priced as claude-opus-4-1 (the dearest known price)"
+    assert await page.locator('[data-model="gpt-5-codex"] [data-price-note]').inner_text() == "priced as gpt-5"
+    assert "No burn rate yet" in await page.locator("#burn").inner_text()  # the recompute has not run
     assert await accessibility_problems(page) == []
     await screenshot(page, "costs")
 
