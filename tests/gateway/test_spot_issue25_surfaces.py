@@ -9,17 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 from mcp_client import call, mcp_session
+from pool_readings import readings
 from problems import invalid_fields
 
-from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, WindowReadingIn
-
-
-async def readings(services, utilization: float) -> None:  # type: ignore[no-untyped-def]
-    now = datetime.now(UTC)
-    await services["spot-gate"].app.record_reading(QuotaReadingIn(
-        account="acct-0", status="active", read_at=now,
-        five_hour=WindowReadingIn(utilization=utilization, resets_at=now + timedelta(hours=2)),
-        seven_day=WindowReadingIn(utilization=0.2, resets_at=now + timedelta(days=3))))
+from zimmer_common.contracts.runtime import SessionStatusReport
 
 
 async def test_a_ceiling_pause_reaches_the_sessions_log_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]

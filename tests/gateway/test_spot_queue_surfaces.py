@@ -6,20 +6,8 @@ from __future__ import annotations
 
 import httpx
 from mcp_client import call, mcp_session, tool_error
+from pool_readings import readings
 from problems import invalid_fields, refused
-
-from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn
-
-
-async def readings(services, utilization: float) -> None:  # type: ignore[no-untyped-def]
-    from datetime import UTC, datetime, timedelta
-
-    now = datetime.now(UTC)
-    await services["spot-gate"].app.record_reading(QuotaReadingIn(
-        account="acct-0", status="active", read_at=now,
-        five_hour=WindowReadingIn(utilization=utilization, resets_at=now + timedelta(hours=2)),
-        seven_day=WindowReadingIn(utilization=0.2, resets_at=now + timedelta(days=3))))
-    services["spot-gate"].app.gate.pool.invalidate()
 
 
 async def test_park_and_start_now_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]

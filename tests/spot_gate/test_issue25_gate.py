@@ -188,23 +188,22 @@ async def test_the_early_burn_estimate_is_the_pools_climb(spot) -> None:  # type
     an estimate is never presented as a measurement." #6: two readings seconds apart produced
     "373.5% projected over the next 10 minutes"; the climb of the one account read twice was taken
     for the pool's (about N times too high)."""
+    async def serving_account_reads(utilization: float) -> float:
+        """acct-0 reads again; the pool's estimated 5-hour climb per minute as the gate now sees it."""
+        await spot.app.record_reading(QuotaReadingIn(
+            account="acct-0", status="active", read_at=spot.clock.now(),
+            five_hour=WindowReadingIn(utilization=utilization, resets_at=spot.clock.now() + timedelta(hours=2))))
+        async with spot.service.engine.connect() as conn:
+            parts = await read_pool_parts(conn, spot.clock.now())
+        return next(w for w in parts.windows if w.window is Window.FIVE_HOUR).observed_rate
+
     await spot.readings((0.40, 0.1), (0.10, 0.1), (0.10, 0.1))  # three accounts, read at t0
     spot.clock.advance(timedelta(seconds=20))
-    await spot.app.record_reading(QuotaReadingIn(
-        account="acct-0", status="active", read_at=spot.clock.now(),
-        five_hour=WindowReadingIn(utilization=0.60, resets_at=spot.clock.now() + timedelta(hours=2))))
-    async with spot.service.engine.connect() as conn:
-        parts = await read_pool_parts(conn, spot.clock.now())
-    assert {w.window: w.observed_rate for w in parts.windows}[Window.FIVE_HOUR] == 0.0  # 20 s apart: no estimate
+    assert await serving_account_reads(0.60) == 0.0  # 20 s apart: no estimate at all
     spot.clock.advance(timedelta(minutes=10))
-    await spot.app.record_reading(QuotaReadingIn(
-        account="acct-0", status="active", read_at=spot.clock.now(),
-        five_hour=WindowReadingIn(utilization=0.70, resets_at=spot.clock.now() + timedelta(hours=2))))
-    async with spot.service.engine.connect() as conn:
-        parts = await read_pool_parts(conn, spot.clock.now())
-    five = next(w for w in parts.windows if w.window is Window.FIVE_HOUR)
+    rate = await serving_account_reads(0.70)
     # acct-0 climbed 30 points in 10m20s; the pool (three accounts) climbed a third of that.
-    assert abs(five.observed_rate - 0.30 / 3 / (10 + 20 / 60)) < 1e-9
+    assert abs(rate - 0.30 / 3 / (10 + 20 / 60)) < 1e-9
     await spot.app.spawn(spawn(genesis="web_ui"))  # something runs: the pace check applies
     held = await spot.app.spawn(spawn())
     assert held.turn.outcome == "held" and "estimated" in held.turn.decision.sentence

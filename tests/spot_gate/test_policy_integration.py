@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 import pytest
@@ -11,15 +10,6 @@ from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.runtime import SpendReport
 from zimmer_common.errors import ErrorCode, ZimmerError
-
-
-async def run_job(spot, name: str, check) -> None:  # type: ignore[no-untyped-def]
-    await spot.service.runner.enqueue(name)
-    for _ in range(200):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{name} did not take effect")
 
 
 async def test_policy_before_calibration_speaks_in_fractions(spot) -> None:  # type: ignore[no-untyped-def]
@@ -45,7 +35,7 @@ async def test_policy_after_calibration_speaks_in_dollars(spot) -> None:  # type
         rows = await spot.sql("SELECT count(*) AS n FROM spot_gate.window_calibration")
         return rows[0].n == 2
 
-    await run_job(spot, "quota_calibration", calibrated)
+    await spot.run_job("quota_calibration", calibrated)
     view = await spot.bus.request(p.GET_POLICY, p.PolicyQuery())
     five = next(w for w in view.windows if w.window == "five_hour")
     # $225 spent at 50% utilization → the 5-hour window is worth $450; 20% reserved.
@@ -113,7 +103,7 @@ async def test_spend_ledger_is_idempotent_and_feeds_burn_rates(spot) -> None:  #
     async def computed() -> bool:
         return bool((await spot.bus.request(p.GET_COSTS, p.CostsQuery())).burn_rates)
 
-    await run_job(spot, "burn_rate_recompute", computed)
+    await spot.run_job("burn_rate_recompute", computed)
     costs = await spot.bus.request(p.GET_COSTS, p.CostsQuery())
     [rate] = costs.burn_rates
     assert (rate.harness, rate.model, rate.sessions_counted) == ("claude_code", "claude-opus-4", 1)

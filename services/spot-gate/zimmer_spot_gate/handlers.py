@@ -3,7 +3,6 @@ change together with its events."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,6 @@ from zimmer_common.contracts.spot import (
     ReorderResult, ReorderSession, SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession,
     SessionWarningNote, StartNowResult, TurnResult, UpdateSession)
 from zimmer_common import idempotency
-from zimmer_common.logs import kv
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit, emit_many
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
 
 RUNNING = SessionStatus.RUNNING.value
 WARNINGS_SHOWN = 5  # the newest few on get_session; the sweeper's refusals page as well
-log = logging.getLogger("zimmer.spot_gate")
 
 
 class SpotGate:

@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_common.contracts.spot import SpawnResult, SpawnSession
 from zimmer_common.contracts.spot_policy import (
     BurnRateView, CostsQuery, CostsView, CreateTrigger, DecidedFor, FireTrigger, GenesisAction, GenesisClassView,
-    ModelPricing, PolicyQuery,
-    PolicyView, SetPolicy, TriggerList, TriggerQuery, TriggerView, UnblockView, UpdateTrigger, WindowPosture)
+    ModelPricing, PolicyQuery, PolicyView, SetPolicy, TriggerList, TriggerQuery, TriggerView, UnblockView,
+    UpdateTrigger, WindowPosture)
 from zimmer_common import idempotency
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import (
