@@ -180,18 +180,19 @@ async def test_start_now_on_a_session_that_never_ran_sends_its_first_prompt(spot
     assert nudged.did == "nudged" and (await spot.start_turn_commands())[-1]["prompt"] == "Continue."
 
 
-@pytest.mark.parametrize("how", ["ceiling", "parked"])
+@pytest.mark.parametrize("how", ["ceiling", "parked", "held"])
 async def test_making_a_paused_session_priority_starts_it_now(spot, how: str) -> None:  # type: ignore[no-untyped-def]
     """Seed 004 "MCP parity": start now happens "as a side effect of change_scheduling_class to
     priority". #12: a paused or parked session made priority waited for the next sweep."""
-    await spot.readings((0.1, 0.1))
+    await spot.readings((0.95 if how == "held" else 0.1, 0.1))
     s = (await spot.app.spawn(spawn())).session
     if how == "ceiling":
         await spot.readings((0.95, 0.3))
         await spot.app.ceiling.run()
-    else:
+    elif how == "parked":
         await spot.bus.request(c.PAUSE_INTO_SPOT_QUEUE, c.PauseIntoSpotQueue(session_id=s.id, halt=True))
-    await spot.app.report_status(SessionStatusReport(session_id=s.id, status="needs_input"))  # the stop acknowledged
+    if how != "held":
+        await spot.app.report_status(SessionStatusReport(session_id=s.id, status="needs_input"))  # the stop acknowledged
     view = await spot.bus.request(c.UPDATE_SESSION, c.UpdateSession(session_id=s.id, scheduling_class="priority"))
     assert (view.status, view.paused_by, view.priority_class) == ("running", None, "priority")
     assert (await decisions(spot, s.id, limit=1))[0].event == "promote"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -134,7 +133,7 @@ async def start_in(gate: TurnGate, conn: AsyncConnection, row: Any, now: datetim
         raise ZimmerError(ErrorCode.REFUSED, f"session {sid} is being stopped for its pause; start it now once the "
                           "runtime has reported the turn over", {"status": row.status})
     if held:
-        out = await gate.recheck(conn, sid, force=True)
+        out = await gate.recheck(conn, sid, force=True, event=event)
         did, sentence = "rechecked", "Its held turn was re-checked now, prompt intact."
     elif paused:
         [out] = await resume(gate, conn, [sid], {sid: row.resume_prompt}, event=event, at=now)

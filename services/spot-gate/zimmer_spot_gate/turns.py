@@ -124,8 +124,9 @@ class TurnGate:
         assert out is not None
         return out
 
-    async def recheck(self, conn: AsyncConnection, session_id: int, *, force: bool = False) -> TurnResult | None:
-        [out] = await self.process(conn, [TurnRequest(session_id, recheck=True, force=force)])
+    async def recheck(self, conn: AsyncConnection, session_id: int, *, force: bool = False,
+                      event: str = "turn") -> TurnResult | None:
+        [out] = await self.process(conn, [TurnRequest(session_id, recheck=True, force=force, event=event)])
         if isinstance(out, ZimmerError):
             raise out
         return out
