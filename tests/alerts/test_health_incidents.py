@@ -8,13 +8,12 @@ JetStream stamps messages and acks with the real time, so the frozen clock start
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from alerting import eventually  # type: ignore[import-not-found]
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from incidents import (  # type: ignore[import-not-found]
+    enqueue, heartbeat, lane_consumer, monitor_of, pages, paged, started)
 
 from zimmer_alerts import health_records
 from zimmer_alerts.config import AlertSettings
@@ -23,8 +22,6 @@ from zimmer_alerts.monitor import HealthMonitor
 from zimmer_alerts.service import build
 from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import ops
-from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery
-from zimmer_common.contracts.subjects import Stream, job_subject, lane_filter
 from zimmer_common.settings import Environment
 
 
@@ -42,43 +39,6 @@ async def alerts(settings_factory, clock):  # type: ignore[no-untyped-def]
         yield service
     finally:
         await service.stop()
-
-
-def monitor_of(service: Any, clock: FrozenClock) -> HealthMonitor:
-    # The service's own loop waits a minute before its first check; the test drives one directly.
-    reporter = HealthReporter(lambda: service.bus, lambda: service.engine, clock, Environment.TEST)
-    return HealthMonitor(reporter, service.pager)
-
-
-async def lane_consumer(service: Any, ctx: str, lane: str, pool: int) -> Any:
-    durable = f"jobs_{ctx}_{lane}"
-    await service.bus.js.add_consumer(Stream.JOBS.value, ConsumerConfig(
-        durable_name=durable, filter_subject=lane_filter(ctx, lane), ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL, max_ack_pending=pool, ack_wait=6 * 3600, max_deliver=-1))
-    return await service.bus.js.pull_subscribe_bind(durable, stream=Stream.JOBS.value)
-
-
-async def enqueue(service: Any, ctx: str, lane: str, jobs: list[str]) -> None:
-    for job in jobs:  # one waiting tick per job subject: distinct jobs make depth
-        await service.bus.publish(job_subject(ctx, lane, job), json.dumps({"job": job}).encode())
-
-
-async def heartbeat(service: Any, clock: FrozenClock, name: str = "spot-gate") -> None:
-    async with service.engine.begin() as conn:
-        await health_records.record_heartbeat(conn, ops.Heartbeat(
-            service=name, instance_id=f"{name}-1", version="test", at=clock.now(), uptime_seconds=3600, lanes=[]))
-
-
-async def started(service: Any, job: str, lane: str, at: datetime, run_id: str) -> None:
-    async with service.engine.begin() as conn:
-        await health_records.record_job_run(conn, ops.JobRun(
-            service="spot-gate", job=job, lane=lane, run_id=run_id, state=ops.JobRunState.STARTED, at=at,
-            instance_id="spot-gate-1", enqueued_at=at, started_at=at))
-
-
-async def pages(service: Any, title: str) -> list[Any]:
-    found = (await service.bus.request(LIST_ALERTS, AlertQuery())).issues
-    return [i for i in found if i.title == title]
 
 
 async def test_the_ten_hour_stall_pages_nothing_is_executing_within_its_first_check_window(alerts, clock) -> None:
@@ -101,7 +61,7 @@ async def test_the_ten_hour_stall_pages_nothing_is_executing_within_its_first_ch
     assert await pages(alerts, "Nothing is executing") == []  # one critical check is not a page
     clock.advance(60)
     await monitor.check_once()
-    await eventually(lambda: _paged(alerts, "Nothing is executing"), "the execution_stalled page")
+    await eventually(lambda: paged(alerts, "Nothing is executing"), "the execution_stalled page")
     [issue] = await pages(alerts, "Nothing is executing")
     assert issue.last_message.startswith("Ready (waiting on a worker): 2")
     assert "get_system_health" in issue.last_message
@@ -137,7 +97,7 @@ async def test_the_queue_blind_shape_does_not_page_and_a_starved_lane_names_itse
     report = await monitor.check_once()
     assert (report.verdict.code, report.verdict.title) == ("backlog_lane:inference", "Queue backlog critical")
     await monitor.check_once()
-    await eventually(lambda: _paged(alerts, "Queue backlog critical"), "the starved-lane page")
+    await eventually(lambda: paged(alerts, "Queue backlog critical"), "the starved-lane page")
     [issue] = await pages(alerts, "Queue backlog critical")
     first_line = issue.last_message.splitlines()[0]
     assert "inference" in first_line and "1h 1m" in first_line, first_line
@@ -181,10 +141,6 @@ async def test_a_wedge_needs_a_live_worker(alerts, clock) -> None:
     await held.ack_sync()
 
 
-async def _paged(service: Any, title: str) -> bool:
-    return bool(await pages(service, title))
-
-
 async def test_a_schedule_that_stopped_producing_pages_cron_schedule_stale(alerts, clock) -> None:
     """#619's silence: spot-gate is alive, its recheck_due has produced nothing for three hours,
     and other keys' ticks witness that the scheduler was firing. A disabled key is never judged."""
@@ -210,7 +166,7 @@ async def test_a_schedule_that_stopped_producing_pages_cron_schedule_stale(alert
     assert keys["backlog.recover_starting"].state == "fresh"
     assert report.cron.status == "critical" and report.overall_status == "critical"
     await monitor.check_once()
-    await eventually(lambda: _paged(alerts, "Cron schedule stale"), "the cron page")
+    await eventually(lambda: paged(alerts, "Cron schedule stale"), "the cron page")
     [issue] = await pages(alerts, "Cron schedule stale")
     assert "spot-gate.recheck_due" in issue.last_message
 
@@ -273,3 +229,139 @@ async def test_a_per_host_sweep_silent_on_one_host_is_stale_there_only(alerts, c
                               schedule=(entry, witness), disabled_keys={"sweeper.disk_sweep"})
     keys = {k.key: k for k in (await disabled.report()).cron.keys}
     assert {keys[f"sweeper@{h}.disk_sweep"].state for h in ("host-a", "host-b")} == {"disabled"}
+
+
+# ---- issue 26: a lane that stops draining, and conditions that outlive a restart -------------------
+
+SWEEP = "orphan_clone_sweep"
+
+
+def sweeper_schedule() -> tuple:  # type: ignore[type-arg]
+    from zimmer_common.schedule import ScheduleEntry
+
+    return (ScheduleEntry("sweeper", SWEEP, "0 0 */6 * * *", "maintenance", frozenset({Environment.PRODUCTION}),
+                          per_host=True),)
+
+
+async def dead_host_lane(alerts, clock, host: str = "host-b"):  # type: ignore[no-untyped-def]
+    """A runtime host's sweeper that finished one sweep and then died: its schedule keeps ticking into
+    its lane (one coalesced tick waiting), and nothing takes it."""
+    await alerts.bus.publish(f"zimmer.jobs.schedule.sweeper-{host}.{SWEEP}", b'{"job": "sweep"}', headers={
+        "Nats-Schedule": "0 0 */6 * * *", "Nats-Schedule-Target": f"zimmer.jobs.sweeper-{host}.maintenance.{SWEEP}"})
+    sub = await lane_consumer(alerts, f"sweeper-{host}", "maintenance", pool=2)
+    await enqueue(alerts, f"sweeper-{host}", "maintenance", [SWEEP])
+    [msg] = await sub.fetch(1, timeout=5)
+    await msg.ack_sync()  # the last sweep this host finished
+    await enqueue(alerts, f"sweeper-{host}", "maintenance", [SWEEP])  # the tick nobody takes
+    return sub
+
+
+async def test_a_dead_sweeper_host_pages_within_its_lanes_ceiling_and_resolves(alerts, clock) -> None:
+    """Seed 003 cron freshness: a waiting copy reads "overdue" because "a queue that is not draining is
+    what the lane thresholds … page on"; but ticks coalesce, so a dead lane's depth stays at its number
+    of jobs and its head is the newest tick's age: no threshold ever fires (issue 26 #2). A tick that
+    has waited with nothing finished on its lane past the lane's ceiling (maintenance: 90 minutes) is
+    stale and pages."""
+    sub = await dead_host_lane(alerts, clock)
+    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+                              schedule=sweeper_schedule())
+    monitor = HealthMonitor(reporter, alerts.pager)
+    clock.advance(80 * 60)
+    key = (await monitor.check_once()).cron.keys[0]
+    assert key.key == "sweeper@host-b.orphan_clone_sweep" and key.state != "stale", key  # inside the ceiling
+    clock.advance(11 * 60)  # 91 minutes: past the ceiling, whatever the tick's own timestamp says
+    report = await monitor.check_once()
+    [key] = report.cron.keys
+    assert key.state == "stale" and "past the maintenance lane's 1h 30m ceiling" in key.reason, key
+    lane = next(lane for lane in report.queue.lanes if lane.lane == "maintenance")
+    assert lane.oldest_ready_age_seconds is not None and lane.oldest_ready_age_seconds >= 90 * 60
+    clock.advance(60)
+    await monitor.check_once()
+    await eventually(lambda: paged(alerts, "Cron schedule stale"), "the cron page")
+    [issue] = await pages(alerts, "Cron schedule stale")
+    assert "sweeper@host-b.orphan_clone_sweep" in issue.last_message
+
+    [msg] = await sub.fetch(1, timeout=5)  # the host is back: it takes its tick
+    await msg.ack_sync()
+    assert (await monitor.check_once()).cron.keys[0].state == "fresh"
+    await eventually(lambda: _resolved(alerts, "health:cron_stale"), "the cron condition resolved")
+
+
+async def _resolved(alerts, key: str) -> bool:  # type: ignore[no-untyped-def]
+    from incidents import condition  # type: ignore[import-not-found]
+
+    found = await condition(alerts, key)
+    return found is not None and not found.still_true
+
+
+async def _open(alerts, key: str) -> bool:  # type: ignore[no-untyped-def]
+    from incidents import condition  # type: ignore[import-not-found]
+
+    found = await condition(alerts, key)
+    return found is not None and found.still_true
+
+
+async def test_services_stopped_around_a_running_monitor_page_nothing_is_executing(alerts, clock) -> None:
+    """Seed 003 "When nothing is executing": "No job has finished anywhere in the last 10 minutes,
+    and either a lane that should turn work over in milliseconds has picked nothing up for that
+    long, or no worker is alive." Issue 26 #1: with every other service stopped, the alerts
+    service's own every-minute job and heartbeat are not the fleet's: the page fires, and it
+    resolves once the lanes drain again."""
+    spot = await lane_consumer(alerts, "spot", "default", pool=2)
+    await enqueue(alerts, "spot", "default", ["sweep"])
+    [msg] = await spot.fetch(1, timeout=5)
+    await msg.ack_sync()
+    await alerts.runner.enqueue("queue_recovery_expiry")  # the monitor's own job, on its own runner
+
+    async def own_lane_finished() -> bool:
+        info = await alerts.bus.js_api("CONSUMER.INFO.ZIMMER_JOBS.jobs_alerts_auth")
+        return int(info.get("ack_floor", {}).get("consumer_seq", 0)) > 0
+
+    await eventually(own_lane_finished, "the alerts service's own job finished")
+    await enqueue(alerts, "spot", "default", ["recheck_due", "fire_wakes"])  # its ticks keep coming; nobody takes them
+    await heartbeat(alerts, clock)  # spot-gate's last beat, then it stops
+    monitor = monitor_of(alerts, clock)
+    for _ in range(12):  # the monitor's own lane and heartbeat stay alive throughout
+        clock.advance(60)
+        await heartbeat(alerts, clock, "alerts")
+        report = await monitor.check_once()
+    assert (report.verdict.code, report.verdict.title) == ("execution_stalled", "Nothing is executing"), report.verdict
+    await eventually(lambda: paged(alerts, "Nothing is executing"), "the execution_stalled page")
+
+    for _ in range(2):  # the services are back: the lane drains
+        [msg] = await spot.fetch(1, timeout=5)
+        await msg.ack_sync()
+    await heartbeat(alerts, clock)
+    assert (await monitor.check_once()).verdict.status != "critical"
+    await eventually(lambda: _resolved(alerts, "health:execution_stalled"), "the stall resolved")
+
+
+async def test_a_restart_mid_incident_resolves_what_no_longer_holds(alerts, clock, settings_factory) -> None:
+    """Issue 26 #4: a condition the monitor opened before the alerts service restarted was never
+    resolved by the new process (its firing state lived in memory) and re-paged every repeat
+    interval until someone resolved it by hand. The new process reads the conditions it owns from
+    the ledger and resolves those whose check now passes."""
+    await dead_host_lane(alerts, clock)
+    schedule = sweeper_schedule()
+    monitor = HealthMonitor(HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+                                           schedule=schedule), alerts.pager)
+    clock.advance(92 * 60)
+    await monitor.check_once()
+    clock.advance(60)
+    await monitor.check_once()
+    await eventually(lambda: _open(alerts, "health:cron_stale"), "the cron condition open")
+
+    await alerts.stop()  # the restart: a new process, nothing carried over in memory
+    again = build(alerts.settings, clock=clock,
+                  alert_settings=AlertSettings(alert_check_seconds=3600, health_check_seconds=3600))
+    await again.start()
+    try:
+        sub = await again.bus.js.pull_subscribe_bind("jobs_sweeper-host-b_maintenance", stream="ZIMMER_JOBS")
+        [msg] = await sub.fetch(1, timeout=5)  # the host is back meanwhile
+        await msg.ack_sync()
+        fresh = HealthMonitor(HealthReporter(lambda: again.bus, lambda: again.engine, clock, Environment.PRODUCTION,
+                                             schedule=schedule), again.pager)
+        await fresh.check_once()
+        await eventually(lambda: _resolved(again, "health:cron_stale"), "resolved by the new process")
+    finally:
+        await again.stop()

@@ -3,6 +3,7 @@ every gate, each conjunct's absence, and the three incidents. Fixed datetimes th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -189,6 +190,29 @@ def test_execution_stall_conjuncts_each_prevent_it() -> None:
     assert judge([consumer("default", ready=3, head_age=9 * M, finished_ago=12 * M)])[1].status == "ok"
     # only a slow lane is old (inference inside its 60 minutes): not a fast lane
     assert judge([consumer("inference", ready=3, head_age=40 * M, finished_ago=12 * M)])[1].status == "ok"
+
+
+def test_the_monitors_own_work_never_feeds_it() -> None:
+    """Issue 26 #1, the 13-minute stop: backlog, spot-gate, sweeper and gateway stopped; their fast
+    lanes hold coalesced ticks (the newest 145 s old) with nothing finished for 805 s; the alerts
+    service's own queue_recovery_expiry on the auth lane finished a minute ago and its heartbeat is
+    the one live worker. "A monitor must never be fed by its own work" (the issue's words)."""
+    stopped = 805 * timedelta(seconds=1)
+
+    def lane(name: str, service: str) -> ConsumerReading:
+        c = consumer(name, service=service, ready=3, head_age=145 * timedelta(seconds=1), finished_ago=stopped)
+        return replace(c, waiting_since=T0 - stopped + 30 * timedelta(seconds=1))  # the first tick owed after
+
+    fleet = [lane("default", "spot-gate"), lane("pollers", "backlog")]
+    own = consumer("auth", service="alerts", finished_ago=M)
+    _, verdict, _ = judge([*fleet, own], heartbeats=[beat(service="alerts", instance="alerts-1")])
+    assert (verdict.code, verdict.title) == ("execution_stalled", "Nothing is executing"), verdict
+    # The lanes' age is the time since they last finished with work waiting, not the newest tick's.
+    stats, _, _ = judge(fleet)
+    assert {(a.name, int(a.age_seconds)) for a in stats.oldest_ready_age_seconds_by_lane} == {
+        ("default", 775), ("pollers", 775)}
+    # And a live worker of the fleet with its fast lane draining: not stalled.
+    assert judge([consumer("default", service="spot-gate", finished_ago=M), own])[1].status == "ok"
 
 
 def test_a_deliberate_halt_is_a_warning_naming_the_paused_lanes() -> None:

@@ -13,19 +13,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_alerts import health_reader, health_records
-from zimmer_alerts.domain import cron, overall, queues, workers
+from zimmer_alerts.domain import cron, lanes, overall, queues, workers
 from zimmer_alerts.domain.readings import Readings
 from zimmer_alerts.health_metrics import HealthMetrics
 from zimmer_alerts.recovery import recovery_status
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
-from zimmer_common.contracts.subjects import ctx_of, split_host_service
+from zimmer_common.contracts.subjects import Stream, ctx_of, job_subject, split_host_service
 from zimmer_common.schedule import SCHEDULE, ScheduleEntry
 from zimmer_common.settings import Environment
 
@@ -42,6 +43,7 @@ class HealthReporter:
                  metrics: HealthMetrics | None = None):
         self._bus = bus
         self._engine = engine
+        self.engine = engine  # the monitor reads its open conditions through it
         self.clock = clock
         self.entries = scheduled_entries(env, schedule)
         self.disabled_keys = frozenset(disabled_keys)
@@ -73,8 +75,17 @@ class HealthReporter:
 
     async def _read(self, now: datetime) -> tuple[Readings, h.CronHealth]:
         readings = await health_reader.read_readings(self._bus(), self._engine(), now)
+        if not readings.readable:
+            return readings, h.CronHealth(readable=False, problem=readings.problem, status="critical")
         try:
-            cron_health = await self._cron(readings, now)
+            bus = self._bus()
+            entries = await health_reader.per_host_entries(bus, self.entries)
+            waiting = await health_reader.waiting_ticks(bus, entries)
+        except Exception as exc:  # noqa: BLE001 - the monitor pages on an unreadable check
+            return readings, h.CronHealth(readable=False, problem=f"{type(exc).__name__}: {exc}", status="critical")
+        readings = with_waiting(readings, entries, waiting)
+        try:
+            cron_health = await self._cron(readings, entries, waiting, now)
         except Exception as exc:  # noqa: BLE001 - the monitor pages on an unreadable check
             cron_health = h.CronHealth(readable=False, problem=f"{type(exc).__name__}: {exc}", status="critical")
         return readings, cron_health
@@ -93,19 +104,24 @@ class HealthReporter:
         return h.HealthReport(generated_at=now, overall_status=status, summary=summary, queue=stats, verdict=verdict,
                               cron=cron_health, workers=worker_stats, queue_recovery_mode=recovery)
 
-    async def _cron(self, readings: Readings, now: datetime) -> h.CronHealth:
-        """Every scheduled key judged: its record, its waiting tick, its lower bounds; witnesses
-        are read only for keys whose owed ticks are past their grace."""
-        if not readings.readable:
-            return h.CronHealth(readable=False, problem=readings.problem, status="critical")
+    async def _cron(self, readings: Readings, entries: list[ScheduleEntry], waiting: dict[str, datetime],
+                    now: datetime) -> h.CronHealth:
+        """Every scheduled key judged: its record, its waiting tick (reckoned by its lane's last
+        finish, `domain.lanes`), its lower bounds; witnesses are read only for keys whose owed
+        ticks are past their grace."""
         bus = self._bus()
-        entries = await health_reader.per_host_entries(bus, self.entries)
-        waiting = await health_reader.waiting_ticks(bus, entries)
         installed = await asyncio.gather(*(health_reader.schedule_installed_at(bus, ctx_of(e.service), e.job)
                                            for e in entries))
         server_id = await health_reader.nats_server_identity(bus)
+        by_consumer = {c.consumer: c for c in readings.consumers if c.stream == Stream.JOBS.value}
+        key_waiting = {}
+        for e in entries:
+            if e.key in waiting:
+                c = by_consumer.get(lane_consumer(e))
+                key_waiting[e.key] = lanes.waiting_since(c.last_finished_at if c else None, c.created_at if c else None,
+                                                         [lanes.WaitingTick(waiting[e.key], e.cadence)])
         async with self._engine().connect() as conn:
-            records = await health_records.key_records(conn, [e.key for e in entries], waiting)
+            records = await health_records.key_records(conn, [e.key for e in entries], key_waiting)
             nats_since = await health_records.nats_started_at(conn, server_id)
             worker_stats = workers.worker_statistics(readings.heartbeats, now)
             keys = []
@@ -117,6 +133,33 @@ class HealthReporter:
                 owed = cron.owed_ticks(entry, record, now, lower)
                 seen = await health_records.witnessed(conn, entry.key, owed) if owed else set()
                 disabled = bool({entry.key, f"{split_host_service(entry.service)[0]}.{entry.job}"} & self.disabled_keys)
+                lane = by_consumer.get(lane_consumer(entry))
                 keys.append(cron.judge_key(entry, record, now, lower, seen, disabled=disabled,
-                                           exempt=entry.freshness_exempt, ceiling=queues.execution_ceiling(entry.lane)))
+                                           exempt=entry.freshness_exempt, ceiling=queues.execution_ceiling(entry.lane),
+                                           lane_paused=bool(lane and lane.paused)))
         return cron.cron_health(keys)
+
+
+def lane_consumer(entry: ScheduleEntry) -> str:
+    """The durable consumer of the lane a key's ticks wait on (`JobRunner.consumer_name`)."""
+    return f"{health_reader.JOB_CONSUMER_PREFIX}{ctx_of(entry.service)}_{entry.lane}"
+
+
+def with_waiting(readings: Readings, entries: list[ScheduleEntry], waiting: dict[str, datetime]) -> Readings:
+    """Each job lane's `waiting_since`: its waiting scheduled ticks reckoned from its last finish by
+    their cadences, and a message enqueued by hand (not one of those ticks) from its own time."""
+    by_consumer: dict[str, list[ScheduleEntry]] = {}
+    for e in entries:
+        by_consumer.setdefault(lane_consumer(e), []).append(e)
+    consumers = []
+    for c in readings.consumers:
+        if c.stream != Stream.JOBS.value or c.ready <= 0:
+            consumers.append(c)
+            continue
+        mine = by_consumer.get(c.consumer, [])
+        ticks = [lanes.WaitingTick(waiting[e.key], e.cadence) for e in mine if e.key in waiting]
+        scheduled = {job_subject(ctx_of(e.service), e.lane, e.job) for e in mine if e.key in waiting}
+        if c.oldest_ready_at is not None and c.oldest_ready_subject not in scheduled:
+            ticks.append(lanes.WaitingTick(c.oldest_ready_at))
+        consumers.append(replace(c, waiting_since=lanes.waiting_since(c.last_finished_at, c.created_at, ticks)))
+    return replace(readings, consumers=consumers)

@@ -133,7 +133,8 @@ def _reading(stream: Stream, info: dict[str, Any], oldest: tuple[datetime | None
         oldest_ready_at=oldest[0], oldest_ready_subject=oldest[1],
         last_finished_at=parse_time(ack_floor.get("last_active")),
         acked_total=int(ack_floor.get("consumer_seq", 0)),
-        paused=paused, paused_until=parse_time(config.get("pause_until")) if paused else None)
+        paused=paused, paused_until=parse_time(config.get("pause_until")) if paused else None,
+        created_at=parse_time(info.get("created")))
 
 
 async def read_consumers(bus: Bus) -> list[ConsumerReading]:

@@ -80,6 +80,13 @@ async def resolve(conn: AsyncConnection, key: str, now: datetime) -> ConditionVi
     return ConditionView(**row._mapping)
 
 
+async def open_condition_keys(conn: AsyncConnection, source: str) -> set[str]:
+    """The conditions `source` reported and nobody has resolved: what a monitor still has firing,
+    whatever process reported it (the health monitor re-reads them after a restart)."""
+    return set((await conn.execute(select(conditions.c.condition_key).where(
+        conditions.c.source == source, conditions.c.still_true))).scalars())
+
+
 async def issues_to_notify(conn: AsyncConnection) -> list[Row[Any]]:
     last = (select(events.c.message, events.c.snippet, events.c.context).where(events.c.issue_id == issues.c.id)
             .order_by(events.c.id.desc()).limit(1).lateral())

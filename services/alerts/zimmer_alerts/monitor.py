@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zimmer_alerts import health_reader, health_records
+from zimmer_alerts import health_reader, health_records, ledger
 from zimmer_alerts.domain.cron import CONSECUTIVE_CRITICAL_TO_ALERT, CronStreaks
 from zimmer_alerts.domain.queues import page_body
 from zimmer_alerts.health import HealthReporter
@@ -77,13 +77,20 @@ class QueueStreak:
 
 @dataclass
 class HealthMonitor:
+    """The streaks live in the process (a restart only re-confirms over two checks); what is firing
+    lives in the ledger (the conditions this monitor reported and nobody resolved), so a condition
+    opened before a restart is resolved by the first check after it that finds it no longer holds,
+    instead of re-paging every repeat interval until someone resolves it by hand."""
+
     reporter: HealthReporter
     pager: Pager
     metrics: HealthMetrics | None = None
     queue_streak: QueueStreak = field(default_factory=QueueStreak)
     cron_streaks: CronStreaks = field(default_factory=CronStreaks)
-    firing_queue_code: str | None = None
-    cron_firing: bool = False
+    # What this process reported firing, or resolved, and the ledger may not show yet (a page
+    # reaches it through the outbox and the alerts consumer, a moment later).
+    reported: set[str] = field(default_factory=set)
+    resolved: set[str] = field(default_factory=set)
 
     async def check_once(self) -> h.HealthReport:
         report = await self.reporter.report()
@@ -95,32 +102,50 @@ class HealthMonitor:
             self.queue_streak = QueueStreak()
             self.cron_streaks = CronStreaks()
             return report
-        await self._queue(report)
-        await self._cron(report)
+        firing = await self.firing()
+        await self._queue(report, {k for k in firing if k != CRON_CONDITION})
+        await self._cron(report, CRON_CONDITION in firing)
         return report
 
-    async def _queue(self, report: h.HealthReport) -> None:
+    async def firing(self) -> set[str]:
+        """The monitor's conditions still open: the ledger's, with this process's own reports and
+        resolutions the ledger has not caught up with. An unreadable ledger leaves what this
+        process knows (a page is never held back for it)."""
+        try:
+            async with self.reporter.engine().connect() as conn:
+                open_keys = await ledger.open_condition_keys(conn, SOURCE)
+        except Exception as exc:  # noqa: BLE001 - the report above already says what is unreadable
+            log.warning("open conditions unreadable", extra=kv(error=repr(exc)))
+            return set(self.reported)
+        self.resolved &= open_keys  # once the ledger shows a resolution, the ledger is the record again
+        return (open_keys - self.resolved) | self.reported
+
+    async def _queue(self, report: h.HealthReport, firing: set[str]) -> None:
         verdict = report.verdict
         confirmed = self.queue_streak.observe(verdict)
         if confirmed and verdict.code and verdict.title:
             body = bounded(page_body(report.queue, verdict, report.workers), "")
+            key = f"health:{verdict.code}"
             await self.pager.report(
                 title=verdict.title, fingerprint=["health", verdict.code.split(":", 1)[0]], message=body,
-                source=SOURCE, condition_key=f"health:{verdict.code}",
+                source=SOURCE, condition_key=key,
                 context={"status_code": verdict.code, "paused_lanes": verdict.paused_lanes})
-            if self.firing_queue_code and self.firing_queue_code != verdict.code:
-                await self._resolve_queue(self.firing_queue_code)
-            self.firing_queue_code = verdict.code
-        elif verdict.status != "critical" and self.firing_queue_code:
-            await self._resolve_queue(self.firing_queue_code)
-            self.firing_queue_code = None
+            self.reported.add(key)
+            self.resolved.discard(key)
+            for other in sorted(firing - {key}):  # the incident changed shape: the old one is over
+                await self._resolve_queue(other)
+        elif verdict.status != "critical":
+            for key in sorted(firing):
+                await self._resolve_queue(key)
 
-    async def _resolve_queue(self, code: str) -> None:
+    async def _resolve_queue(self, key: str) -> None:
         await self.pager.report(title="Queue health recovered", fingerprint=["health", "recovered"],
-                                message=f"{code} no longer holds", level="warning", source=SOURCE,
-                                condition_key=f"health:{code}", still_true=False)
+                                message=f"{key.removeprefix('health:')} no longer holds", level="warning",
+                                source=SOURCE, condition_key=key, still_true=False)
+        self.reported.discard(key)
+        self.resolved.add(key)
 
-    async def _cron(self, report: h.HealthReport) -> None:
+    async def _cron(self, report: h.HealthReport, firing: bool) -> None:
         if not report.cron.readable:
             await self.pager.report(title=UNREADABLE_TITLE, fingerprint=["health", "cron_unreadable"],
                                     message=f"cron freshness could not be read: {report.cron.problem}",
@@ -140,12 +165,14 @@ class HealthMonitor:
                 title=CRON_TITLE, fingerprint=["health", "cron_stale"], source=SOURCE, condition_key=CRON_CONDITION,
                 message=bounded("Scheduled jobs not running: " + "; ".join(lines), LIVE_ELSEWHERE),
                 context={"keys": [k.key for k in behind]})
-            self.cron_firing = True
-        elif self.cron_firing and not stale:
+            self.reported.add(CRON_CONDITION)
+            self.resolved.discard(CRON_CONDITION)
+        elif firing and not stale:
             await self.pager.report(title=CRON_TITLE, fingerprint=["health", "cron_stale"], level="warning",
                                     source=SOURCE, condition_key=CRON_CONDITION, still_true=False,
                                     message="every scheduled job is producing ticks again")
-            self.cron_firing = False
+            self.reported.discard(CRON_CONDITION)
+            self.resolved.add(CRON_CONDITION)
 
 
 def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset(),

@@ -122,11 +122,14 @@ def _span(d: timedelta) -> str:
 
 def judge_key(entry: ScheduleEntry, record: KeyRecord | None, now: datetime, lower_bound: datetime | None,
               witnessed: set[datetime], *, disabled: bool, exempt: str | None,
-              ceiling: timedelta | None) -> CronKeyReading:
-    """One key's reading. What holds a key past its grace decides whether it pages:
-    nothing (witnessed) → stale; a run past its lane ceiling → stale; a run inside it, or a tick
-    waiting for a worker → overdue (the queue gates own a queue that is not draining); owed ticks
-    nobody witnessed → fresh, excused (no scheduler was running to fire them)."""
+              ceiling: timedelta | None, lane_paused: bool = False) -> CronKeyReading:
+    """One key's reading. A tick that has waited for a worker past its lane's ceiling (reckoned
+    from the lane's last finish, `domain.lanes`) is stale, grace or not: ticks coalesce, so no
+    depth or head-age threshold ever sees a lane that stopped draining, and this is the page that
+    does (a dead sweeper host's lane, a service whose runner stopped). Otherwise what holds a key
+    past its grace decides whether it pages: nothing (witnessed) → stale; a run past its lane
+    ceiling → stale; a run inside it, or a tick waiting inside the ceiling or on a paused lane →
+    overdue; owed ticks nobody witnessed → fresh, excused (no scheduler was running to fire them)."""
     grace = grace_for(entry.cadence)
 
     def reading(state: str, reason: str, owed_since: datetime | None = None, held_by: str | None = None,
@@ -141,6 +144,13 @@ def judge_key(entry: ScheduleEntry, record: KeyRecord | None, now: datetime, low
     why_exempt = exempt if exempt is not None else entry.freshness_exempt
     if why_exempt:
         return reading("exempt", why_exempt)
+    waited = now - record.waiting_since if record and record.waiting_since is not None else None
+    if (waited is not None and ceiling is not None and waited >= ceiling and not lane_paused
+            and record is not None and record.running_since is None):
+        assert record.waiting_since is not None
+        return reading("stale", f"A tick has waited for a worker since {_when(record.waiting_since)} ({_span(waited)}) "
+                                f"with nothing finished on its lane, past the {entry.lane} lane's {_span(ceiling)} "
+                                "ceiling: the lane is not draining.", record.waiting_since, "waiting")
     first = first_owed_tick(entry, record, lower_bound)
     owed = owed_ticks(entry, record, now, lower_bound)
     if first is None:
@@ -159,8 +169,9 @@ def judge_key(entry: ScheduleEntry, record: KeyRecord | None, now: datetime, low
         return reading("overdue", f"Held by a run running {_span(running)}, {inside}; {late}.{outside}",
                        first, "running")
     if record and record.waiting_since is not None:
-        return reading("overdue", f"A tick has waited for a worker since {_when(record.waiting_since)}; {late}."
-                                  f"{outside}", first, "waiting")
+        paused = " on a paused lane" if lane_paused else ""
+        return reading("overdue", f"A tick has waited for a worker{paused} since {_when(record.waiting_since)}; "
+                                  f"{late}.{outside}", first, "waiting")
     seen = {_second(w) for w in witnessed}
     witnesses = [t for t in owed if _second(t) in seen]
     if witnesses:

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from zimmer_alerts.domain.lanes import MONITOR_SERVICE
 from zimmer_alerts.domain.readings import ClaimedRun, ConsumerReading, Readings
 from zimmer_alerts.domain.workers import live_instances_by_service
 from zimmer_common.contracts.health import (
@@ -134,11 +135,19 @@ def _claimed_subjects(c: ConsumerReading, runs: list[ClaimedRun], into: Counter[
     into[UNKNOWN_SUBJECT] += c.claimed - len(named)
 
 
+def waiting_at(c: ConsumerReading) -> datetime | None:
+    """Since when the consumer's ready work has waited: the lane's own reckoning for a job lane
+    (`domain.lanes.waiting_since`: its ticks coalesce), else the head message's time."""
+    if c.ready <= 0:
+        return None
+    return c.waiting_since or c.oldest_ready_at
+
+
 def _lane_statistics(lane: str, consumers: list[ConsumerReading], runs: list[ClaimedRun], readings: Readings,
                      ) -> LaneStatistics:
     now = readings.now
-    heads = [c for c in consumers if c.ready > 0 and c.oldest_ready_at is not None]
-    head = min(heads, key=lambda c: (c.oldest_ready_at, c.consumer), default=None)
+    heads = [(at, c) for c in consumers if (at := waiting_at(c)) is not None]
+    head_at, head = min(heads, key=lambda h: (h[0], h[1].consumer), default=(None, None))
     runs = sorted(runs, key=lambda r: r.started_at)
     pools = [c.pool for c in consumers]
     finished = [c.last_finished_at for c in consumers if c.last_finished_at is not None]
@@ -152,7 +161,7 @@ def _lane_statistics(lane: str, consumers: list[ConsumerReading], runs: list[Cla
         ready=sum(c.ready for c in consumers),
         claimed=sum(c.claimed for c in consumers),
         pool=None if not pools or None in pools else sum(p for p in pools if p is not None),
-        oldest_ready_age_seconds=_age(now, head.oldest_ready_at) if head and head.oldest_ready_at else None,
+        oldest_ready_age_seconds=_age(now, head_at) if head_at is not None else None,
         head_subject=subject_label(head.oldest_ready_subject) if head else None,
         oldest_claimed_age_seconds=_age(now, runs[0].started_at) if runs else None,
         youngest_claimed_age_seconds=_age(now, runs[-1].started_at) if runs else None,
@@ -200,8 +209,11 @@ def queue_statistics(readings: Readings) -> QueueStatistics:
     claimed_youngest = {lane.lane: lane.youngest_claimed_age_seconds for lane in lanes
                         if lane.youngest_claimed_age_seconds is not None}
     # Job lanes only: event consumers ack every 30 s heartbeat, so they would keep "last finished"
-    # fresh through a job runner that has stopped completing anything.
-    finished = [c.last_finished_at for c in readings.consumers if c.lane in LANES and c.last_finished_at]
+    # fresh through a job runner that has stopped completing anything. And never the monitor's own
+    # lanes: its queue recovery expiry finishes every minute, and a monitor fed by its own work can
+    # never see that nothing else is executing.
+    finished = [c.last_finished_at for c in readings.consumers
+                if c.lane in LANES and c.last_finished_at and c.service != MONITOR_SERVICE]
     last_finished = max(finished, default=None)
     rates = readings.finished_last_hour_by_lane
     return QueueStatistics(
@@ -237,14 +249,17 @@ def _past_own_stall(lane: LaneStatistics) -> bool:
 
 
 def _execution_stalled(stats: QueueStatistics, workers: WorkerStatistics) -> QueueVerdict | None:
-    """Nothing finished on any job lane for 10 minutes, and a fast lane has picked nothing up for
-    as long or no worker is heartbeating. A fresh deployment (nothing ever finished) never fires."""
+    """Nothing finished on any job lane for 10 minutes (the monitor's own aside), and a fast lane
+    has had work waiting with nothing finished for as long (its coalesced ticks reckoned from its
+    last finish: `domain.lanes`), or no worker but the monitor is heartbeating. A fresh deployment
+    (nothing ever finished) never fires."""
     limit = EXECUTION_STALL_CRITICAL_AGE.total_seconds()
     since = stats.seconds_since_last_finished
     if stats.last_finished_at is None or since is None or since < limit:
         return None
     fast = [lane for lane in stats.lanes if lane.lane in FAST_LANES and (_head_age(lane) or 0.0) >= limit]
-    no_workers = workers.active == 0
+    # The monitor's own process is not a worker of the lanes it watches.
+    no_workers = not any(i.service != MONITOR_SERVICE for i in workers.instances if i.active)
     if not fast and not no_workers:
         return None
     heads = ", ".join(f"{lane.lane} {format_age(_head_age(lane) or 0.0)}" for lane in fast)

@@ -28,6 +28,12 @@ class ConsumerReading:
     # Ready messages per subject, when the reader could split them (stream subject counts);
     # None: only the head's subject is known, and the rest are counted as "(unknown)".
     ready_by_subject: dict[str, int] | None = None
+    # When the consumer was created: the floor of "waiting since" for a lane that never finished.
+    created_at: datetime | None = None
+    # Since when its ready work has waited without the lane finishing anything (`domain.lanes`):
+    # for a job lane, whose ticks coalesce to one per job, the waiting message's own time is only
+    # the newest tick's. None: read the head message's time instead.
+    waiting_since: datetime | None = None
 
 
 @dataclass(frozen=True)
