@@ -5,7 +5,7 @@ nobody; every sink failure is in the ledger; a crashed job pages."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from alerting import T0, eventually  # type: ignore[import-not-found]
@@ -169,5 +169,51 @@ async def test_a_crashed_job_pages(settings_factory, clock) -> None:  # type: ig
         [issue] = [i for i in await issues(service) if i.title == "Job failed: explode"]
         assert ("log", "sent") in {(n.sink, n.outcome) for n in issue.notifications}  # test env: the log only
         assert {n.outcome for n in issue.notifications if n.sink != "log"} == {"not_allowed"}
+    finally:
+        await service.stop()
+
+
+async def test_every_error_page_repeats_while_its_events_arrive_and_resolves_when_they_stop(
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+    """Seed 003 "Alerts": "The ERROR record is the repeating page. A GitHub/GlitchTip issue speaks
+    once; the log rule speaks again every repeat interval." Issue 26 #3: `log_partitions` crashed
+    three times and was notified once, ever, with nothing to Alertmanager; only condition pages
+    repeated. Every error page joins its title's group: it pages after the group wait, again every
+    repeat interval while its events keep arriving, and resolves once none arrived for one."""
+    slack, alertmanager = await fake_sink(), await fake_sink()
+    service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, alert_slack_webhook_url=slack.url,
+                                   alertmanager_url=alertmanager.url)
+    try:
+        async def crash(n: int) -> None:
+            await service.pager.report(title="Job failed: log_partitions", message="log_partitions raised LockTimeout",
+                                       fingerprint=["sweeper", "log_partitions", "LockNotAvailable"])
+            await eventually(lambda: _events(service, n), f"crash {n} recorded")
+
+        def to_alertmanager(since: int = 0) -> list[dict[str, Any]]:
+            return [alert for batch in alertmanager.received[since:] for alert in batch
+                    if alert["labels"]["alertname"] == "Job failed: log_partitions"]
+
+        await crash(1)
+        clock.advance(30)
+        await service.app.run_once()
+        assert _pages(slack) == 1 and len(to_alertmanager()) == 1  # the issue spoke once; the page too
+        for n, hours in ((2, 1), (3, 2)):  # it keeps crashing, hourly
+            clock.advance(timedelta(hours=hours) if n == 2 else timedelta(hours=1))
+            await crash(n)
+            await service.app.run_once()
+        assert _pages(slack) == 1  # inside the repeat interval
+        clock.advance(timedelta(hours=2))  # 4 h after the first page, its events still arriving
+        await service.app.run_once()
+        assert _pages(slack) == 2 and len(to_alertmanager()) == 2
+        before = len(alertmanager.received)
+        clock.advance(timedelta(hours=4))  # no crash for a repeat interval: resolved, once
+        await service.app.run_once()
+        await service.app.run_once()
+        assert _pages(slack) == 2
+        assert [m for m in slack.received if "resolved" in m["text"]] == []  # Slack hears pages only
+        [resolved] = to_alertmanager(before)
+        assert datetime.fromisoformat(resolved["endsAt"]) == clock.now()  # ends now: resolved
+        [issue] = await issues(service)
+        assert issue.events == 3 and [n.sink for n in issue.notifications].count("slack") == 1
     finally:
         await service.stop()

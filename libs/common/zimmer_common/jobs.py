@@ -290,6 +290,7 @@ class JobRunner:
                           finished_at=finished_at, duration_seconds=duration, error=error, scheduled=scheduled)
         if self.metrics:
             self.metrics.job_runs.labels(self.service, spec.name, lane.name, state.value).inc()
+            self.metrics.job_last_failed.labels(self.service, spec.name).set(1 if error else 0)
             self.metrics.job_seconds.labels(self.service, spec.name).observe(duration)
 
     @contextlib.asynccontextmanager

@@ -36,6 +36,8 @@ class ServiceMetrics:
                                       ["service"], registry=r)
         self.job_runs = Counter("zimmer_job_runs_total", "Background job runs, by job and outcome",
                                 ["service", "job", "lane", "outcome"], registry=r)
+        self.job_last_failed = Gauge("zimmer_job_last_run_failed", "1 when the job's last run in this process failed, "
+                                     "0 when it finished", ["service", "job"], registry=r)
         self.job_seconds = Histogram("zimmer_job_run_seconds", "Background job run duration", ["service", "job"],
                                      registry=r, buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600))
         self.jobs_running = Gauge("zimmer_jobs_running", "Background jobs running in this process, by lane",

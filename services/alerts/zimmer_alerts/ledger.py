@@ -6,17 +6,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, select, text, true, update
+from sqlalchemy import and_, case, exists, func, literal_column, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_alerts.domain.policy import PageGroup, fingerprint
+from zimmer_alerts.domain.policy import PageGroup, Timing, events_firing, fingerprint
 from zimmer_alerts.tables import conditions, events, issues, notifications, page_groups
 from zimmer_common.contracts.alerts import (
     AlertList, AlertQuery, ConditionView, IssueView, NotificationView, Page)
 from zimmer_common.errors import ErrorCode, ZimmerError
 
+TIMING = Timing()
 FIRING = exists().where(conditions.c.title == page_groups.c.title, conditions.c.still_true)
 
 
@@ -27,17 +28,39 @@ async def record(conn: AsyncConnection, page: Page, event_id: str, now: datetime
         return False
     stmt = insert(issues).values(fingerprint=fingerprint(page.fingerprint), title=page.title, level=page.level,
                                  source=page.source, events=1, first_seen=page.occurred_at, last_seen=page.occurred_at)
-    issue_id = (await conn.execute(stmt.on_conflict_do_update(
+    issue_id, created = (await conn.execute(stmt.on_conflict_do_update(
         index_elements=[issues.c.fingerprint],
         set_={"events": issues.c.events + 1, "last_seen": func.greatest(issues.c.last_seen, stmt.excluded.last_seen)},
-    ).returning(issues.c.id))).scalar_one()
+    ).returning(issues.c.id, literal_column("xmax = 0").label("created")))).one()
     await conn.execute(insert(events).values(
         event_id=event_id, issue_id=issue_id, title=page.title, level=page.level, source=page.source,
         message=page.message, context=page.context, snippet=page.snippet, condition_key=page.condition_key,
         still_true=page.still_true, occurred_at=page.occurred_at))
     if page.condition_key is not None:
         await _move_condition(conn, page, now)
+    elif page.level == "error":
+        await _join_by_event(conn, page, now, new_issue=created)
     return True
+
+
+async def _join_by_event(conn: AsyncConnection, page: Page, now: datetime, *, new_issue: bool) -> None:
+    """An error page with no condition: its title's group fires while such events keep arriving.
+    Resting (no event for a repeat interval, no condition true), this one starts a new episode; a
+    new issue joining a firing group is sent at the group interval; a repeat keeps it firing."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": f"zimmer.alerts.group:{page.title}"})
+    row = (await conn.execute(select(page_groups.c.last_event_at, FIRING.label("condition_firing"))
+                              .where(page_groups.c.title == page.title))).first()
+    firing = row is not None and (row.condition_firing or events_firing(row.last_event_at, now, TIMING))
+    group = insert(page_groups).values(title=page.title, level=page.level, first_seen=now, last_joined=now,
+                                       last_event_at=now)
+    if not firing:
+        await conn.execute(group.on_conflict_do_update(index_elements=[page_groups.c.title], set_={
+            "first_seen": now, "last_joined": now, "last_event_at": now, "last_notified": None,
+            "resolution_sent_at": None, "level": page.level}))
+    else:
+        await conn.execute(group.on_conflict_do_update(index_elements=[page_groups.c.title], set_={
+            "last_event_at": now, "level": "error",
+            **({"last_joined": now} if new_issue else {})}))
 
 
 async def _move_condition(conn: AsyncConnection, page: Page, now: datetime) -> None:
@@ -99,17 +122,21 @@ async def mark_issue_notified(conn: AsyncConnection, issue_id: int, now: datetim
     await conn.execute(update(issues).where(issues.c.id == issue_id).values(notified_at=now))
 
 
-async def groups(conn: AsyncConnection) -> list[tuple[Row[Any], PageGroup]]:
-    rows = (await conn.execute(select(page_groups, FIRING.label("firing")).order_by(page_groups.c.title)
+async def groups(conn: AsyncConnection, now: datetime, timing: Timing = TIMING) -> list[tuple[Row[Any], PageGroup]]:
+    """Every page group, locked for this notifier (skip locked), firing while a condition in it is
+    still true or, for error pages with no condition, while their events keep arriving."""
+    rows = (await conn.execute(select(page_groups, FIRING.label("condition_firing")).order_by(page_groups.c.title)
                                .with_for_update(of=page_groups, skip_locked=True))).all()
     return [(r, PageGroup(level=r.level, first_seen=r.first_seen, last_joined=r.last_joined,
-                          last_notified=r.last_notified, firing=r.firing)) for r in rows]
+                          last_notified=r.last_notified,
+                          firing=r.condition_firing or events_firing(r.last_event_at, now, timing))) for r in rows]
 
 
 async def group_detail(conn: AsyncConnection, title: str) -> Row[Any] | None:
-    """The newest event of the group's conditions, for the notification's words."""
+    """The newest event of the group (a still-true condition's, or an error page's), for the
+    notification's words."""
     return (await conn.execute(select(events.c.message, events.c.snippet, events.c.context, events.c.source)
-                               .where(events.c.title == title, events.c.condition_key.is_not(None))
+                               .where(events.c.title == title, events.c.still_true)
                                .order_by(events.c.id.desc()).limit(1))).first()
 
 

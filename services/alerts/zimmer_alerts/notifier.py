@@ -56,7 +56,7 @@ class Notifier:
                 await ledger.add_notifications(conn, rows)
                 await ledger.mark_issue_notified(conn, issue.id, now)
                 recorded += len(rows)
-            for row, group in await ledger.groups(conn):
+            for row, group in await ledger.groups(conn, now, self.timing):
                 kind = "page" if due(group, now, self.timing) else (
                     "resolved" if not group.firing and row.last_notified is not None and row.resolution_sent_at is None
                     else None)

@@ -71,6 +71,7 @@ class PageGroupRow(SQLModel, table=True):
     last_notified: datetime | None = col(TIMESTAMPTZ, null=True)
     notifications: int = col(Integer, default="0")
     resolution_sent_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    last_event_at: datetime | None = col(TIMESTAMPTZ, null=True)  # an ERROR page with no condition (0004)
 
 
 class NotificationRow(SQLModel, table=True):

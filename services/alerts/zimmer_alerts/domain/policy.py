@@ -3,11 +3,14 @@ issue 11). Two halves, as the seed has them:
 
 - issues (GlitchTip's rule): events grouped by fingerprint; an issue notifies once, ever, and
   later events are only counted on it;
-- the repeating page (Alertmanager's model): a condition that lasts is grouped per title; the
-  group's first notification waits `group_wait` (30 s) so a burst arrives as one; a new condition
-  joining a notified group is sent at the next `group_interval` (5 min); a group still firing is
-  sent again every `repeat_interval` (4 h). A warning notifies once and never repeats: only an
-  error repeats. A resolved group (nothing still true) is not sent again.
+- the repeating page (Alertmanager's model; seed 003: "The ERROR record is the repeating page"):
+  every error page is grouped per title. A condition keeps its group firing while it is still
+  true; an error page with no condition keeps it firing while its events keep arriving, and it
+  resolves once none arrived for one repeat interval (the log rule fires while ERROR records
+  arrive). The group's first notification waits `group_wait` (30 s) so a burst arrives as one; a
+  new condition or a new issue joining a notified group is sent at the next `group_interval`
+  (5 min); a group still firing is sent again every `repeat_interval` (4 h). A warning notifies
+  once and never repeats: only an error repeats. A resolved group is not sent again.
 
 Who may page is decided here, once, from the environment: production pages; staging records
 issues and pages nobody; development and test record locally and send nothing.
@@ -75,6 +78,12 @@ def next_notification(group: PageGroup, timing: Timing = Timing()) -> datetime |
     if group.last_joined > group.last_notified:
         return max(group.last_notified + timing.group_interval, group.last_joined)
     return group.last_notified + timing.repeat_interval
+
+
+def events_firing(last_event_at: datetime | None, now: datetime, timing: Timing = Timing()) -> bool:
+    """An error page with no condition keeps its group firing for one repeat interval after its
+    newest event."""
+    return last_event_at is not None and now - last_event_at < timing.repeat_interval
 
 
 def due(group: PageGroup, now: datetime, timing: Timing = Timing()) -> bool:
