@@ -139,7 +139,7 @@ def test_frames_worth_reading_and_the_cause_chain() -> None:
     try:
         outer()
     except RuntimeError as exc:
-        out = snippet.build(exc, root=HERE)
+        out = snippet.build(exc, root=HERE, app=lambda f: f.startswith(HERE))
     assert out.startswith("RuntimeError: adapter error")
     assert "caused by:\nConnectionError: connection refused, password=[REDACTED]" in out
     assert "caused by:\nKeyError: 'innermost'" in out
@@ -164,7 +164,7 @@ def test_the_cause_chain_stops_at_two() -> None:
     try:
         chain(5)
     except RuntimeError as exc:
-        out = snippet.build(exc, root=HERE)
+        out = snippet.build(exc, root=HERE, app=lambda f: f.startswith(HERE))
     assert out.count("caused by:") == snippet.CAUSE_LIMIT
     assert "(… further causes elided …)" in out and "root cause" not in out
 
@@ -175,7 +175,86 @@ def test_library_top_frames_are_kept_beside_app_frames() -> None:
     try:
         json.loads("{broken")
     except ValueError as exc:
-        out = snippet.build(exc, root=HERE)
+        out = snippet.build(exc, root=HERE, app=lambda f: f.startswith(HERE))
     lines = out.splitlines()
     assert "json/decoder.py" in lines[1] and "json/decoder.py" in lines[2]  # the top 2, where it raised
     assert any("test_snippet.py" in line for line in lines)
+
+
+KEY_NAMES = ["Authorization", "authorization", "password", "api_key", "client_secret", "access_token", "GITHUB_TOKEN",
+             "apiKey"]
+
+
+@st.composite
+def keyed_shapes(draw: st.DrawFn) -> tuple[str, str, str]:
+    """A secret under its key in the shapes code prints: bare, quoted, dict or JSON, with `:` or
+    `=`, a scheme word before the value or not. (text, key, secret)."""
+    key = draw(st.sampled_from(KEY_NAMES))
+    secret = draw(SECRET_VALUE)
+    kq = draw(st.sampled_from(["", '"', "'"]))
+    vq = draw(st.sampled_from(["", '"', "'"]))
+    sep = draw(st.sampled_from([": ", "=", ":", " = "]))
+    scheme = draw(st.sampled_from(["", "Bearer ", "bearer ", "Basic ", "token "]))
+    pair = f"{kq}{key}{kq}{sep}{vq}{scheme}{secret}{vq}"
+    shape = draw(st.sampled_from(["{pair}", "{{{pair}}}", "headers={{{pair}, 'x': 1}}", "[{pair}]", "{pair}, next"]))
+    return shape.format(pair=pair), key, secret
+
+
+@settings(max_examples=400)
+@given(keyed_shapes(), FILLER, FILLER)
+@example(('{"Authorization": "Bearer Z9abcdefghijkl"}', "Authorization", "Z9abcdefghijkl"), "", "")
+@example(("headers={'authorization': 'Bearer Z9abcdefghijkl'}", "authorization", "Z9abcdefghijkl"), "", "")
+@example(('{"password": "Z9hunter2hunter", "api_key": "Z9k123k123k1"}', "password", "Z9hunter2hunter"), "", "")
+@example(("{'client_secret': 'Z9shhshhshhs'}", "client_secret", "Z9shhshhshhs"), "", "")
+@example(("access_token: Bearer Z9eyJtoken123", "access_token", "Z9eyJtoken123"), "", "")
+def test_quoted_keys_dict_shapes_and_a_scheme_word_are_redacted(shape: tuple[str, str, str], before: str,
+                                                                 after: str) -> None:
+    """Issue 26 #5: `{"Authorization": "Bearer …"}`, `headers={'authorization': 'Bearer …'}`,
+    `{"password": …, "api_key": …}` and `{'client_secret': 'shh'}` leaked, and `access_token:
+    Bearer eyJ…` hid the word "Bearer" and kept the token. The key stays, the value goes."""
+    text, key, secret = shape
+    out = snippet.build(f"{before} {text} {after}")
+    assert secret not in out
+    assert "Z9" not in out or len(before) + len(after) > snippet.MAX_CHARS // 2  # no other value of the shape left
+    assert key in out or len(before) + len(after) > snippet.MAX_CHARS // 2
+
+
+def test_app_frames_are_found_by_package_in_an_installed_wheel(tmp_path: Path) -> None:
+    """Issue 26 #6: in the shipped image every Zimmer frame sits under site-packages, and the
+    snippet root computed from the file's location was `…/lib`: no app frame was kept. Build the
+    wheel, install it, raise through Zimmer code into a library there, and read the snippet."""
+    import subprocess
+    import sys
+    import sysconfig
+    import venv
+
+    repo = Path(__file__).resolve().parents[2]
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w",
+                    str(wheels), str(repo)], check=True, timeout=300)
+    [wheel] = wheels.glob("zimmer-*.whl")
+    target = tmp_path / "venv"
+    venv.create(target, with_pip=False)
+    site = next(target.glob("lib/python*/site-packages"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(wheel)],
+                   check=True, timeout=300)
+    code = (
+        "from zimmer_alerts.domain import snippet\n"
+        "from zimmer_common.schedule import next_fire_times\n"
+        "from datetime import datetime, timezone\n"
+        "try:\n"
+        "    next_fire_times('61 * * * * *', datetime.now(timezone.utc))\n"
+        "except Exception as exc:\n"
+        "    import zimmer_common\n"
+        "    print(zimmer_common.__file__)\n"
+        "    print(snippet.build(exc))\n")
+    # The project's dependencies from this environment; Zimmer itself only from the installed wheel.
+    env = {"PYTHONPATH": sysconfig.get_paths()["purelib"], "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([str(target / "bin" / "python"), "-c", code], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    where, *lines = run.stdout.splitlines()
+    assert where.startswith(str(site)), where  # the installed copy, not the checkout
+    frames = [line.strip() for line in lines if line.startswith("  ")]
+    assert any(f.startswith("zimmer_common/schedule.py:") and f.endswith("in next_fire_times") for f in frames), lines
+    assert not any("site-packages/zimmer_" in f for f in frames)  # shown from the package on

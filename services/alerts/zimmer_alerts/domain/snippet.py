@@ -3,7 +3,8 @@ put in a page's own context field (never the prose). Pure, and it never raises.
 
 - Keeps the frames worth reading: the first 8 app-owned frames and the top 2 (innermost, where
   the raise happened, usually library code); every skipped run is marked "(… N frames elided …)"
-  so nothing looks complete when it is not. The repository root is stripped from paths.
+  so nothing looks complete when it is not. An app frame is one in a `zimmer_*` package, by its
+  module path, wherever it is installed; its path is shown from the package on.
 - Follows the cause chain, up to 2 causes.
 - Redacts every secret shape the seed lists before anything leaves the process.
 - Bounds the result at 1,200 characters, keeping head and tail with the elided count between
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 APP_FRAME_LIMIT = 8
@@ -24,18 +25,21 @@ TOP_FRAME_LIMIT = 2
 CAUSE_LIMIT = 2
 MAX_CHARS = 1200
 REDACTED = "[REDACTED]"
-ROOT = str(Path(__file__).resolve().parents[4])  # the repository (or install) root, stripped from paths
-NOT_APP = ("site-packages", "dist-packages", "/lib/python", "<frozen ")
+ROOT = str(Path(__file__).resolve().parents[4])  # the repository root in a checkout, stripped from paths
+# An app-owned frame is one in a Zimmer package, decided by the module's own path segment, not by
+# where it is installed: under `pip install .` every Zimmer frame sits in site-packages too.
+APP_PACKAGE = re.compile(r"(?:^|/)(zimmer_[a-z_]+)/")
 
 # (name, pattern, replacement): each secret shape the seed lists. A shape is matched only as a
 # whole token (no word character glued on before it), so an ordinary word that merely contains
 # "sk" or "token" is left alone.
-SECRET_SHAPES: Sequence[tuple[str, re.Pattern[str], str]] = (
+SECRET_SHAPES: Sequence[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str]]] = (
     ("pem_private_key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)", re.S),
      REDACTED),
-    ("authorization_header", re.compile(r"(?i)\b(authorization\s*[:=]\s*(?:(?:bearer|basic|token)\s+)?)\S+"),
-     rf"\g<1>{REDACTED}"),
+    ("authorization_header", re.compile(
+        r"(?i)\b(authorization[\"']?\s*[:=]\s*([\"']?)(?:(?:bearer|basic|token)\s+)?)"
+        r"(?!\[REDACTED\])[^\s\"',;}]+"), rf"\g<1>{REDACTED}"),
     ("url_password", re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@"), rf"\g<1>{REDACTED}@"),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),
     ("slack_token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"), REDACTED),
@@ -46,17 +50,31 @@ SECRET_SHAPES: Sequence[tuple[str, re.Pattern[str], str]] = (
     ("openai_key", re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-)?[A-Za-z0-9_-]{20,}"), REDACTED),
     ("google_key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), REDACTED),
     ("aws_key_id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"), REDACTED),
+    # A key naming a secret, bare or quoted (`token=…`, `"password": "…"`, `{'client_secret': …}`),
+    # then its value, bare or quoted, after a scheme word if there is one (`access_token: Bearer …`:
+    # the scheme is kept, the credential goes).
     ("secret_assignment", re.compile(
-        r"(?i)(?<![A-Za-z0-9])([A-Za-z0-9_.-]*(?:token|secret|password|passwd|api_?key)[A-Za-z0-9_.-]*\s*[=:]\s*)"
-        r"(?!\[REDACTED\])(\"[^\"]*\"|'[^']*'|[^\s&\"',;]+)"), rf"\g<1>{REDACTED}"),
+        r"(?i)(?<![A-Za-z0-9])([\"']?[A-Za-z0-9_.-]*(?:token|secret|password|passwd|api_?key)[A-Za-z0-9_.-]*[\"']?"
+        r"\s*[=:]\s*(?:(?:bearer|basic|token)\s+)?)(?!\[REDACTED\]|[\"']\[REDACTED\])"
+        r"(\"[^\"]*\"|'[^']*'|[^\s&\"',;}]+)"), lambda m: m.group(1) + _redacted_value(m.group(2))),
 )
 
 
-def build(source: object, *, root: str = ROOT) -> str:
-    """The snippet for `source`: an exception (its frames and cause chain), bytes or text."""
+def _redacted_value(value: str) -> str:
+    """A quoted value keeps its quotes, so a JSON or dict shape still reads as one."""
+    return f"{value[0]}{REDACTED}{value[0]}" if value[:1] in ("'", '"') else REDACTED
+
+
+def in_zimmer_package(filename: str) -> bool:
+    return APP_PACKAGE.search(filename.replace("\\", "/")) is not None
+
+
+def build(source: object, *, root: str = ROOT, app: Callable[[str], bool] = in_zimmer_package) -> str:
+    """The snippet for `source`: an exception (its frames and cause chain), bytes or text. `app`
+    says which frames are the application's (a Zimmer package's, by default)."""
     try:
         if isinstance(source, BaseException):
-            text = _exception_text(source, root)
+            text = _exception_text(source, root, app)
         elif isinstance(source, bytes | bytearray):
             text = bytes(source).decode("utf-8", errors="replace")
         else:
@@ -88,7 +106,7 @@ def bound(text: str, limit: int = MAX_CHARS) -> str:
     return text[:head] + marker.format(len(text) - head - tail) + (text[-tail:] if tail else "")
 
 
-def _exception_text(exc: BaseException, root: str) -> str:
+def _exception_text(exc: BaseException, root: str, app: Callable[[str], bool]) -> str:
     """The exception, then up to CAUSE_LIMIT causes, each with its frames worth reading."""
     parts: list[str] = []
     seen: set[int] = set()
@@ -101,7 +119,7 @@ def _exception_text(exc: BaseException, root: str) -> str:
         if label:
             parts.append(label)
         parts.append(f"{type(current).__name__}: {_message(current)}")
-        parts.extend(frames(traceback.extract_tb(current.__traceback__), root))
+        parts.extend(frames(traceback.extract_tb(current.__traceback__), root, app))
         label = "caused by:" if current.__cause__ is not None else "while handling:"
         current = exc_cause(current)
     if current is not None and id(current) not in seen:
@@ -123,13 +141,14 @@ def _message(exc: BaseException) -> str:
         return f"(message unavailable: {type(inner).__name__})"
 
 
-def frames(stack: Sequence[traceback.FrameSummary], root: str) -> list[str]:
+def frames(stack: Sequence[traceback.FrameSummary], root: str,
+           app: Callable[[str], bool] = in_zimmer_package) -> list[str]:
     """The frames worth reading, innermost first: the top 2 and the first 8 app-owned ones, each
     skipped run marked with its length."""
     innermost_first = list(reversed(stack))
     keep: set[int] = set(range(min(TOP_FRAME_LIMIT, len(innermost_first))))
-    app = [i for i, f in enumerate(innermost_first) if _app_owned(f.filename, root)]
-    keep.update(app[:APP_FRAME_LIMIT])
+    owned = [i for i, f in enumerate(innermost_first) if app(f.filename)]
+    keep.update(owned[:APP_FRAME_LIMIT])
     lines: list[str] = []
     skipped = 0
     for i, frame in enumerate(innermost_first):
@@ -145,9 +164,10 @@ def frames(stack: Sequence[traceback.FrameSummary], root: str) -> list[str]:
     return lines
 
 
-def _app_owned(filename: str, root: str) -> bool:
-    return filename.startswith(root) and not any(part in filename for part in NOT_APP)
-
-
 def _path(filename: str, root: str) -> str:
+    """The path from the Zimmer package on (`zimmer_alerts/pager.py`), wherever it is installed; a
+    library's path with the repository root stripped."""
+    found = APP_PACKAGE.search(filename.replace("\\", "/"))
+    if found:
+        return filename.replace("\\", "/")[found.start(1):]
     return filename[len(root):].lstrip("/") if root and filename.startswith(root) else filename
