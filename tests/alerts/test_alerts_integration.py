@@ -217,3 +217,23 @@ async def test_every_error_page_repeats_while_its_events_arrive_and_resolves_whe
         assert issue.events == 3 and [n.sink for n in issue.notifications].count("slack") == 1
     finally:
         await service.stop()
+
+
+async def test_a_page_the_contract_refuses_is_cut_down_and_still_sent(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+    """Issue 26 #7: past the contract's 2,000 characters the `Page` failed validation and the page
+    was lost (logged WARNING "page not sent"). It is cut to what the contract takes, and sent."""
+    service = await alerts_service(settings_factory, clock, Environment.TEST)
+    try:
+        page = await service.pager.report(
+            title="Restore failed for session 1234567", fingerprint=[f"part-{n}" for n in range(15)],
+            message="git said: " + "x" * 5000 + "\x00 the end", context={"bad": "nul\x00here"})
+        assert page is not None and len(page.message) <= 2000 and page.message.endswith("(cut)")
+        assert page.title == "Restore failed for session <id>" and len(page.fingerprint) == 10
+        assert page.context == {"context_dropped": page.context["context_dropped"]}
+        await eventually(lambda: _titled(service, "Restore failed for session <id>"), "the cut-down page recorded")
+    finally:
+        await service.stop()
+
+
+async def _titled(service: Any, title: str) -> bool:
+    return any(i.title == title for i in await issues(service))

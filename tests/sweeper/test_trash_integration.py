@@ -142,6 +142,11 @@ async def test_five_failures_are_quiet_until_the_last_which_pages_once(
         assert rec["attempts"] == 5 and clone.exists()
         assert rec["trash_after"] == rec["archived_at"] + timedelta(days=4)  # a periodic reaper's, later
         assert await stack.page_titles() == ["Clone cleanup failed"]
+        # Issue 26 #7: git's stderr is raw text: it goes through the snippet builder into its own
+        # field, never the prose (where it skipped redaction, and past 2,000 characters lost the page).
+        [page] = await stack.pages()
+        assert rec["last_error"] and rec["last_error"][:40] not in page["message"], page["message"]
+        assert "The last error is in the snippet." in page["message"] and page["snippet"]
         failed = [r for r in caplog.records if r.getMessage().startswith("clone cleanup attempt failed")]
         assert [r.levelno for r in failed] == [logging.INFO] + [logging.WARNING] * 3
         stack.clock.advance(timedelta(seconds=30))

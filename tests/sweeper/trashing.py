@@ -94,6 +94,13 @@ class TrashStack:
         """Ask for the job as the consumer does (the runner's singleton lock serializes runs)."""
         await self.sweeper.enqueue(CLEANUP)
 
+    async def pages(self) -> list[dict]:  # type: ignore[type-arg]
+        """The pages this sweeper sent (its outbox), each as the `Page` it published."""
+        import json
+
+        rows = await self.sql("SELECT payload::text AS p FROM sweeper.outbox WHERE event_type = 'page' ORDER BY id")
+        return [json.loads(r["p"])["data"] for r in rows]
+
     async def page_titles(self) -> list[str]:
         rows = await self.sql("SELECT payload::jsonb->'data'->>'title' AS title FROM sweeper.outbox "
                               "WHERE event_type = 'page' ORDER BY id")

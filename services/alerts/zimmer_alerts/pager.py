@@ -12,8 +12,12 @@ import logging
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
+
 from zimmer_alerts.domain.snippet import build as build_snippet
-from zimmer_common.contracts.alerts import PAGE, Level, Page
+from zimmer_alerts.domain.snippet import scrub
+from zimmer_common.contracts.alerts import ID_IN_TITLE, PAGE, SNIPPET_MAX, Level, Page
+from zimmer_common.contracts.fields import LONG_TEXT_MAX, NAME_MAX, TITLE_MAX
 from zimmer_common.outbox import emit
 from zimmer_common.service import Service
 
@@ -37,10 +41,16 @@ class Pager:
         (log.error if (log_level or level) == "error" else log.warning)(title, extra={"fields": {
             "source": source, "message": message, "fingerprint": fingerprint, "condition_key": condition_key,
             "still_true": still_true, "snippet": snippet, **(context or {})}})
+        fields: dict[str, Any] = dict(title=title, level=level, source=source, fingerprint=fingerprint,
+                                      message=message, context=context or {}, snippet=snippet,
+                                      condition_key=condition_key, still_true=still_true,
+                                      occurred_at=self.service.clock.now())
         try:
-            page = Page(title=title, level=level, source=source, fingerprint=fingerprint, message=message,
-                        context=context or {}, snippet=snippet, condition_key=condition_key, still_true=still_true,
-                        occurred_at=self.service.clock.now())
+            try:
+                page = Page(**fields)
+            except ValidationError as exc:
+                # Never dropped for its shape: cut down to what the contract takes, and say so.
+                page = Page(**fit(fields, exc))
             await self._send(page)
             return page
         except Exception as exc:  # noqa: BLE001 - reporting a failure must not become one
@@ -71,6 +81,31 @@ class Pager:
         await self.report(title=f"Job failed: {job}", fingerprint=[self.service.name, job, type(exc).__name__],
                           message=f"{job} raised {type(exc).__name__}; its next tick is the retry",
                           context={"job": job, "exception": type(exc).__name__}, snippet_source=exc)
+
+
+CUT = " … (cut)"
+
+
+def _text(value: Any, limit: int) -> str:
+    text = scrub(str(value))
+    return text if len(text) <= limit else text[:limit - len(CUT)] + CUT
+
+
+def fit(fields: dict[str, Any], refused: ValidationError) -> dict[str, Any]:
+    """A page the contract refused, cut down to what it takes: text scrubbed (NUL, lone
+    surrogates) and cut to its bound with a mark, ids in the title masked, the fingerprint's
+    parts bounded, a context that cannot be stored replaced by why. A page is never lost to its
+    own shape (issue 26 #7: a message past 2,000 characters lost the page)."""
+    title = ID_IN_TITLE.sub("<id>", _text(fields["title"], TITLE_MAX)) or "Page"
+    parts = [_text(p, NAME_MAX) for p in fields["fingerprint"] or [title]]
+    context = fields["context"]
+    if any(err["loc"][:1] == ("context",) for err in refused.errors()):
+        context = {"context_dropped": f"not storable: {_text(refused.errors()[0]['msg'], NAME_MAX)}"}
+    return {**fields, "title": title, "source": _text(fields["source"], NAME_MAX) or "unknown",
+            "fingerprint": [*parts[:9], " ".join(parts[9:])][:10] if len(parts) > 10 else parts,
+            "message": _text(fields["message"], LONG_TEXT_MAX), "context": context,
+            "snippet": _text(fields["snippet"], SNIPPET_MAX) if fields["snippet"] is not None else None,
+            "condition_key": _text(fields["condition_key"], NAME_MAX) if fields["condition_key"] else None}
 
 
 def attach_pager(service: Service) -> Pager:

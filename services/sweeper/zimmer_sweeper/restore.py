@@ -115,8 +115,11 @@ class UnarchiveRestore:
     async def _page(self, row: Row[Any], detail: str) -> None:
         pager = self.d.pager()
         if pager is None:
-            log.error("unarchive restore failed", extra=kv(session_id=row.session_id, detail=detail))
+            log.error("unarchive restore failed", extra=kv(session_id=row.session_id))
             return
+        # The raw detail (git's stderr) goes through the snippet builder, redacted and bounded.
         await pager.report(title="Unarchive restore failed", fingerprint=["sweeper", JOB, "failed"],
-                           message=f"session {row.session_id} was unarchived but its clone was not restored: {detail}",
-                           context={"session_id": row.session_id, "host": self.d.host, "clone_path": row.clone_path})
+                           message=f"session {row.session_id} was unarchived but its clone was not restored; "
+                                   "why is in the snippet.",
+                           context={"session_id": row.session_id, "host": self.d.host, "clone_path": row.clone_path},
+                           snippet_source=detail)

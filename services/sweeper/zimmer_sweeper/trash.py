@@ -260,15 +260,17 @@ class DeferredCloneCleanup:
         async with self.d.engine().begin() as conn:
             await store.finish_cleanup(conn, row, now=self.d.clock.now(), state=State.EXHAUSTED.value,
                                        last_error=error, outcome="the cleanup failed on every attempt")
-        message = (f"the clone cleanup of archived session {row.session_id} ({row.clone_path}) failed "
-                   f"{row.attempts} times; its clone waits for EmptyTrash after {row.trash_after}. Last error: {error}")
+        # The raw error (git's stderr, a path) goes through the snippet builder into its own field,
+        # redacted and bounded; the prose names what happened (seed 003 "The log snippet").
+        message = (f"the clone cleanup of archived session {row.session_id} failed {row.attempts} times; its clone "
+                   f"waits for EmptyTrash after {row.trash_after}. The last error is in the snippet.")
         pager = self.d.pager()
         if pager is None:
-            log.error("clone cleanup exhausted its attempts", extra=kv(session_id=row.session_id, error=error))
+            log.error("clone cleanup exhausted its attempts", extra=kv(session_id=row.session_id))
             return
         await pager.report(title="Clone cleanup failed", fingerprint=["sweeper", JOB, "exhausted"], message=message,
                            context={"session_id": row.session_id, "host": self.d.host, "clone_path": row.clone_path,
-                                    "attempts": row.attempts})
+                                    "attempts": row.attempts}, snippet_source=error)
 
     async def _due_count(self) -> int:
         async with self.d.engine().connect() as conn:

@@ -17,11 +17,11 @@ PAGE = PAGE_SUBJECT
 Level = Literal["warning", "error"]
 SNIPPET_MAX = 1200  # the alerts domain's bound (zimmer_alerts.domain.snippet.MAX_CHARS)
 # An id in a title splits one problem into as many issues as there are ids: ids go in context.
-_ID_IN_TITLE = re.compile(r"\d{5,}|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I)
+ID_IN_TITLE = re.compile(r"\d{5,}|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I)
 
 
 def _stable_title(title: str) -> str:
-    found = _ID_IN_TITLE.search(title)
+    found = ID_IN_TITLE.search(title)
     if found:
         raise ValueError(f"the title must be stable: {found.group(0)!r} looks like an id; put ids in context")
     return title
