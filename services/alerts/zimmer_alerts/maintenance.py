@@ -7,7 +7,8 @@ consumer's `delivered.stream_seq`; it is reported in `claimed`/`skipped` and nev
 work-queue stream an acked message is gone, so history cannot be rewritten here by construction.
 
 Guards, all before the first write ("no partial action"): a scope is required; the auth lane is
-refused by name and again in the filter (a wildcard never reaches it); schedule subjects
+refused by name and again in the filter (a wildcard never reaches it), and so is the recovery-mode
+expiry job on any lane (by job as well as by lane); schedule subjects
 (`zimmer.jobs.schedule.…`) are never in scope; the cap (2,000) is checked on the scope's subjects
 before anything is counted, so an over-cap scope cannot be confirmed into; `expected_count` must
 equal the real count, and the refusal carries the preview so recovery is one retry.
@@ -27,7 +28,6 @@ writes, and a worker claiming a message inside that window (milliseconds) is not
 from __future__ import annotations
 
 import base64
-import logging
 from collections import Counter as Tally
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,10 +39,9 @@ from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import SCHEDULE_PREFIX, Stream
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.lanes import LANES
-from zimmer_common.logs import kv
+from zimmer_common.paging import page_or_log
 from zimmer_common.service import Service
 
-log = logging.getLogger("zimmer.alerts.maintenance")
 
 JOBS = Stream.JOBS.value
 JOBS_PREFIX = "zimmer.jobs."
@@ -91,6 +90,9 @@ def check_scope(scope: h.QueuedScope) -> str:
                           "never queued work", {"field": "subject"})
     if len(tokens) > 3 and tokens[3] in h.PROTECTED_LANES:
         raise ZimmerError(ErrorCode.REFUSED, f"the {tokens[3]} lane is never maintained here", {"field": "subject"})
+    if len(tokens) > 4 and tokens[4] in h.PROTECTED_JOBS:
+        raise ZimmerError(ErrorCode.REFUSED, f"{tokens[4]} is never maintained here, on any lane: it is the backstop "
+                          "that lifts queue recovery mode", {"field": "subject"})
     return subject
 
 
@@ -99,7 +101,9 @@ def _eligible(subject: str, lane: str | None) -> bool:
     if subject.startswith(SCHEDULE_PREFIX + "."):
         return False
     token = _lane_token(subject)
-    return token is not None and token not in h.PROTECTED_LANES and (lane is None or token == lane)
+    job = subject.split(".")[4] if subject.count(".") >= 4 else None
+    return (token is not None and token not in h.PROTECTED_LANES and job not in h.PROTECTED_JOBS
+            and (lane is None or token == lane))
 
 
 def _counts(items: list[str]) -> list[h.Count]:
@@ -244,16 +248,12 @@ class QueuedMaintenance:
                    f"subject={req.subject}); by lane: {lanes}; subjects: {subjects}"
                    + (f"; skipped (claimed or gone): {len(receipt.skipped)}" if receipt.skipped else "")
                    + ("" if receipt.recoverable else ". Not recoverable."))
-        log.warning("queued job messages %s", verb, extra=kv(actor=req.actor, count=receipt.count, lane=req.lane,
-                                                             subject=req.subject))
-        pager = getattr(self.service, "pager", None)
-        if pager is not None:
-            stamp = datetime.now(UTC).isoformat()  # each call is its own issue: an issue notifies once, ever
-            await pager.report(title=f"Queued jobs {verb}", level="warning", message=message,
-                               fingerprint=["alerts", "queued_jobs", receipt.action, stamp],
-                               context={"actor": req.actor, "count": receipt.count, "lane": req.lane,
-                                        "subject": req.subject,
-                                        "subjects": [c.name for c in receipt.by_subject][:100]})
+        # An ERROR page (seed 003: "A mutating call also emits an ERROR log record and a GlitchTip
+        # event"): a bulk write against the queue must be legible to someone not reading the transcript.
+        stamp = datetime.now(UTC).isoformat()  # each call is its own issue: an issue notifies once, ever
+        await page_or_log(self.service.page_error, f"Queued jobs {verb}", message,
+                          ["queued_jobs", receipt.action, stamp], actor=req.actor, count=receipt.count,
+                          lane=req.lane, subject=req.subject, subjects=[c.name for c in receipt.by_subject][:100])
 
 
 def attach_maintenance(service: Service) -> QueuedMaintenance:

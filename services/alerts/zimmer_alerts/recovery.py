@@ -47,6 +47,7 @@ log = logging.getLogger("zimmer.alerts.recovery")
 DEMAND_LANES = ("pollers", "triggers", "inference", "maintenance", "default")
 PAUSE_MIN_VERSION = (2, 11, 0)  # consumer pause arrived in nats-server 2.11
 EXPIRY_JOB = "queue_recovery_expiry"
+TTL_MIN, TTL_MAX = 5, 240  # minutes: every entry carries a TTL, clamped to 5 minutes to 4 hours
 EXPIRY_LANE = "auth"  # the one lane recovery mode never pauses
 TTL_ACTOR = "ttl"
 LOCK_KEY = "zimmer.alerts.queue_recovery_mode"  # enter, exit and the expiry job, one at a time
@@ -158,7 +159,8 @@ class QueueRecoveryMode:
 
     async def enter(self, req: h.EnterQueueRecoveryMode) -> h.QueueRecoveryStatus:
         now = self.service.clock.now()
-        expires_at = now + timedelta(minutes=req.ttl_minutes)
+        ttl = min(max(req.ttl_minutes, TTL_MIN), TTL_MAX)  # clamped, not refused (seed 003)
+        expires_at = now + timedelta(minutes=ttl)
         why_not = supports_pause(self.bus)
         if why_not:
             raise ZimmerError(ErrorCode.REFUSED, f"{why_not}: queue recovery mode would report a halt that is not "
@@ -187,9 +189,10 @@ class QueueRecoveryMode:
             status = _status(await _row(conn), now)
         self.metrics.show(status)
         word = "extended" if extending else "entered"
+        clamped = "" if ttl == req.ttl_minutes else f", clamped from {req.ttl_minutes}"
         await self._page(f"Queue recovery mode {word}", status.entered_at, word,
                          f"{req.actor} {word} queue recovery mode until {rfc3339(expires_at)} "
-                         f"({req.ttl_minutes} min): {req.reason}. Demand-side lanes halted: {', '.join(lanes)}; "
+                         f"({ttl} min{clamped}): {req.reason}. Demand-side lanes halted: {', '.join(lanes)}; "
                          f"consumers paused: {', '.join(sorted(paused)) or 'none yet'}. auth keeps running.",
                          {"expires_at": rfc3339(expires_at), "paused_consumers": sorted(paused), "actor": req.actor})
         log.warning("queue recovery mode %s", word, extra=kv(actor=req.actor, expires_at=rfc3339(expires_at),

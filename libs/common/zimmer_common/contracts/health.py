@@ -173,7 +173,8 @@ class HealthQuery(Request):
 
 class EnterQueueRecoveryMode(Request):
     reason: LongText = Field(min_length=1, description="Why the demand-side lanes are being halted")
-    ttl_minutes: int = Field(60, ge=5, le=240, description="Minutes until it lifts by itself (5 to 240)")
+    ttl_minutes: int = Field(60, ge=1, le=100_000, description="Minutes until it lifts by itself; clamped to 5 to "
+                                                               "240 (the seed: clamped, not refused)")
     actor: Name = Field("operator", description="Who entered it (set by the gateway from the caller)")
 
 
@@ -185,6 +186,9 @@ class ExitQueueRecoveryMode(Request):
 
 MAINTENANCE_CAP = 2_000
 PROTECTED_LANES = ("auth",)  # the seed's agents lane has no counterpart here; auth is spared too
+# Refused by job as well as by lane, so moving one onto another lane does not make it discardable
+# (seed 003: "Both are refused by class as well"): the backstop that lifts recovery mode.
+PROTECTED_JOBS = ("queue_recovery_expiry",)
 
 
 class QueuedScope(Request):

@@ -41,8 +41,8 @@ async def action_health(
     service: Service,
     action: HealthAction,
     reason: Annotated[LongText | None, Field(description="enter_queue_recovery_mode: why (required)")] = None,
-    ttl_minutes: Annotated[int | None, Field(ge=5, le=240, description=(
-        "enter_queue_recovery_mode: minutes until it lifts by itself (default 60; 5 to 240)"))] = None,
+    ttl_minutes: Annotated[int | None, Field(ge=1, le=100_000, description=(
+        "enter_queue_recovery_mode: minutes until it lifts by itself (default 60; clamped to 5 to 240)"))] = None,
     lane: Annotated[ShortText | None, Field(description="Queued jobs: a lane (never auth)")] = None,
     subject: Annotated[ShortText | None, Field(description=(
         "Queued jobs: a subject under zimmer.jobs. (NATS wildcards * and > allowed)"))] = None,

@@ -28,8 +28,8 @@ router = APIRouter(prefix="/api/v1/health", tags=["health"])
 
 class EnterBody(StrictBody):
     reason: LongText = Field(min_length=1, description="Why the demand-side lanes are being halted")
-    ttl_minutes: int = Field(60, ge=5, le=240, description="Minutes until it lifts by itself (5 to 240; "
-                                                           "entering again while on extends it)")
+    ttl_minutes: int = Field(60, ge=1, le=100_000, description="Minutes until it lifts by itself, clamped to 5 to "
+                                                               "240; entering again while on extends it")
 
 
 class MutationBody(StrictBody):

@@ -2,10 +2,10 @@
 "/health (enter, extend, resume)", "the Queued Job Maintenance panel"), their forms, and the
 amber banner's wiring.
 
-Entering and extending are behind the operator session (and its CSRF token); resuming is
-deliberately not: the exit form works without a session, as REST's exit works without a
-credential (an anonymous resume is the escape hatch, and forging one does nothing an anonymous
-caller could not). Discard and reschedule carry the count the page rendered beside the button as
+Every form here is a form like the others: signed in, CSRF-checked (issue 26 #12: a cross-site
+post with no session must not lift the mode). The escape hatch that is never gated is REST's
+`POST /api/v1/health/exit_queue_recovery_mode` (no credential, no cooldown), and the mode always
+ends by its TTL. Discard and reschedule carry the count the page rendered beside the button as
 `expected_count`: a page opened ten minutes ago names a number that no longer matches, and the
 click is refused (with the service's words) rather than acting on a set the operator never saw.
 """
@@ -20,8 +20,7 @@ from starlette.responses import Response
 from zimmer_common.contracts import health as h
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
-from zimmer_gateway.web import session as web_session
-from zimmer_gateway.web.pages import Refused, as_operator, back_to, bus_of, perform, refusal, whole_number
+from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, whole_number
 from zimmer_gateway.web.recovery_banner import install_recovery_banner, remember
 
 PANEL = "/health#queue-recovery"
@@ -68,14 +67,11 @@ def create_health_recovery(service: Service) -> APIRouter:
 
     @router.post("/health/queue_recovery/exit")
     async def exit_(request: Request) -> Response:
-        # Never gated: no session and no CSRF check (see the module's docstring).
-        signed = web_session.read_session(request, request.app.state.settings) is not None
         try:
-            with as_operator():
-                status = await bus_of(service).request(h.EXIT_QUEUE_RECOVERY, h.ExitQueueRecoveryMode(
-                    actor="operator" if signed else "anonymous"))
-        except ZimmerError as exc:
-            return refusal(request, exc)
+            status = await perform(request, service, h.EXIT_QUEUE_RECOVERY,
+                                   lambda form: h.ExitQueueRecoveryMode(actor="operator"))
+        except Refused as refused:
+            return refused.response
         remember(request.app, status)
         return back_to("/health", "recovery_off", resumed=str(len(status.resumed_consumers)))
 
