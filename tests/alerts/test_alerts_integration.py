@@ -8,27 +8,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from alerting import T0, eventually  # type: ignore[import-not-found]
+from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.service import build
 from zimmer_common.contracts.alerts import LIST_ALERTS, RESOLVE_CONDITION, AlertQuery, ResolveCondition
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.settings import Environment
-
-
-async def alerts_service(settings_factory: Any, clock: Any, env: Environment, **sinks: str) -> Any:
-    # The test drives the notifier; the health monitor (whose frozen-clock readings of real
-    # JetStream would be nonsense here) does not check within a test's length.
-    config = AlertSettings(alert_sink_attempts=2, alert_check_seconds=3600, health_check_seconds=3600, **sinks)
-    service = build(settings_factory(env=env), clock=clock, alert_settings=config)
-    service.app.sinks.backoff = 0.01
-    await service.start()
-    return service
-
-
-async def issues(service: Any) -> list[Any]:
-    return (await service.bus.request(LIST_ALERTS, AlertQuery())).issues
 
 
 async def test_a_burst_of_distinct_ids_is_one_issue_and_an_explicit_report_beside_it_too(
@@ -46,13 +32,21 @@ async def test_a_burst_of_distinct_ids_is_one_issue_and_an_explicit_report_besid
         await eventually(lambda: _events(service, 101), "the explicit report on the same issue")
         assert len(await issues(service)) == 1
         await service.app.run_once()
-        await service.app.run_once()  # an issue notifies once, ever
-        assert len(dsn.received) == 1
-        assert dsn.received[0]["fingerprint"] and "sentry_key=publickey" in dsn.headers[0]["X-Sentry-Auth"]
-        assert "abc123" not in str(dsn.received[0]) and "[REDACTED]" in str(dsn.received[0])
+        await service.app.run_once()  # an issue notifies once, ever; the tracker hears every event
+        assert len(dsn.received) == 101 and set(dsn.paths) == {"/api/42/envelope/"}
+        assert len({e["event_id"] for e in dsn.received}) == 101
+        assert {tuple(e["fingerprint"]) for e in dsn.received} == {tuple(dsn.received[0]["fingerprint"])}
+        assert "sentry_key=publickey" in dsn.headers[0]["X-Sentry-Auth"]
+        assert "abc123" not in str(dsn.received[-1]) and "[REDACTED]" in str(dsn.received[-1])
         [issue] = await issues(service)
-        assert {(n.sink, n.outcome) for n in issue.notifications} == {
-            ("log", "sent"), ("issue_tracker", "sent"), ("slack", "not_configured")}
+        assert issue.events == issue.tracker_events == 101  # counted locally too
+        assert {(n.sink, n.outcome) for n in issue.notifications} == {("log", "sent"), ("slack", "not_configured")}
+        await service.pager.report(title="Clone reaper refused", fingerprint=["sweeper", "clone_reaper"],
+                                   message="and once more")
+        await eventually(lambda: _events(service, 102), "the 102nd event")
+        await service.app.run_once()
+        assert len(dsn.received) == 102  # the tracker counts it; no second issue notice anywhere
+        assert [n.outcome for n in (await issues(service))[0].notifications if n.sink == "log"] == ["sent"]
     finally:
         await service.stop()
 
@@ -237,3 +231,44 @@ async def test_a_page_the_contract_refuses_is_cut_down_and_still_sent(settings_f
 
 async def _titled(service: Any, title: str) -> bool:
     return any(i.title == title for i in await issues(service))
+
+
+async def test_a_hung_sink_holds_no_lock_and_no_notifier_sends_twice(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+    """Issue 26 #9: the notifier held one transaction across every sink call (N new issues × 16 s
+    per sink when Slack hangs, every issue's row locked meanwhile; a failed commit re-sent
+    everything). It claims what it sends in a short transaction, sends outside it, and records each
+    outcome in its own."""
+    import asyncio
+
+    from sqlalchemy import text
+
+    slack = await fake_sink()
+    slack.hold = asyncio.Event()
+    service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, alert_slack_webhook_url=slack.url)
+    try:
+        for kind in ("first", "second"):
+            await service.pager.report(title=f"Sweep failed {kind}", fingerprint=["sweeper", kind], message="x",
+                                       level="warning")
+        await eventually(lambda: _count(service, 2), "two issues")
+        sending = asyncio.create_task(service.app.run_once())
+        await eventually(lambda: _received(slack), "the notifier inside Slack's call")
+        async with service.engine.begin() as conn:  # the ledger's rows are free while a sink hangs
+            await conn.execute(text("SET LOCAL lock_timeout = '1s'"))
+            await conn.execute(text("UPDATE alerts.issues SET events = events"))
+        assert await service.app.run_once() == 0  # a second notifier: what is claimed is not sent twice
+        slack.hold.set()
+        assert await sending > 0
+        assert [m["text"] for m in slack.received].count(slack.received[0]["text"]) == 1
+        assert all(i.notified_at is not None for i in await issues(service))
+        assert await service.app.run_once() == 0  # notified: nothing more
+    finally:
+        slack.hold.set()
+        await service.stop()
+
+
+async def _count(service: Any, n: int) -> bool:
+    return len(await issues(service)) == n
+
+
+async def _received(sink: Any) -> bool:
+    return bool(sink.received)

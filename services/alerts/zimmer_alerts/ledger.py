@@ -3,10 +3,10 @@ and, for a condition, its page group; what the notifier must send; and the ledge
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, literal_column, select, text, true, update
+from sqlalchemy import and_, case, exists, func, literal_column, or_, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -110,26 +110,81 @@ async def open_condition_keys(conn: AsyncConnection, source: str) -> set[str]:
         conditions.c.source == source, conditions.c.still_true))).scalars())
 
 
-async def issues_to_notify(conn: AsyncConnection) -> list[Row[Any]]:
+def _unclaimed(table: Any, now: datetime) -> Any:
+    return or_(table.c.claimed_until.is_(None), table.c.claimed_until < now)
+
+
+async def claim_issues(conn: AsyncConnection, now: datetime, lease: timedelta, limit: int = 100) -> list[Row[Any]]:
+    """Claim the issues not yet notified (and not claimed by another notifier): a lease, so the
+    sink calls that follow happen outside any transaction, and a notifier that dies while sending
+    lets another send them."""
+    ids = (select(issues.c.id).where(issues.c.notified_at.is_(None), _unclaimed(issues, now)).order_by(issues.c.id)
+           .limit(limit).with_for_update(skip_locked=True).scalar_subquery())
+    claimed = list((await conn.execute(update(issues).where(issues.c.id.in_(ids))
+                                       .values(claimed_until=now + lease).returning(issues.c.id))).scalars())
+    if not claimed:
+        return []
     last = (select(events.c.message, events.c.snippet, events.c.context).where(events.c.issue_id == issues.c.id)
             .order_by(events.c.id.desc()).limit(1).lateral())
     return list((await conn.execute(select(issues, last.c.message, last.c.snippet, last.c.context)
-                                    .select_from(issues.join(last, true())).where(issues.c.notified_at.is_(None))
-                                    .order_by(issues.c.id).with_for_update(of=issues, skip_locked=True))).all())
+                                    .select_from(issues.join(last, true())).where(issues.c.id.in_(claimed))
+                                    .order_by(issues.c.id))).all())
 
 
 async def mark_issue_notified(conn: AsyncConnection, issue_id: int, now: datetime) -> None:
-    await conn.execute(update(issues).where(issues.c.id == issue_id).values(notified_at=now))
+    await conn.execute(update(issues).where(issues.c.id == issue_id).values(notified_at=now, claimed_until=None))
+
+
+async def claim_events(conn: AsyncConnection, now: datetime, lease: timedelta, limit: int = 200) -> list[Row[Any]]:
+    """Claim events not yet forwarded to the issue tracker, oldest first, each with its issue's
+    fingerprint (what the tracker groups on)."""
+    pending = or_(events.c.tracker_claimed_until.is_(None), events.c.tracker_claimed_until < now)
+    ids = (select(events.c.id).where(events.c.tracked_at.is_(None), pending).order_by(events.c.id).limit(limit)
+           .with_for_update(skip_locked=True).scalar_subquery())
+    claimed = list((await conn.execute(update(events).where(events.c.id.in_(ids))
+                                       .values(tracker_claimed_until=now + lease).returning(events.c.id))).scalars())
+    if not claimed:
+        return []
+    return list((await conn.execute(select(events, issues.c.fingerprint).select_from(events.join(issues))
+                                    .where(events.c.id.in_(claimed)).order_by(events.c.id))).all())
+
+
+async def mark_events_tracked(conn: AsyncConnection, sent: list[int], refused: list[int], now: datetime) -> None:
+    """Events done with: those the tracker took (counted on their issue) and those it refused."""
+    if not sent and not refused:
+        return
+    await conn.execute(update(events).where(events.c.id.in_([*sent, *refused])).values(
+        tracked_at=now, tracker_claimed_until=None))
+    if sent:
+        took = (select(events.c.issue_id, func.count().label("n")).where(events.c.id.in_(sent))
+                .group_by(events.c.issue_id).subquery())
+        await conn.execute(update(issues).where(issues.c.id == took.c.issue_id)
+                           .values(tracker_events=issues.c.tracker_events + took.c.n))
+
+
+async def skip_tracking(conn: AsyncConnection, now: datetime) -> None:
+    """No tracker is configured or allowed here: nothing waits to be forwarded, so configuring one
+    later does not flood it with the past."""
+    await conn.execute(update(events).where(events.c.tracked_at.is_(None)).values(tracked_at=now))
 
 
 async def groups(conn: AsyncConnection, now: datetime, timing: Timing = TIMING) -> list[tuple[Row[Any], PageGroup]]:
-    """Every page group, locked for this notifier (skip locked), firing while a condition in it is
-    still true or, for error pages with no condition, while their events keep arriving."""
-    rows = (await conn.execute(select(page_groups, FIRING.label("condition_firing")).order_by(page_groups.c.title)
-                               .with_for_update(of=page_groups, skip_locked=True))).all()
+    """Every page group no other notifier has claimed, firing while a condition in it is still
+    true or, for error pages with no condition, while their events keep arriving."""
+    rows = (await conn.execute(select(page_groups, FIRING.label("condition_firing")).where(_unclaimed(page_groups, now))
+                               .order_by(page_groups.c.title))).all()
     return [(r, PageGroup(level=r.level, first_seen=r.first_seen, last_joined=r.last_joined,
                           last_notified=r.last_notified,
                           firing=r.condition_firing or events_firing(r.last_event_at, now, timing))) for r in rows]
+
+
+async def claim_groups(conn: AsyncConnection, titles: list[str], now: datetime, lease: timedelta) -> set[str]:
+    """Claim the groups about to be sent; those another notifier claimed meanwhile are left out."""
+    if not titles:
+        return set()
+    return set((await conn.execute(update(page_groups).where(page_groups.c.title.in_(titles),
+                                                             _unclaimed(page_groups, now))
+                                   .values(claimed_until=now + lease).returning(page_groups.c.title))).scalars())
 
 
 async def group_detail(conn: AsyncConnection, title: str) -> Row[Any] | None:
@@ -142,11 +197,12 @@ async def group_detail(conn: AsyncConnection, title: str) -> Row[Any] | None:
 
 async def mark_group_notified(conn: AsyncConnection, title: str, now: datetime) -> None:
     await conn.execute(update(page_groups).where(page_groups.c.title == title).values(
-        last_notified=now, notifications=page_groups.c.notifications + 1))
+        last_notified=now, notifications=page_groups.c.notifications + 1, claimed_until=None))
 
 
 async def mark_resolution_sent(conn: AsyncConnection, title: str, now: datetime) -> None:
-    await conn.execute(update(page_groups).where(page_groups.c.title == title).values(resolution_sent_at=now))
+    await conn.execute(update(page_groups).where(page_groups.c.title == title).values(resolution_sent_at=now,
+                                                                                      claimed_until=None))
 
 
 async def add_notifications(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:

@@ -1,31 +1,44 @@
 """Where a notification goes: the structured log, a Slack-compatible webhook, Prometheus
 Alertmanager's v2 API and a Sentry-compatible DSN. Each is optional, bounded (a timeout per
 attempt, a few attempts with backoff) and never raises: every outcome comes back as a `Delivery`
-for the ledger."""
+for the ledger.
+
+The issue tracker gets every event as a Sentry envelope (the ingestion API Sentry and GlitchTip
+maintain; the legacy `store` endpoint is deprecated), built and authenticated by `sentry-sdk`'s own
+`Dsn` and `Envelope`. The SDK's transports are not used to post it: they hand the envelope to a
+background worker that drops it on failure and reports nothing back, while the ledger records
+every delivery's outcome, and this sink is bounded and retried like the others."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
+from sentry_sdk.consts import EndpointType
+from sentry_sdk.envelope import Envelope
+from sentry_sdk.utils import BadDsn, Dsn
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.domain.policy import Sink
 
 log = logging.getLogger("zimmer.alerts.page")
+TRACKER_CLIENT = "zimmer-alerts/1"
+# An event's id at the tracker is derived from ours, so a delivery retried after a lost answer is
+# one event there (Sentry drops a repeated event_id), not two.
+TRACKER_IDS = uuid.UUID("6f1d3a52-4c0e-4b8e-9a57-2d3b1f0c9e11")
 
 
 @dataclass(frozen=True)
 class Notice:
     """What one notification says, whichever sink carries it."""
 
-    kind: str  # "issue", "page" or "resolved"
+    kind: str  # "issue", "page", "resolved" or "event" (one occurrence, for the issue tracker)
     title: str
     level: str
     source: str
@@ -35,6 +48,7 @@ class Notice:
     ends_at: datetime | None = None  # Alertmanager: when the alert stops being active
     snippet: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
+    event_id: str = ""  # "event": the ledger's id of the occurrence
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,7 @@ class Delivery:
     outcome: str  # sent, failed, not_configured
     detail: str = ""
     attempts: int = 0
+    refused: bool = False  # the sink refused it (a 4xx, a bad DSN): sending it again will not help
 
 
 class Sinks:
@@ -60,54 +75,69 @@ class Sinks:
         if not self.configured(sink):
             return Delivery(sink, "not_configured", f"no {sink} is configured")
         if sink == "log":
+            # ERROR without a page: this is the log sink, the page's own record.
             emit = log.error if notice.level == "error" else log.warning
             emit(notice.title, extra={"fields": {"kind": notice.kind, "source": notice.source,
                                                  "message": notice.message, "fingerprint": notice.fingerprint,
                                                  "snippet": notice.snippet, "context": notice.context}})
             return Delivery(sink, "sent", attempts=1)
-        url, body, headers = {"slack": self._slack, "alertmanager": self._alertmanager,
-                              "issue_tracker": self._sentry}[sink](notice)
+        try:
+            url, body, headers = {"slack": self._slack, "alertmanager": self._alertmanager,
+                                  "issue_tracker": self._sentry}[sink](notice)
+        except BadDsn as exc:
+            return Delivery(sink, "failed", f"the Sentry DSN is not one: {exc}"[:300], refused=True)
         return await self._post(sink, url, body, headers)
 
-    async def _post(self, sink: Sink, url: str, body: Any, headers: dict[str, str]) -> Delivery:
+    async def _post(self, sink: Sink, url: str, body: bytes, headers: dict[str, str]) -> Delivery:
         last = ""
         attempts = self.settings.alert_sink_attempts
         for attempt in range(1, attempts + 1):
             try:
-                r = await self.http.post(url, json=body, headers=headers, timeout=self.settings.alert_sink_timeout_seconds)
+                r = await self.http.post(url, content=body, headers=headers,
+                                         timeout=self.settings.alert_sink_timeout_seconds)
                 if r.status_code < 300:
                     return Delivery(sink, "sent", f"HTTP {r.status_code}", attempt)
                 last = f"HTTP {r.status_code}: {r.text[:200]}"
                 if r.status_code < 500 and r.status_code != 429:
-                    return Delivery(sink, "failed", last, attempt)  # a refusal: retrying will not change it
+                    return Delivery(sink, "failed", last, attempt, refused=True)
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"[:300]
             if attempt < attempts:
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
         return Delivery(sink, "failed", last, attempts)
 
-    def _slack(self, n: Notice) -> tuple[str, Any, dict[str, str]]:
+    def _slack(self, n: Notice) -> tuple[str, bytes, dict[str, str]]:
         state = {"issue": "new issue", "page": "still happening", "resolved": "resolved"}[n.kind]
         text = f"*[{n.level.upper()}] {n.title}* ({state}, {n.source})\n{n.message}"
         if n.snippet:
             text += f"\n```{n.snippet}```"
-        return self.settings.alert_slack_webhook_url, {"text": text}, {}
+        return self.settings.alert_slack_webhook_url, _json({"text": text}), JSON
 
-    def _alertmanager(self, n: Notice) -> tuple[str, Any, dict[str, str]]:
+    def _alertmanager(self, n: Notice) -> tuple[str, bytes, dict[str, str]]:
         alert = {"labels": {"alertname": n.title, "severity": n.level, "source": n.source,
                             "fingerprint": n.fingerprint},
                  "annotations": {"summary": n.message, **({"snippet": n.snippet} if n.snippet else {})},
                  "startsAt": n.starts_at.isoformat()}
         if n.ends_at is not None:
             alert["endsAt"] = n.ends_at.isoformat()
-        return self.settings.alertmanager_url.rstrip("/") + "/api/v2/alerts", [alert], {}
+        return self.settings.alertmanager_url.rstrip("/") + "/api/v2/alerts", _json([alert]), JSON
 
-    def _sentry(self, n: Notice) -> tuple[str, Any, dict[str, str]]:
-        dsn = urlsplit(self.settings.sentry_dsn)
-        project = dsn.path.strip("/").rsplit("/", 1)[-1]
-        url = f"{dsn.scheme}://{dsn.hostname}{f':{dsn.port}' if dsn.port else ''}/api/{project}/store/"
-        auth = f"Sentry sentry_version=7, sentry_key={dsn.username}, sentry_client=zimmer-alerts/1"
-        event = {"event_id": uuid.uuid4().hex, "message": f"{n.title}: {n.message}", "level": n.level,
-                 "logger": n.source, "fingerprint": [n.fingerprint], "timestamp": n.starts_at.isoformat(),
-                 "tags": {"source": n.source}, "extra": {**n.context, **({"snippet": n.snippet} if n.snippet else {})}}
-        return url, event, {"X-Sentry-Auth": auth}
+    def _sentry(self, n: Notice) -> tuple[str, bytes, dict[str, str]]:
+        auth = Dsn(self.settings.sentry_dsn).to_auth(TRACKER_CLIENT)
+        event_id = uuid.uuid5(TRACKER_IDS, n.event_id or n.fingerprint).hex
+        event = {"event_id": event_id, "message": {"formatted": f"{n.title}: {n.message}"},
+                 "level": "warning" if n.level == "warning" else "error", "logger": n.source,
+                 "platform": "python", "fingerprint": [n.fingerprint], "timestamp": n.starts_at.isoformat(),
+                 "tags": {"source": n.source},
+                 "extra": {**n.context, **({"snippet": n.snippet} if n.snippet else {})}}
+        envelope = Envelope(headers={"event_id": event_id, "sent_at": datetime.now(UTC).isoformat()})
+        envelope.add_event(event)
+        return (auth.get_api_url(EndpointType.ENVELOPE), envelope.serialize(),
+                {"X-Sentry-Auth": auth.to_header(), "Content-Type": "application/x-sentry-envelope"})
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def _json(body: Any) -> bytes:
+    return json.dumps(body, default=str).encode()

@@ -28,6 +28,8 @@ class IssueRow(SQLModel, table=True):
     first_seen: datetime = col(TIMESTAMPTZ)
     last_seen: datetime = col(TIMESTAMPTZ)
     notified_at: datetime | None = col(TIMESTAMPTZ, null=True)
+    claimed_until: datetime | None = col(TIMESTAMPTZ, null=True)  # a notifier's lease while it sends (0005)
+    tracker_events: int = col(Integer, default="0")  # events the issue tracker took (0006)
 
 
 class EventRow(SQLModel, table=True):
@@ -46,6 +48,8 @@ class EventRow(SQLModel, table=True):
     still_true: bool = col(Boolean, default="true")
     occurred_at: datetime = col(TIMESTAMPTZ)
     received_at: datetime = col(TIMESTAMPTZ, default="now()")
+    tracked_at: datetime | None = col(TIMESTAMPTZ, null=True)  # forwarded to the issue tracker (0006)
+    tracker_claimed_until: datetime | None = col(TIMESTAMPTZ, null=True)  # a notifier's lease on it (0006)
 
 
 class ConditionRow(SQLModel, table=True):
@@ -72,6 +76,7 @@ class PageGroupRow(SQLModel, table=True):
     notifications: int = col(Integer, default="0")
     resolution_sent_at: datetime | None = col(TIMESTAMPTZ, null=True)
     last_event_at: datetime | None = col(TIMESTAMPTZ, null=True)  # an ERROR page with no condition (0004)
+    claimed_until: datetime | None = col(TIMESTAMPTZ, null=True)  # a notifier's lease while it sends (0005)
 
 
 class NotificationRow(SQLModel, table=True):

@@ -69,6 +69,7 @@ class IssueView(Payload):
     level: Level
     source: str
     events: int
+    tracker_events: int = 0  # how many of them the issue tracker took (it gets every one)
     first_seen: datetime
     last_seen: datetime
     notified_at: datetime | None
