@@ -211,8 +211,16 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     client = await Bus.connect([ctx.nats_url], service="bench", instance_id=f"bench-{uuid.uuid4().hex[:4]}",
                                rpc_timeout=60)
     rss_start = rss_mb()
+    # The ingest asks spot-gate which sessions exist (once per session a sweeper process has not
+    # seen): spot-gate runs beside it, owning the bench's sessions (archived rows: nothing
+    # schedules them). Each round's fresh sweeper asks once, inside the timed round, as it would.
+    spot = ServiceProcess("spot-gate", ctx, db)
     try:
         await provision_streams(client)
+        await spot.ready(client)
+        await conn.execute(
+            "INSERT INTO spot_gate.sessions (id, genesis, status) OVERRIDING SYSTEM VALUE "
+            "SELECT g, 'api', 'archived' FROM generate_series(1, $1::bigint) g", SESSIONS)
 
         async def reset() -> None:
             """No rows, no ledger, no consumer, an empty stream; no dirty buffers."""
@@ -325,7 +333,11 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             for step in steps[r % 3:] + steps[:r % 3]:  # the order rotates every round
                 await step()
         await reset()
+    except BaseException as exc:
+        note_dead_services(exc, [spot])
+        raise
     finally:
+        spot.stop()
         await client.close()
         await conn.close()
     await _drop_db(ctx, db)

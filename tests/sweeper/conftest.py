@@ -1,4 +1,5 @@
-"""The sweeper in-process against real PostgreSQL and NATS, and a SQL helper on its database."""
+"""The sweeper in-process against real PostgreSQL and NATS, spot-gate beside it (the ingest asks it
+which sessions exist), and a SQL helper on their database."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sweeping import T0  # type: ignore[import-not-found]
+from sweeping import T0, seed_sessions  # type: ignore[import-not-found]
 
 from zimmer_common.clock import FrozenClock
 from zimmer_common.db import asyncpg_dsn
 from zimmer_common.service import Service
+from zimmer_spot_gate.service import build as build_spot
 from zimmer_sweeper.service import build
 
 
@@ -21,7 +23,20 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-async def sweeper(settings_factory, clock) -> AsyncIterator[Service]:  # type: ignore[no-untyped-def]
+async def spot(settings_factory, clock, database_url) -> AsyncIterator[Service]:  # type: ignore[no-untyped-def]
+    """spot-gate, running, owning sessions 1 to `sweeping.KNOWN_SESSIONS` (archived ones: they
+    exist, so their log lines are taken, and nothing schedules them)."""
+    service = build_spot(settings_factory(), clock=clock)
+    await service.start()
+    await seed_sessions(database_url)
+    try:
+        yield service
+    finally:
+        await service.stop()
+
+
+@pytest.fixture
+async def sweeper(settings_factory, clock, spot) -> AsyncIterator[Service]:  # type: ignore[no-untyped-def]
     service = build(settings_factory(), clock=clock)
     await service.start()
     try:

@@ -1,5 +1,6 @@
-"""Helpers the sweeper tests share: the frozen start time, waiting for a condition, publishing
-log lines as the runtime does, and the sweeper as its own process (for kill -9). (A module of
+"""Helpers the sweeper tests share: the frozen start time, waiting for a condition, sessions for
+log lines to belong to, publishing log lines as the runtime does, and the sweeper as its own
+process (for kill -9). (A module of
 its own, not conftest: every test directory has a conftest, and `from conftest import` would
 find whichever was imported first.)"""
 
@@ -15,11 +16,29 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import asyncpg
+
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LOG_LINES, LogLineIn, LogLineItem, LogLinesIn
 from zimmer_common.bus import Bus
+from zimmer_common.db import asyncpg_dsn
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+KNOWN_SESSIONS = 1_000  # sessions 1 to this exist (`seed_sessions`); a log line for any other is refused
+
+
+async def seed_sessions(database_url: str, count: int = KNOWN_SESSIONS) -> None:
+    """Sessions 1 to `count` in spot-gate's table (its migrations have run), archived: they exist,
+    and nothing in spot-gate schedules them. Test data, written as rows: a thousand spawns
+    through the RPC would only make the tests slower."""
+    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        await conn.execute(
+            "INSERT INTO spot_gate.sessions (id, genesis, status) OVERRIDING SYSTEM VALUE "
+            "SELECT g, 'api', 'archived' FROM generate_series(1, $1::bigint) g ON CONFLICT (id) DO NOTHING", count)
+        await conn.execute("SELECT setval(pg_get_serial_sequence('spot_gate.sessions', 'id'), $1::bigint)", count)
+    finally:
+        await conn.close()
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 20.0) -> None:

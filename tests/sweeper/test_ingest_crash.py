@@ -30,7 +30,8 @@ def ingest_sweeper(database_url: str, nats_url: str,
                            ZIMMER_LOG_INGEST_BATCH_MAX="500")
 
 
-async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url, nats_url, sql, tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url, nats_url, sql, tmp_path,
+                                                                   spot) -> None:  # type: ignore[no-untyped-def]
     bus = await Bus.connect([nats_url], service="runtime-fake", instance_id="crash-test", rpc_timeout=10)
     log_path = str(tmp_path / "sweeper.log")
     try:
@@ -81,7 +82,7 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
         await bus.close()
 
 
-async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered(settings_factory, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered(settings_factory, sql, spot) -> None:  # type: ignore[no-untyped-def]
     from zimmer_common.clock import FrozenClock
     from zimmer_sweeper.config import LogIngestSettings
     from zimmer_sweeper.service import build
@@ -97,7 +98,7 @@ async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered
         msgs = await sub.fetch(50, timeout=5)
         assert len(msgs) == 50
         prepared = await svc.app.ingest.prepare(msgs)
-        assert await svc.app.ingest.write(prepared.decoded) == 50 and not prepared.refused  # committed; acks "lost"
+        assert (await svc.app.ingest.write(prepared.decoded)).rows == 50 and not prepared.refused  # acks "lost"
         redelivered = await sub.fetch(50, timeout=10)  # after the 1 s ack wait
         assert {m.metadata.sequence.stream for m in redelivered} == {m.metadata.sequence.stream for m in msgs}
         outcome = await svc.app.ingest.handle(redelivered)

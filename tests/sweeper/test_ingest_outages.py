@@ -8,17 +8,22 @@ import asyncio
 import signal
 from pathlib import Path
 
-from sweeping import T0, eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import T0, eventually, publish_lines, seed_sessions  # type: ignore[import-not-found]
 
 from zimmer_cli.embedded import free_port, start_nats
 from zimmer_common.clock import FrozenClock
 from zimmer_common.errors import ZimmerError
+from zimmer_spot_gate.service import build as build_spot
 from zimmer_sweeper.service import build
 
 
-async def test_nats_killed_mid_ingest_loses_nothing_and_doubles_nothing(settings_factory, sql, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_nats_killed_mid_ingest_loses_nothing_and_doubles_nothing(settings_factory, sql, tmp_path: Path,
+                                                                        database_url: str) -> None:
     port, store = free_port(), tmp_path / "killable-nats"
     server = await asyncio.to_thread(start_nats, store, port=port)
+    spot = build_spot(settings_factory(nats_url=server.url), clock=FrozenClock(T0))  # says which sessions exist
+    await spot.start()
+    await seed_sessions(database_url)
     svc = build(settings_factory(nats_url=server.url), clock=FrozenClock(T0))
     await svc.start()
     try:
@@ -50,4 +55,5 @@ async def test_nats_killed_mid_ingest_loses_nothing_and_doubles_nothing(settings
         assert (rows[0]["n"], rows[0]["ids"]) == (10_000, 10_000)
     finally:
         await svc.stop()
+        await spot.stop()
         await asyncio.to_thread(server.stop)

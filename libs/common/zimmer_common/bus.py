@@ -37,6 +37,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
 from zimmer_common.outage import MESSAGE_BUS, Outages
+from zimmer_common.paging import PageFn, page_or_log
 from zimmer_common.pubacks import PublishAcks
 
 log = logging.getLogger("zimmer.bus")
@@ -128,6 +129,7 @@ class Bus:
         self.rpc_timeout = rpc_timeout
         self.metrics = metrics
         self.outages = outages or Outages(metrics)
+        self.page: PageFn | None = None  # wired by the service: a handler that crashes pages
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
         self._subs: list[Any] = []
@@ -251,7 +253,9 @@ class Bus:
                 reply = RpcReply(ok=False, error=err.to_dict())  # type: ignore[arg-type]
             else:
                 outcome = ErrorCode.INTERNAL.value
-                log.exception("rpc handler failed", extra=kv(subject=spec.subject))
+                await page_or_log(self.page, "RPC handler failed", f"{spec.subject} raised {type(exc).__name__}; the "
+                                  "caller was answered `internal`", ["rpc", spec.op, type(exc).__name__],
+                                  snippet_source=exc, subject=spec.subject)
                 reply = RpcReply(ok=False, error={"code": "internal", "message": "internal error"})  # type: ignore[arg-type]
         if self.metrics:
             self.metrics.rpc_served(spec.op, outcome, time.perf_counter() - started)

@@ -31,6 +31,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
 from zimmer_common.outbox import claim_message
+from zimmer_common.paging import PageFn, page_or_log
 
 log = logging.getLogger("zimmer.consumer")
 
@@ -82,8 +83,9 @@ class InterruptibleFetch:
 
 class DurableConsumer:
     def __init__(self, bus: Bus, engine: AsyncEngine, *, schema: str, spec: ConsumerSpec, handler: Handler,
-                 outages: Outages | None = None):
+                 outages: Outages | None = None, page: PageFn | None = None):
         self.bus = bus
+        self.page = page  # a message terminated unprocessed is lost work: it pages
         self.outages = outages or Outages()
         self.engine = engine
         self.schema = schema
@@ -133,14 +135,20 @@ class DurableConsumer:
     async def process(self, msg: Msg) -> None:
         try:
             envelope = EventEnvelope.model_validate_json(msg.data)
-        except ValidationError:
-            log.error("undecodable message terminated", extra=kv(consumer=self.spec.durable, subject=msg.subject))
+        except ValidationError as exc:
+            await page_or_log(self.page, "Undecodable message terminated", f"consumer {self.spec.durable} could not "
+                              f"decode a message on {msg.subject} and terminated it: it is not processed",
+                              ["consumer", self.spec.durable, "undecodable"], snippet_source=exc,
+                              consumer=self.spec.durable, subject=msg.subject)
             await msg.term()
             return
         known = (self.spec.max_versions or {}).get(envelope.type, 1)
         if envelope.version > known:
-            log.error("event from a newer contract version terminated; upgrade this service",
-                      extra=kv(consumer=self.spec.durable, type=envelope.type, version=envelope.version, known=known))
+            await page_or_log(self.page, "Event from a newer contract version terminated",
+                              f"consumer {self.spec.durable} knows {envelope.type} up to version {known} and got "
+                              f"version {envelope.version}: upgrade this service", ["consumer", self.spec.durable,
+                                                                                    "newer_version", envelope.type],
+                              consumer=self.spec.durable, type=envelope.type, version=envelope.version, known=known)
             await msg.term()
             return
         try:
@@ -155,13 +163,18 @@ class DurableConsumer:
                 await self._retry(msg, envelope)
                 return
             # Waiting will not make a malformed payload or a missing session valid: terminate.
-            log.error("event refused by its handler; terminated", extra=kv(
-                consumer=self.spec.durable, id=envelope.id, error=str(exc)[:500]))
+            await page_or_log(self.page, "Event refused by its handler", f"consumer {self.spec.durable} refused an "
+                              f"event ({envelope.type}) and terminated it: waiting would not make it valid",
+                              ["consumer", self.spec.durable, "refused", envelope.type], snippet_source=str(exc),
+                              consumer=self.spec.durable, id=envelope.id)
             await msg.term()
             return
         except Exception as exc:  # noqa: BLE001 - retried with backoff; the transaction rolled back whole
             if self.outages.report(exc, where=f"consumer {self.spec.durable}") is None:
-                log.exception("event handler failed; will retry", extra=kv(consumer=self.spec.durable, id=envelope.id))
+                # A warning: it is retried with backoff; one that never succeeds backs up its lane,
+                # which the queue health pages on.
+                log.warning("event handler failed; will retry", exc_info=True,
+                            extra=kv(consumer=self.spec.durable, id=envelope.id))
             await self._retry(msg, envelope)
             return
         with contextlib.suppress(Exception):  # an ack lost to a bus outage is a redelivery, and claim_message dedupes it

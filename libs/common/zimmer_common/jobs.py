@@ -43,6 +43,7 @@ from zimmer_common.lanes import LANES, Lane
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
 from zimmer_common.outage import Outages
+from zimmer_common.paging import PageFn, page_or_log
 from zimmer_common.schedule import ScheduleEntry
 
 log = logging.getLogger("zimmer.jobs")
@@ -90,8 +91,10 @@ class JobRunner:
     def __init__(self, bus: Bus, *, ctx: str, service: str, instance_id: str, jobs: list[JobSpec],
                  engine: AsyncEngine | None, metrics: ServiceMetrics | None = None, clock: Clock | None = None,
                  outages: Outages | None = None,
-                 on_failure: Callable[[str, BaseException], Awaitable[None]] | None = None, host: str | None = None):
+                 on_failure: Callable[[str, BaseException], Awaitable[None]] | None = None, host: str | None = None,
+                 page: PageFn | None = None):
         self.bus = bus
+        self.page = page  # what the runner itself cannot do (start a run, a tick it has no job for) pages
         self.outages = outages or Outages(metrics)
         self.on_failure = on_failure  # a crashed job pages (wired at start-up; see zimmer_alerts.pager)
         self.ctx = ctx
@@ -220,7 +223,9 @@ class JobRunner:
             raise
         except Exception as exc:  # noqa: BLE001 - see above
             if self.outages.report(exc, where=f"job {msg.subject}") is None:
-                log.exception("job run could not start or finish", extra=kv(subject=msg.subject))
+                await page_or_log(self.page, "Job run could not start or finish", f"the runner could not start or "
+                                  f"finish a run of {msg.subject}; the tick is redelivered", ["runner", "run"],
+                                  snippet_source=exc, subject=msg.subject)
             with contextlib.suppress(Exception):
                 await msg.nak(delay=LOCK_RETRY_SECONDS)
 
@@ -228,7 +233,10 @@ class JobRunner:
         job = msg.subject.rsplit(".", 1)[-1]
         spec = self.jobs.get(job)
         if spec is None:
-            log.error("tick for a job this service does not implement; dropping it", extra=kv(subject=msg.subject))
+            await page_or_log(self.page, "Tick for a job this service does not implement",
+                              f"{msg.subject} reached {self.service}, which has no such job; the tick is dropped "
+                              "(a schedule left behind by a removed job, or a newer image's schedule)",
+                              ["runner", "unknown_job", job], subject=msg.subject)
             await msg.term()
             return
         async with self._singleton(job) as acquired:
@@ -272,10 +280,12 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - a failed run is reported, not retried in a loop
             error = f"{type(exc).__name__}: {exc}"
             if self.outages.report(exc, where=f"job {spec.name}") is None:
-                log.exception("job failed", extra=kv(job=spec.name, run_id=run_id))
-                if self.on_failure is not None:
+                if self.on_failure is not None:  # the pager logs the ERROR record and pages "Job failed"
                     with contextlib.suppress(Exception):  # paging must never be what fails the runner
                         await self.on_failure(spec.name, exc)
+                else:
+                    await page_or_log(None, "Job failed", f"{spec.name} raised {type(exc).__name__}", ["job", spec.name],
+                                      job=spec.name, run_id=run_id)
         finally:
             ticker.cancel()
             if self.metrics:

@@ -98,6 +98,8 @@ class Outage:
             self._summarised_at = now
             self._summarised_failures = 0
             self.failures = 1
+            # ERROR without a page: ZimmerDependencyDown (Prometheus, on `zimmer_dependency_up`) is this
+            # outage's page, from outside: the pager's own path may be exactly what is down.
             log.error("%s unavailable", self.dependency, extra=kv(dependency=self.dependency, where=where,
                                                                   error=_short(exc)))
             return

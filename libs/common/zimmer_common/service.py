@@ -33,6 +33,7 @@ from zimmer_common.logs import configure_logging, kv
 from zimmer_common.metrics import ServiceMetrics
 from zimmer_common.outage import DATABASE, Outages
 from zimmer_common.outbox import OutboxRelay, prune_outbox
+from zimmer_common.paging import page_or_log
 from zimmer_common.schedule import SCHEDULE, ScheduleEntry, entries_for
 from zimmer_common.settings import Settings
 from zimmer_common.streams import provision_streams
@@ -45,6 +46,9 @@ Hook = Callable[["Service"], Awaitable[None]]
 
 class JobFailurePager(Protocol):
     async def job_crashed(self, job: str, exc: BaseException) -> None: ...
+
+    async def report(self, *, title: str, fingerprint: list[str], message: str, context: dict[str, Any],
+                     snippet_source: object) -> Any: ...
 
 
 class Service:
@@ -100,6 +104,15 @@ class Service:
         if self.pager is not None:
             await self.pager.job_crashed(job, exc)
 
+    async def page_error(self, title: str, message: str, fingerprint: list[str], snippet_source: object = None,
+                         context: dict[str, Any] | None = None) -> None:
+        """The `PageFn` the plumbing (bus, consumers, job runner) pages through: this service's pager,
+        fingerprinted with the service's name."""
+        if self.pager is None:
+            raise LookupError("no pager is attached to this service")
+        await self.pager.report(title=title, fingerprint=[self.name, *fingerprint], message=message,
+                                context=context or {}, snippet_source=snippet_source)
+
     def on_start(self, hook: Hook) -> Hook:
         self._on_start.append(hook)
         return hook
@@ -134,6 +147,7 @@ class Service:
         self.bus = await Bus.connect(s.nats_servers, service=self.name, instance_id=s.instance_id,
                                      rpc_timeout=s.rpc_timeout_seconds, metrics=self.metrics, outages=self.outages,
                                      max_inflight=s.max_inflight_rpcs, max_inflight_bytes=s.max_inflight_bytes)
+        self.bus.page = self.page_error  # an RPC handler that crashes pages
         await provision_streams(self.bus, replicas=s.stream_replicas)
         if self.engine is not None and self.schema:
             self.relay = OutboxRelay(self.engine, self.bus, schema=self.schema, source=self.name,
@@ -146,7 +160,7 @@ class Service:
             if self.engine is None or self.schema is None:
                 raise RuntimeError(f"{self.name}: a durable consumer needs the service's database")
             consumer = DurableConsumer(self.bus, self.engine, schema=self.schema, spec=cspec, handler=handler,
-                                       outages=self.outages)
+                                       outages=self.outages, page=self.page_error)
             await consumer.start()
             self.consumers.append(consumer)
         entries = entries_for(self.name, s.env, self.schedule)
@@ -168,7 +182,7 @@ class Service:
     def _job_runner(self, ctx: str, specs: list[JobSpec], host: str | None = None) -> JobRunner:
         return JobRunner(self.bus, ctx=ctx, service=self.name, instance_id=self.settings.instance_id,  # type: ignore[arg-type]
                          jobs=specs, engine=self.engine, metrics=self.metrics, clock=self.clock,
-                         outages=self.outages, on_failure=self._job_failed, host=host)
+                         outages=self.outages, on_failure=self._job_failed, host=host, page=self.page_error)
 
     async def enqueue(self, job: str) -> int:
         """Ask for a run of `job` now, outside its schedule (on this host, for a per-host job)."""
@@ -186,7 +200,8 @@ class Service:
             try:
                 await asyncio.wait_for(hook(self), timeout=grace)
             except Exception:  # noqa: BLE001 - one failing hook must not stop the rest of the shutdown
-                log.exception("stop hook failed", extra=kv(hook=getattr(hook, "__name__", repr(hook))))
+                # A warning: the process is going away, and what the hook did not close, its exit does.
+                log.warning("stop hook failed", exc_info=True, extra=kv(hook=getattr(hook, "__name__", repr(hook))))
         for runner in (self.host_runner, self.runner):
             if runner:
                 await runner.stop(grace)
@@ -233,8 +248,9 @@ class Service:
         try:
             try:
                 await self.start()
-            except Exception:
-                log.exception("start-up failed")
+            except Exception as exc:
+                await page_or_log(self.page_error, "Service failed to start", f"{self.name} could not start and "
+                                  "exits; its supervisor restarts it", ["start"], snippet_source=exc)
                 raise SystemExit(1) from None
             await stop.wait()
         finally:

@@ -35,6 +35,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
+from zimmer_common.paging import page_or_log
 from zimmer_common.service import Service
 
 log = logging.getLogger("zimmer.health")
@@ -206,8 +207,10 @@ def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset(),
                 break
             try:
                 await monitor.check_once()
-            except Exception as exc:  # noqa: BLE001 - a failed check is logged; the next one runs
-                log.error("health check failed", extra=kv(error=repr(exc)))
+            except Exception as exc:  # noqa: BLE001 - a failed check pages; the next one runs
+                await page_or_log(service.page_error, "Health check failed", "the health monitor's check raised; "
+                                  "the next one runs in a minute", ["health", "check", type(exc).__name__],
+                                  snippet_source=exc)
 
     @service.on_start
     async def start_monitor(svc: Service) -> None:

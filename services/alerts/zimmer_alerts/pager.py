@@ -38,6 +38,7 @@ class Pager:
         logs at WARN, so one report does not page twice (once as itself, once as an ERROR record)."""
         source = source or self.service.name
         snippet = build_snippet(snippet_source) if snippet_source is not None else None
+        # ERROR without a page: none needed, this record *is* the page's log half (seed 003 "Alerts").
         (log.error if (log_level or level) == "error" else log.warning)(title, extra={"fields": {
             "source": source, "message": message, "fingerprint": fingerprint, "condition_key": condition_key,
             "still_true": still_true, "snippet": snippet, **(context or {})}})

@@ -239,7 +239,8 @@ async def import_backlog(engine: AsyncEngine, *, source: ImportSource, env: Envi
         await _finish_run(engine, report)
         fields = {"source": described, "run_id": report.run_id, "env": env.value, "error": report.error}
         if env is Environment.PRODUCTION:
-            log.error("work backlog import: source unavailable", extra={"fields": fields})
+            # A warning here: it is raised to the start-up task, which pages "Work backlog import failed".
+            log.warning("work backlog import: source unavailable", extra={"fields": fields})
             raise
         log.warning("work backlog import: source unavailable; recorded and skipped", extra={"fields": fields})
         return report
@@ -250,8 +251,8 @@ async def import_backlog(engine: AsyncEngine, *, source: ImportSource, env: Envi
         report.error = f"import failed: {type(exc).__name__}: {exc}"
         try:
             await _finish_run(engine, report)
-        except Exception:  # noqa: BLE001 - the original error is the one to raise
-            log.exception("work backlog import: could not record the failure")
+        except Exception:  # noqa: BLE001 - the original error is the one to raise (and it pages)
+            log.warning("work backlog import: could not record the failure", exc_info=True)
         raise
     await _finish_run(engine, report)
     noteworthy = [f"{s.id}: {s.reason}: {s.detail}" for s in report.skipped if s.reason != "already_imported"]

@@ -30,6 +30,7 @@ from zimmer_common.contracts.spot import SESSION_CREATED, SESSION_DELETED, SESSI
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.paging import page_or_log
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_alerts.pager import attach_pager
@@ -158,9 +159,12 @@ def build(settings: Settings, clock: Clock | None = None, github: GithubSettings
                 log.info("work backlog imported", extra=kv(source=report.source, inserted=report.inserted,
                                                            skipped=len(report.skipped), error=report.error))
         except ImportSourceUnavailable as exc:
-            log.error("work backlog import failed: its source could not be read", extra=kv(error=str(exc)))
-        except Exception:  # noqa: BLE001 - the import is a task; its failure is logged, not fatal
-            log.exception("work backlog import failed")
+            await page_or_log(service.page_error, "Work backlog import failed", "the one-time import's source could "
+                              "not be read; the next start tries again", ["import", "source_unavailable"],
+                              snippet_source=str(exc))
+        except Exception as exc:  # noqa: BLE001 - the import is a task; its failure pages, it is not fatal
+            await page_or_log(service.page_error, "Work backlog import failed", "the one-time import failed; the "
+                              "next start tries again", ["import", type(exc).__name__], snippet_source=exc)
 
     @service.on_start
     async def start_tasks(svc: Service) -> None:

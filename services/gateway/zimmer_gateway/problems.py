@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from http import HTTPStatus
 from typing import Any
 
@@ -13,10 +12,10 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.paging import page_or_log
 
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = "1"
-log = logging.getLogger("zimmer.gateway")
 
 
 def problem(status: int, detail: str, *, type_: str | None = None, title: str | None = None,
@@ -63,7 +62,11 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", extra={"fields": {"path": request.url.path}})
+        service = getattr(request.app.state, "service", None)
+        await page_or_log(service.page_error if service is not None else None, "Unhandled error in a request",
+                          f"{request.method} {request.scope.get('route').path if request.scope.get('route') else '?'} "
+                          f"raised {type(exc).__name__}; answered 500", ["http", type(exc).__name__],
+                          snippet_source=exc, path=request.url.path)
         return problem(500, "internal error", type_="urn:zimmer:error:internal", instance=request.url.path,
                        code="internal")
 

@@ -13,6 +13,7 @@ from zimmer_common.contracts.runtime import SAMPLE_QUOTA, SampleQuota
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
 from zimmer_common.outbox import emit
+from zimmer_common.paging import PageFn, page_or_log
 from zimmer_spot_gate.domain.ladder import repair_delay
 from zimmer_spot_gate.domain.pool import pooled_windows
 from zimmer_spot_gate.domain.model import WINDOW_LENGTH
@@ -33,7 +34,7 @@ BURN_RATE_SESSIONS = 25
 
 def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
               jitter: Callable[[], float] = random.random, on_commit: Callable[[], None] = lambda: None,
-              prices: Prices = DEFAULT_PRICES) -> list[JobSpec]:
+              prices: Prices = DEFAULT_PRICES, page: PageFn | None = None) -> list[JobSpec]:
     async def recheck_due(ctx: JobContext) -> None:
         """Re-check every held session whose time has come, in batches of `RECHECK_CHUNK`, one
         transaction each, so one failure cannot take the whole pass down. Durable: the due
@@ -53,8 +54,10 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
                 async with engine().begin() as conn:
                     outcomes = await gate.process(conn, [TurnRequest(sid, recheck=True) for sid in chunk])
                 admitted += sum(1 for o in outcomes if getattr(o, "outcome", None) in ("admitted", "passed"))
-            except Exception:  # noqa: BLE001 - these rows stay due and the next pass retries them
-                log.exception("re-check batch failed", extra=kv(sessions=chunk))
+            except Exception as exc:  # noqa: BLE001 - these rows stay due and the next pass retries them
+                await page_or_log(page, "Re-check batch failed", f"{len(chunk)} held sessions' re-checks failed; "
+                                  "they stay due and the next pass retries them", ["recheck_due", type(exc).__name__],
+                                  snippet_source=exc, sessions=chunk)
             await ctx.progress()
         if due:
             on_commit()

@@ -72,7 +72,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     service.app = app
     service.job_specs.extend(spot_jobs(engine, gate, service.clock.now,
                                        on_commit=kick,
-                                       prices=app.prices.table))
+                                       prices=app.prices.table, page=service.page_error))
 
     service.rpc(c.SPAWN)(app.spawn)
     service.rpc(c.GET_SESSION)(app.get)
@@ -122,7 +122,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     queue_ops = QueueOps(engine, gate, service.clock.now, kick=kick)
     service.rpc(c.PAUSE_INTO_SPOT_QUEUE)(queue_ops.pause_into_spot_queue)
     service.rpc(c.START_NOW)(queue_ops.start_now)
-    wakes = Wakes(engine, gate, service.clock.now, kick=kick)
+    wakes = Wakes(engine, gate, service.clock.now, kick=kick, page=service.page_error)
     app.wakes = wakes
     service.rpc(c.PAUSE_UNTIL)(wakes.pause_until)
     service.rpc(c.RESTART)(wakes.restart)

@@ -15,7 +15,6 @@ Every guard reads `domain.wakes` (one "is the wake due" test, the firing path's 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import datetime
 
@@ -25,8 +24,8 @@ from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import (
     SESSION_PAUSED, PauseUntil, RestartSession, SessionEvent, SessionView, TurnResult)
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.logs import kv
 from zimmer_common.outbox import emit_many
+from zimmer_common.paging import PageFn, page_or_log
 from zimmer_spot_gate.domain import wakes
 from zimmer_spot_gate.domain.lifecycle import ENDED
 from zimmer_spot_gate.domain.model import SessionStatus, TurnKind
@@ -35,15 +34,15 @@ from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.turns import SCHEMA, TurnGate
 
-log = logging.getLogger("zimmer.spot_gate.wakes")
 FIRE_BATCH = 100
 WAKE_NUDGE = "Your scheduled wake-up has come: continue."
 
 
 class Wakes:
     def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-                 kick: Callable[[], None] = lambda: None):
+                 kick: Callable[[], None] = lambda: None, page: PageFn | None = None):
         self._engine = engine
+        self.page = page
         self.gate = gate
         self.now = now
         self._kick = kick
@@ -87,8 +86,11 @@ class Wakes:
                         await self.gate.request_turn(conn, wake.session_id, TurnKind.WAKE,
                                                      wake.prompt or WAKE_NUDGE, [])
                 fired += 1
-            except Exception:  # noqa: BLE001 - this wake stays armed; the next tick retries it
-                log.exception("wake not fired", extra=kv(wake_id=wake.id, session_id=wake.session_id))
+            except Exception as exc:  # noqa: BLE001 - this wake stays armed; the next tick retries it
+                await page_or_log(self.page, "Wake not fired", f"session {wake.session_id}'s due wake could not be "
+                                  "fired; it stays armed and the next tick retries it", ["fire_wakes",
+                                                                                          type(exc).__name__],
+                                  snippet_source=exc, wake_id=wake.id, session_id=wake.session_id)
         if fired:
             self._kick()
         return fired

@@ -62,7 +62,7 @@ def wire_disk(service: Service, pager: Any, disk: DiskSettings, *, engine: Calla
     orphans = OrphanCloneSweep(bus=bus, reaper=reaper, roots=roots, records=records, metrics=metrics,
                                clock=service.clock, free_space=free_space)
     stale = StaleCloneCleanup(bus=bus, roots=roots, records=records, metrics=metrics, clock=service.clock,
-                              free_space=free_space)
+                              free_space=free_space, page=service.page_error)
     watch = DiskWatch(roots=roots, disk=disk, sweep=orphans, engine=engine, host=settings.host,
                       pager=lambda: pager, metrics=metrics, now=service.clock.now, read=read)
 

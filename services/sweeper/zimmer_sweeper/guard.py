@@ -8,6 +8,11 @@ does not come (a timeout, an error, spot-gate down) is "protected", because a le
 disk the next sweep reclaims, while a deleted live one costs work that exists nowhere else. The gap
 left is the microseconds between the answer and the rename: the smallest available, not none.
 
+Before the bytes go, the clone's Docker Compose resources are torn down (`compose`), only once the
+first answer says nobody owns it (a live session's containers are never touched). A teardown can
+take up to two minutes, so when one ran the guard asks again before the rename, keeping the gap as
+small as it was. A teardown that fails pages and the removal goes on.
+
 A refusal is never routine (a snapshot went stale and the guard caught it): it pages (the pager logs
 it at ERROR), is recorded for the Disk and clones panel, and leaves a durable warning on each owning
 session through spot-gate's API. It asks a second time after the tree is gone and before the clone's
@@ -38,6 +43,8 @@ from zimmer_common.contracts.clones import (
     SessionWarningIn,
 )
 from zimmer_common.logs import kv
+from zimmer_common.paging import page_or_log
+from zimmer_sweeper import compose
 from zimmer_sweeper.disk_runs import DiskRecords
 from zimmer_sweeper.domain.clones import is_tombstone
 from zimmer_sweeper.metrics import DiskMetrics
@@ -70,7 +77,7 @@ class ReapResult:
 class CloneReaper:
     def __init__(self, *, bus: Callable[[], Bus], roots: Roots, records: DiskRecords, pager: Callable[[], Any],
                  metrics: DiskMetrics, reap_transcripts: TranscriptReaper | None = None,
-                 timeout: float | None = None):
+                 timeout: float | None = None, compose_timeout: float = compose.COMPOSE_DOWN_TIMEOUT):
         self._bus = bus
         self.roots = roots
         self.records = records
@@ -80,6 +87,7 @@ class CloneReaper:
         # gone and the second answer still says nobody took the path back.
         self.reap_transcripts = reap_transcripts
         self.timeout = timeout
+        self.compose_timeout = compose_timeout
 
     async def remove_clone(self, path: Path | str, *, job: str) -> ReapResult:
         """Delete the clone at `path` unless a live or reap-protected session owns it now. Only a
@@ -98,6 +106,12 @@ class CloneReaper:
             return await self._unanswered(path, job)
         if first.protected_by:
             return await self._refuse(path, job, first.protected_by)
+        if (await self._teardown(path, job)).ran:
+            again = await self.ownership(path, job=job)  # the teardown took time: ask again before the rename
+            if again is None:
+                return await self._unanswered(path, job)
+            if again.protected_by:
+                return await self._refuse(path, job, again.protected_by)
         removal = await remove_atomically(path, job=job)
         if removal is None:
             return ReapResult(str(path), "absent")
@@ -120,6 +134,25 @@ class CloneReaper:
             log.warning("clone path drift: matched by basename, stored clone_path elsewhere (#671)",
                         extra=kv(path=str(path), sessions=mine.drift, job=job))
         return mine
+
+    async def _teardown(self, path: Path, job: str) -> compose.Teardown:
+        torn = await compose.teardown(path, timeout=self.compose_timeout)
+        if torn.ran:
+            self.metrics.compose_teardowns.labels(job, torn.outcome).inc()
+        if torn.failed:
+            log.warning("compose teardown failed; the clone is removed all the same",
+                        extra=kv(path=str(path), job=job, outcome=torn.outcome))
+            message = (f"{job} tore down Docker Compose in {path} before removing it, and `docker compose down` "
+                       f"{'timed out' if torn.outcome == 'timed_out' else 'failed'}: its containers, networks "
+                       "and volumes may still be there (the clone was removed all the same)")
+            context = {"path": str(path), "job": job, "outcome": torn.outcome, "host": self.records.host}
+            pager = self._pager()
+            page = None if pager is None else (lambda title, msg, fingerprint, source, ctx: pager.report(
+                title=title, fingerprint=fingerprint, message=msg, context=ctx, snippet_source=source))
+            # page_or_log never raises: a page that cannot be sent must not keep the clone on disk.
+            await page_or_log(page, "Compose teardown failed", message, ["sweeper", "compose_teardown", job],
+                              snippet_source=torn.detail, **context)
+        return torn
 
     def _fenced(self, path: Path) -> str:
         base = self.roots.sweepable("clones")
@@ -176,7 +209,8 @@ class CloneReaper:
     async def _page(self, job: str, path: Path, owners: list[int], reason: str, *, kind: str) -> None:
         pager = self._pager()
         if pager is None:
-            log.error("clone reap refused", extra=kv(path=str(path), job=job, sessions=owners, reason=reason))
+            await page_or_log(None, "Clone reap refused", f"{job} was about to delete {path}; the guard refused: "
+                              f"{reason}", ["sweeper", REFUSED_KIND, kind, job], sessions=owners)
             return
         await pager.report(title="Clone reap refused", fingerprint=["sweeper", REFUSED_KIND, kind, job],
                            message=f"{job} was about to delete {path}; the guard refused: {reason}",

@@ -9,7 +9,8 @@ window never reaches the stream at all (the id is the Nats-Msg-Id).
 
 Backpressure: when PostgreSQL is slow the loop fetches less (the batch halves after a slow write
 and shrinks to its minimum after a failed one), and what it has not written stays in JetStream.
-The stream keeps 3 days (`ZIMMER_INGEST` max_age); `IngestLag` pages long before that is reached.
+The stream keeps 3 days (`ZIMMER_INGEST` max_age); `ingest_lag.IngestLag` pages long before that
+is reached.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import contextlib
 import gc
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import asyncpg
 from nats.aio.msg import Msg
@@ -37,18 +38,18 @@ from zimmer_common.contracts.logs import INGEST_LOGS, LINES_MAX
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
+from zimmer_common.paging import PageFn, page_or_log
 from zimmer_sweeper import copytext, partitions
 from zimmer_sweeper.decode import Decoded, Refused, decode
 from zimmer_sweeper.domain.retention import CLASSES, DayPartition
+from zimmer_sweeper.known_sessions import KnownSessions
 from zimmer_sweeper.tables import SCHEMA, ledger
 
 log = logging.getLogger("zimmer.sweeper.ingest")
 
 DURABLE = "sweeper_logs"
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
-STREAM_MAX_AGE = timedelta(days=3)  # zimmer_common.streams: ZIMMER_INGEST max_age
 YIELD_LINES = 250  # decoding gives the event loop a turn this often (~0.5 ms of work)
-PAGE_LAG = timedelta(hours=48)  # two thirds of the stream's age limit: a day to act before a line is lost
 
 
 @dataclass
@@ -92,6 +93,13 @@ class BatchSizing:
 class Prepared:
     decoded: list[tuple[Msg, Decoded]]
     refused: int  # messages that carried no line (already terminated)
+    reasons: list[str] = field(default_factory=list)  # why each of those was refused
+
+
+@dataclass(frozen=True)
+class Written:
+    rows: int
+    never_existed: dict[int, int] = field(default_factory=dict)  # session id → its lines refused
 
 
 @dataclass(frozen=True)
@@ -104,8 +112,11 @@ class BatchOutcome:
 class LogIngest:
     def __init__(self, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], now: Callable[[], datetime], *,
                  outages: Outages, sizing: BatchSizing | None = None, ack_wait_seconds: float = 30.0,
-                 on_batch: Callable[[BatchOutcome, float, int], None] | None = None):
+                 on_batch: Callable[[BatchOutcome, float, int], None] | None = None, page: PageFn | None = None,
+                 sessions: KnownSessions):
         self._bus = bus
+        self.sessions = sessions  # which sessions exist: a line for one that does not is refused
+        self.page = page  # refused lines are lost lines: one page per batch that had any
         self._engine = engine
         self.now = now
         self.outages = outages
@@ -174,12 +185,14 @@ class LogIngest:
         socket's as the loop turns), or PostgreSQL waits for the whole decode."""
         decoded: list[tuple[Msg, Decoded]] = []
         refused: list[Msg] = []
+        reasons: list[str] = []
         with _no_cyclic_gc():
             since = 0
             for msg in msgs:
                 found = self._decode_one(msg)
-                if found is None:
+                if isinstance(found, str):
                     refused.append(msg)
+                    reasons.append(found)
                     since += 1
                 else:
                     decoded.append((msg, found))
@@ -189,19 +202,22 @@ class LogIngest:
                     await asyncio.sleep(0)
         for msg in refused:
             await _term(msg)
-        return Prepared(decoded, len(refused))
+        return Prepared(decoded, len(refused), reasons)
 
     async def commit(self, prepared: Prepared, fetched: int) -> BatchOutcome | None:
         """Write a decoded batch and ack it, or nak it whole and back off."""
         decoded = prepared.decoded
         started = time.monotonic()
         try:
-            fresh = await self.write(decoded)
+            missing = await self.sessions.missing({sid for _m, d in decoded for sid, _tail in d.lines})
+            written = await self.write(decoded, missing)
         except Exception as exc:  # noqa: BLE001 - nothing was written (the transaction rolled back): retry it all
             self._failures += 1
             delay = RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1]
             if self.outages.report(exc, where="log ingest") is None:
-                log.exception("log batch not written; it will be redelivered", extra=kv(
+                # A warning: nothing was written and the batch is redelivered; a batch that never
+                # succeeds backs up the ingest lane, which the queue health and ZimmerLogIngestBehind page on.
+                log.warning("log batch not written; it will be redelivered", exc_info=True, extra=kv(
                     messages=len(decoded), retry_in_seconds=delay))
             self.sizing.after_failure()
             for msg, _lines in decoded:
@@ -216,53 +232,66 @@ class LogIngest:
                 await msg.ack()
         carried = sum(len(d.lines) for _msg, d in decoded)
         self.sizing.after_write(elapsed, fetched, carried)
-        outcome = BatchOutcome(fresh, carried - fresh,
-                               prepared.refused + sum(len(d.refused_lines) for _m, d in decoded))
+        never = sum(written.never_existed.values())
+        outcome = BatchOutcome(written.rows, carried - written.rows - never,
+                               prepared.refused + sum(len(d.refused_lines) for _m, d in decoded) + never)
         if self.on_batch is not None:
             self.on_batch(outcome, elapsed, self.sizing.size)
+        if outcome.refused:
+            reasons = [*(f"session {sid} does not exist: {n} line(s) for it refused"
+                         for sid, n in sorted(written.never_existed.items())),
+                       *prepared.reasons, *(why for _m, d in decoded for why in d.refused_lines)]
+            await page_or_log(self.page, "Log lines refused", f"{outcome.refused} session log line(s) were refused "
+                              "at ingest and are not stored; the rest of their batches were written",
+                              ["ingest", "refused"], snippet_source="\n".join(reasons[:20]), refused=outcome.refused)
         return outcome
 
     @staticmethod
-    def _decode_one(msg: Msg) -> Decoded | None:
-        """The lines a message carries, or None if it carries none (it is then terminated: waiting
-        will not make it valid). A batch's refused lines are logged; its others are kept."""
+    def _decode_one(msg: Msg) -> Decoded | str:
+        """The lines a message carries, or why it carries none (it is then terminated: waiting will
+        not make it valid). A batch's refused lines are logged; its others are kept. Warnings here:
+        the batch's write pages once for every refusal it carried ("Log lines refused")."""
         try:
             found = decode(msg.data)
         except Refused as exc:
-            log.error("log message refused and terminated", extra=kv(subject=msg.subject, error=str(exc)))
-            return None
+            log.warning("log message refused and terminated", extra=kv(subject=msg.subject, error=str(exc)))
+            return f"{msg.subject}: {exc}"
         if found.refused_lines:
-            log.error("log lines refused; the rest of their batch is written", extra=kv(
+            log.warning("log lines refused; the rest of their batch is written", extra=kv(
                 refused=len(found.refused_lines), kept=len(found.lines), why=found.refused_lines[:5]))
         return found
 
-    async def write(self, lines: list[tuple[Msg, Decoded]]) -> int:
-        """Record the batch's sequences and COPY the rows new to the ledger, in one transaction;
-        returns how many rows were written. A day with no partition yet (log_partitions has not
-        run) gets its partitions here and the batch is written once more."""
+    async def write(self, lines: list[tuple[Msg, Decoded]], missing: set[int] | frozenset[int] = frozenset()
+                    ) -> Written:
+        """Record the batch's sequences and COPY the rows new to the ledger, in one transaction,
+        except those of a deleted session or of one in `missing` (no such session: refused). A
+        day with no partition yet (log_partitions has not run) gets its partitions here and the
+        batch is written once more."""
         if not lines:
-            return 0
+            return Written(0)
         try:
-            return await self._write_once(lines)
+            return await self._write_once(lines, missing)
         except asyncpg.exceptions.CheckViolationError as exc:
             if "no partition" not in str(exc):
                 raise
             log.warning("no partition for today's log lines: creating it now (log_partitions has not run)")
             await ensure_today(self._engine(), self.now())
-            return await self._write_once(lines)
+            return await self._write_once(lines, missing)
 
-    async def _write_once(self, messages: list[tuple[Msg, Decoded]]) -> int:
+    async def _write_once(self, messages: list[tuple[Msg, Decoded]], missing: set[int] | frozenset[int]) -> Written:
         created_at = self.now()
         by_seq = {msg.metadata.sequence.stream: found for msg, found in messages}
         async with self._engine().begin() as conn:
             sessions = {session_id for found in by_seq.values() for session_id, _tail in found.lines}
             fresh, deleted = await _record(conn, DURABLE, list(by_seq), sessions)
             rows = [row for seq in fresh for row in by_seq[seq].lines]
-            if deleted:  # a deleted session's rows went with it, and its late ones follow
-                rows = [row for row in rows if row[0] not in deleted]
+            # Counted on their first delivery only (fresh): a redelivered batch refuses nothing twice.
+            never = Counter(sid for sid, _tail in rows if sid in missing and sid not in deleted)
+            if deleted or missing:  # a deleted session's rows went with it, and its late ones follow
+                rows = [row for row in rows if row[0] not in deleted and row[0] not in missing]
             if rows:
                 await _copy(conn, copytext.buffer(created_at, [tail for _sid, tail in rows]))
-        return len(rows)
+        return Written(len(rows), dict(never))
 
     async def prune_ledger(self) -> int:
         """Forget the sequences at or below the consumer's ack floor: those are never redelivered."""
@@ -300,7 +329,8 @@ async def _settled(writing: asyncio.Task[BatchOutcome | None] | None) -> None:
     except asyncio.CancelledError:
         raise
     except Exception:  # noqa: BLE001 - the ingest loop must outlive any one batch
-        log.exception("log batch failed outside its write; it will be redelivered")
+        # A warning: unacked, the batch is redelivered; one that never succeeds backs up the lane.
+        log.warning("log batch failed outside its write; it will be redelivered", exc_info=True)
 
 
 async def _term(msg: Msg) -> None:
@@ -354,52 +384,3 @@ async def ensure_today(engine: AsyncEngine, now: datetime) -> list[DayPartition]
     for partition in made:
         await partitions.create_one(engine, partition)
     return made
-
-
-class IngestLag:
-    """How far behind the ingest is: the age of the oldest line in the stream not yet written,
-    read by sequence (the consumer's ack floor, then one message get), never by a scan. Pages
-    once it passes PAGE_LAG, and resolves the page when it comes back under."""
-
-    def __init__(self, bus: Callable[[], Bus], now: Callable[[], datetime], pager: Callable[[], Any]):
-        self._bus = bus
-        self.now = now
-        self._pager = pager
-        self.paged = False
-
-    async def oldest_unwritten_age(self) -> timedelta | None:
-        bus = self._bus()
-        info = await bus.js.consumer_info(Stream.INGEST.value, DURABLE)
-        if not (info.num_pending or info.num_ack_pending):
-            return timedelta(0)
-        floor = info.ack_floor.stream_seq if info.ack_floor else 0
-        reply = await bus.js_api(f"STREAM.MSG.GET.{Stream.INGEST.value}",
-                                 {"seq": floor + 1, "next_by_subj": INGEST_LOGS})
-        stored = reply.get("message", {}).get("time")
-        if not stored:
-            return timedelta(0)
-        return max(timedelta(0), self.now() - _parse_nats_time(stored))
-
-    async def check(self) -> timedelta | None:
-        age = await self.oldest_unwritten_age()
-        if age is None:
-            return None
-        late = age > PAGE_LAG
-        if late or self.paged:
-            hours = age.total_seconds() / 3600
-            await self._pager().report(
-                title="Log ingest falling behind", fingerprint=["sweeper", "log_ingest_lag"],
-                condition_key="sweeper:log_ingest_lag", still_true=late,
-                message=(f"The oldest log line not yet written is {hours:.1f} h old; the ingest stream drops lines "
-                         f"at {STREAM_MAX_AGE.days * 24} h. Is the sweeper running and PostgreSQL writable?"
-                         if late else f"Log ingest caught up: the oldest unwritten line is {hours:.1f} h old"),
-                context={"age_seconds": round(age.total_seconds())})
-            self.paged = late
-        return age
-
-
-def _parse_nats_time(value: str) -> datetime:
-    """JetStream's RFC 3339 time with nanoseconds (Python reads at most microseconds)."""
-    head, _, frac = value.rstrip("Z").partition(".")
-    micros = (frac + "000000")[:6] if frac else "000000"
-    return datetime.fromisoformat(f"{head}.{micros}").replace(tzinfo=UTC)

@@ -87,6 +87,9 @@ class DiskMetrics:
         self.transcripts_kept = Counter("zimmer_disk_guard_transcripts_kept_total", "Clones removed whose "
                                         "transcript was kept because the second question's answer changed or "
                                         "went unanswered", ["job"], registry=r)
+        self.compose_teardowns = Counter("zimmer_disk_compose_teardowns_total", "Docker Compose teardowns run "
+                                         "before a clone's removal, by outcome (down, failed, timed_out)",
+                                         ["job", "outcome"], registry=r)
         self.counted = Counter("zimmer_disk_sweep_counted_total", "Every count a disk sweep run records "
                                "(examined, kept_tracked, deferred, overflow, ...)", ["job", "count"], registry=r)
 

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Row
 from zimmer_common.contracts.clones import UNARCHIVE_RESTORED, UnarchiveRestored
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
+from zimmer_common.paging import page_or_log
 from zimmer_sweeper import trash_store as store
 from zimmer_sweeper.domain.trash import State
 from zimmer_sweeper.git_artifacts import GitFailed, GitTimedOut, read_manifest, rebuild_clone
@@ -115,7 +116,8 @@ class UnarchiveRestore:
     async def _page(self, row: Row[Any], detail: str) -> None:
         pager = self.d.pager()
         if pager is None:
-            log.error("unarchive restore failed", extra=kv(session_id=row.session_id))
+            await page_or_log(None, "Unarchive restore failed", f"session {row.session_id}'s clone was not restored",
+                              ["sweeper", JOB, "failed"], session_id=row.session_id)
             return
         # The raw detail (git's stderr) goes through the snippet builder, redacted and bounded.
         await pager.report(title="Unarchive restore failed", fingerprint=["sweeper", JOB, "failed"],

@@ -103,8 +103,12 @@ class LogRetention:
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             report.failed.append(entry)
             self.on_failed(partition.klass)
-            log.error("log partition not dropped; the next tick retries it", extra=kv(**entry))
+            # A warning per partition: the run pages once for all of them, as a condition that
+            # repeats until a drop succeeds ("Log retention could not drop partitions").
+            log.warning("log partition not dropped; the next tick retries it", extra=kv(**entry))
             return
+        # How far past its retention window the partition was when it went (seed 003).
+        entry["past_window_seconds"] = round((now - partition.upper).total_seconds())
         report.dropped.append(entry)
         self.on_dropped(partition.klass, estimated_rows)
         log.info("log partition dropped", extra=kv(**entry, past_window=str(now - partition.upper)))

@@ -33,7 +33,9 @@ from zimmer_sweeper import disk_health, health, timeline
 from zimmer_sweeper.config import DiskSettings, LogIngestSettings, TrashSettings
 from zimmer_sweeper.disk_app import DiskApp, wire_disk
 from zimmer_sweeper.diskwatch import VolumeReader
-from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, IngestLag, LogIngest
+from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, LogIngest
+from zimmer_sweeper.ingest_lag import IngestLag
+from zimmer_sweeper.known_sessions import KnownSessions
 from zimmer_sweeper.metrics import SweeperMetrics
 from zimmer_sweeper.retention import BUDGET_SECONDS, LogRetention, request_purge
 from zimmer_sweeper.tables import SCHEMA
@@ -86,7 +88,8 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
     sizing = BatchSizing(size=min(max(500, config.batch_min), config.batch_max), minimum=config.batch_min,
                          maximum=config.batch_max)
     ingest = LogIngest(bus, engine, service.clock.now, outages=service.outages, sizing=sizing,
-                       ack_wait_seconds=config.ack_wait_seconds, on_batch=batch_written)
+                       ack_wait_seconds=config.ack_wait_seconds, on_batch=batch_written, page=service.page_error,
+                       sessions=KnownSessions(bus))
     retention = LogRetention(
         engine, service.clock.now, lambda: pager,
         on_dropped=lambda klass, rows: (metrics.dropped.labels(klass).inc(),

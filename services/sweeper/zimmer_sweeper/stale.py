@@ -35,6 +35,7 @@ from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import IDS_BATCH_MAX, SESSIONS_EXIST, SessionIdsAnswer, SessionIdsQuery
 from zimmer_common.contracts.disk import RootName
 from zimmer_common.logs import kv
+from zimmer_common.paging import PageFn, page_or_log
 from zimmer_sweeper.disk_runs import DiskRecords
 from zimmer_sweeper.domain.clones import (
     SWEEP_BUDGET_SECONDS,
@@ -63,8 +64,10 @@ class SweepAborted(Exception):
 
 class StaleCloneCleanup:
     def __init__(self, *, bus: Callable[[], Bus], roots: Roots, records: DiskRecords, metrics: DiskMetrics,
-                 clock: Clock, free_space: FreeSpace = statvfs_free, reap_due_archived: ArchivedReaper | None = None):
+                 clock: Clock, free_space: FreeSpace = statvfs_free, reap_due_archived: ArchivedReaper | None = None,
+                 page: PageFn | None = None):
         self._bus = bus
+        self.page = page
         self.roots = roots
         self.records = records
         self.metrics = metrics
@@ -120,7 +123,9 @@ class StaleCloneCleanup:
             run.mark("partial", "The archived sessions' clones were not all reached within the budget.")
             return
         except Exception as exc:  # noqa: BLE001 - the other passes still run
-            log.exception("archived sessions' clone pass failed", extra=kv(job=JOB))
+            await page_or_log(self.page, "Archived sessions' clone pass failed", f"{JOB}'s pass over archived "
+                              "sessions' clones failed; the other passes ran, and the next tick retries it",
+                              ["sweeper", JOB, "archived_pass"], snippet_source=exc, job=JOB)
             run.mark("failed", f"The archived sessions' clone pass failed: {exc!r}"[:300] + ".")
             return
         for key, value in counts.items():

@@ -30,6 +30,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import SESSIONS_EXIST, SessionIdsAnswer, SessionIdsQuery
 from zimmer_common.logs import kv
+from zimmer_common.paging import page_or_log
 from zimmer_sweeper import trash_store as store
 from zimmer_sweeper.disk_runs import DiskRecords
 from zimmer_sweeper.domain.clones import SWEEP_BUDGET_SECONDS
@@ -266,7 +267,8 @@ class DeferredCloneCleanup:
                    f"waits for EmptyTrash after {row.trash_after}. The last error is in the snippet.")
         pager = self.d.pager()
         if pager is None:
-            log.error("clone cleanup exhausted its attempts", extra=kv(session_id=row.session_id))
+            await page_or_log(None, "Clone cleanup failed", message, ["sweeper", JOB, "exhausted"],
+                              session_id=row.session_id)
             return
         await pager.report(title="Clone cleanup failed", fingerprint=["sweeper", JOB, "exhausted"], message=message,
                            context={"session_id": row.session_id, "host": self.d.host, "clone_path": row.clone_path,
