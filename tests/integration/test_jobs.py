@@ -149,6 +149,7 @@ async def test_graceful_shutdown_finishes_the_job_in_flight(settings_factory, ru
     assert service.runner
     observer = await nats.connect(service.settings.nats_url)
     events = await observer.subscribe(JOB_RUN)
+    await observer.flush()  # the server knows the subscription before the first event is published
     await service.runner.enqueue("inflight")
     await asyncio.wait_for(started.wait(), timeout=20)
     await service.stop()  # SIGTERM path: stop fetching, finish in-flight, close
