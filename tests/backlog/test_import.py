@@ -111,8 +111,9 @@ async def test_invalid_items_are_reported_and_skipped(engine, tmp_path: Path) ->
         {"key": "zimmer#22", "estimated_cost": "small", "precedence": 1},
         "not an object",
         {"id": "b5", "key": "zimmer#23", "estimated_cost": "small", "precedence": 1, "status": "archived"},
-        {"id": "a1", "key": "zimmer#99", "estimated_cost": "small", "precedence": 1},  # same id again
-        {"id": "b7", "key": "zimmer#24", "estimated_cost": "small", "precedence": 1, "title": "nul\u0000"},
+        {"id": "a1", "key": "manual-again", "estimated_cost": "small", "precedence": 1, "prompt": "x"},  # same id again
+        {"id": "b7", "key": "manual-nul", "estimated_cost": "small", "precedence": 1, "title": "nul\u0000",
+         "prompt": "x"},
     ]
     report = await import_backlog(engine, source=write(tmp_path / "b.json", ITEMS[:1] + bad), env=Environment.TEST)
     assert report.inserted == 1 and report.error is None
@@ -288,3 +289,24 @@ async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) 
     assert not running.done() and await imported() < total + 1
     report = await running
     assert report.inserted == total
+
+
+async def test_the_import_holds_queued_items_to_todays_key_rules(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 #1, #5, #6: a queued item may start a session, so the import holds it to the rules
+    an append meets (one spelling per issue, manual-<slug> and a prompt without an issue); history
+    rows keep the spelling of their day."""
+    entries = [
+        {"id": "k1", "key": "ACME/Zimmer#30", "issue_url": "https://github.com/acme/zimmer/issues/30",
+         "estimated_cost": "small", "precedence": 5000},
+        {"id": "k2", "key": "zimmer#30", "issue_url": "https://github.com/acme/zimmer/issues/30",
+         "estimated_cost": "small", "precedence": 5001},  # the same issue again: one open row
+        {"id": "k3", "key": "zimmer#31", "estimated_cost": "small", "precedence": 1, "prompt": "x"},
+        {"id": "k4", "key": "manual-no-prompt", "estimated_cost": "small", "precedence": 1},
+        {"id": "k5", "key": "zimmer#32", "estimated_cost": "small", "precedence": 1, "status": "started"},
+    ]
+    report = await import_backlog(engine, source=write(tmp_path / "k.json", entries), env=Environment.TEST)
+    assert [(s.id, s.reason) for s in report.skipped] == [
+        ("k2", "open_row_for_key"), ("k3", "invalid"), ("k4", "invalid")]
+    assert "key" in report.skipped[1].detail and "payload.prompt" in report.skipped[2].detail
+    imported = await rows(engine)
+    assert (imported["k1"].key, imported["k5"].key) == ("zimmer#30", "zimmer#32")

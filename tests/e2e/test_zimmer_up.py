@@ -257,7 +257,7 @@ def _gone(proc: psutil.Process) -> bool:
 
 
 IMPORTED_ITEM = {"id": "wb-e2e-1", "key": "manual-e2e-import", "issue_url": None, "title": "imported",
-                 "estimated_cost": "large", "precedence": 1500}
+                 "prompt": "Tidy up", "estimated_cost": "large", "precedence": 1500}
 
 
 def _no_postmaster(data_dir: Path) -> bool:

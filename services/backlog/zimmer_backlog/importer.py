@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zimmer_backlog import store
 from zimmer_backlog.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, GithubClient, GithubUnavailable
 from zimmer_backlog.tables import import_runs, items
-from zimmer_common.contracts.backlog import Cost, issue_rule_violation
+from zimmer_common.contracts.backlog import Cost, canonical_key, issue_rule_violation
 from zimmer_common.settings import Environment, Settings
 
 log = logging.getLogger("zimmer.backlog.import")
@@ -162,9 +162,13 @@ class ImportItem(BaseModel):
 
     @model_validator(mode="after")
     def _issue_rules(self) -> ImportItem:
-        bad = issue_rule_violation(self.key, self.issue_url, "import")
+        # A queued item may start a session, so it meets every rule; history rows (started,
+        # removed) keep the spelling of their day, the issue rules that were always enforced.
+        bad = issue_rule_violation(self.key, self.issue_url, "import", {**self.payload, **(self.model_extra or {})},
+                                   will_start=self.status == "queued")
         if bad is not None:
-            raise ValueError(f"{bad[0]}: {bad[1]}")
+            raise ValueError(f"{'.'.join(bad[0])}: {bad[1]}")
+        self.key = canonical_key(self.key)
         return self
 
     @model_validator(mode="before")
@@ -291,7 +295,7 @@ async def _insert_batch(engine: AsyncEngine, entries: list[Any], offset: int,
     async with engine.begin() as conn:
         await store.lock_ranking(conn)  # serialise with appenders: the one-open-row-per-key check holds
         ids = [str(e["id"]) for e in entries if isinstance(e, dict) and e.get("id") is not None]
-        keys = [str(e["key"]) for e in entries if isinstance(e, dict) and e.get("key") is not None]
+        keys = [canonical_key(str(e["key"])) for e in entries if isinstance(e, dict) and e.get("key") is not None]
         imported = set((await conn.execute(select(items.c.import_id).where(items.c.import_id.in_(ids)))).scalars())
         open_keys = set((await conn.execute(select(items.c.key).where(items.c.key.in_(keys), store.OPEN))).scalars())
         for n, entry in enumerate(entries, offset + 1):

@@ -152,6 +152,22 @@ class GithubOpenIssueCount(SQLModel, table=True):
     complete: bool = col(Boolean)
 
 
+class KeyMerge(SQLModel, table=True):
+    """The ledger of migration 0007 (issue 27): each row whose key it re-spelled, and each duplicate
+    open row of one issue it removed as superseded, beside the row it kept."""
+
+    __tablename__ = "key_merges"
+    __table_args__ = ARGS
+
+    id: int | None = identity()
+    item_id: int = col(BigInteger, ForeignKey(f"{SCHEMA}.work_backlog_items.id"))
+    action: str = col(Text)  # superseded, rekeyed or kept_spelling
+    old_key: str = col(Text)
+    new_key: str = col(Text)
+    kept_item_id: int | None = col(BigInteger, ForeignKey(f"{SCHEMA}.work_backlog_items.id"), null=True)
+    merged_at: datetime | None = col(TIMESTAMPTZ, default="now()")
+
+
 items = WorkBacklogItem.__table__
 produced = ProducedSession.__table__
 import_runs = ImportRun.__table__
@@ -159,3 +175,4 @@ alert_marks = AlertMark.__table__
 liveness_passes = LivenessPass.__table__
 github_issues = GithubIssue.__table__
 github_open_issue_counts = GithubOpenIssueCount.__table__
+key_merges = KeyMerge.__table__

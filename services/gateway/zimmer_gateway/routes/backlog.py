@@ -56,9 +56,10 @@ class AppendBody(c.AppendItem):
             via, by = self.added_via or "operator", self.added_by or OPERATOR
         else:
             via, by = "rest", self.added_by
-        c.refuse_issue_rule_violation(c.AppendItem.__name__, self.key, self.issue_url, via)
+        c.refuse_issue_rule_violation(c.AppendItem.__name__, self.key, self.issue_url, via, self.payload)
         # Every field is validated already, as the contract's: only what was decided here is new.
-        return self.model_copy(update={"added_via": via, "added_by": by, "idempotency_key": idempotency_key})
+        return self.model_copy(update={"added_via": via, "added_by": by, "idempotency_key": idempotency_key,
+                                       "key": c.canonical_key(self.key)})
 
 
 class RemovalBody(c.Removal):
