@@ -88,6 +88,21 @@ async def test_the_five_refusals(world: World) -> None:
     assert b'"invalid"' in reply.data
 
 
+async def test_a_row_re_appended_since_the_last_pass_is_refused_as_superseded(world: World) -> None:
+    """Issue 27 #3: `bulk#41` re-appended as item 541 and a hold on item 45 answered 200, because
+    the stored verdict still read no_pr until the next pass. The newer row is checked at the moment
+    of the hold."""
+    stranded = await stranded_no_pr(world, 41)
+    await world.sweep()
+    assert (await world.row(stranded)).liveness_state == "no_pr"
+    again = (await world.bus.request(c.APPEND, c.AppendItem(
+        key="zimmer#41", issue_url=f"https://github.com/{REPO}/issues/41", estimated_cost="small"))).item.id
+    with pytest.raises(ZimmerError) as info:
+        await world.hold(stranded)
+    assert info.value.details["refusal"] == "superseded" and f"item {again}" in str(info.value)
+    assert (await world.row(stranded)).held_at is None
+
+
 async def test_a_lapsed_hold_pages_once_at_its_original_age_then_may_be_held_again(world: World) -> None:
     """zimmer#79 re-paged three times as a stranded row; held, it is silent for 14 days, then the
     lapse is the reminder that the decision is still owed, once per hold."""

@@ -50,14 +50,17 @@ def test_a_hold_survives_only_its_own_verdict_a_failed_read_and_a_moving_pr(held
 
 def test_hold_refusals_are_checked_in_the_seeds_order() -> None:
     def refuse(status: str = "started", claimed: bool = False, verdict: str | None = "no_pr",
-               held_until: datetime | None = None) -> str | None:
-        got = hold_refusal(HoldCandidate(status, claimed, verdict, held_until), NOW)
+               held_until: datetime | None = None, newer_row: int | None = None) -> str | None:
+        got = hold_refusal(HoldCandidate(status, claimed, verdict, held_until, newer_row), NOW)
         return None if got is None else got[0].value
     assert refuse() is None and refuse(status="removed") is None
     assert refuse(status="queued") == refuse(status="starting") == refuse(claimed=True) == "not_stranded"
     assert refuse(verdict="issue_closed") == refuse(verdict="pr_open") == "not_stranded"
     assert refuse(verdict=None) == refuse(verdict="unknown") == "not_read"
     assert refuse(verdict="superseded") == "superseded"
+    # A newer row the last pass has not seen yet supersedes as surely as the stored verdict (issue 27 #3).
+    assert refuse(newer_row=541) == refuse(newer_row=541, verdict=None) == "superseded"
+    assert refuse(newer_row=541, status="queued") == "not_stranded"
     assert refuse(held_until=NOW + DAY) == "already_held"
     assert refuse(held_until=NOW) == refuse(held_until=NOW - DAY) == "lapse_not_paged"
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.orm import aliased
 
 from zimmer_backlog import store
 from zimmer_backlog.domain.liveness import HOLD_DURATION, HoldCandidate, hold_refusal
@@ -17,6 +18,11 @@ from zimmer_common.clock import Clock
 from zimmer_common.contracts.backlog import ITEM_HELD, HoldItem, ItemEvent, ItemView
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit
+
+
+_newer = aliased(items)
+NEWER_ROW = (select(func.min(_newer.c.id)).where(_newer.c.key == items.c.key, _newer.c.id > items.c.id)
+             .scalar_subquery())
 
 
 class Holds:
@@ -30,13 +36,13 @@ class Holds:
         async with self._engine().begin() as conn:
             row = (await conn.execute(
                 select(items.c.status, items.c.liveness_state, items.c.held_until,
-                       store.CLAIMED.label("claimed")).select_from(store.WITH_SESSION)
+                       store.CLAIMED.label("claimed"), NEWER_ROW.label("newer_row")).select_from(store.WITH_SESSION)
                 .where(items.c.id == req.item_id).with_for_update(of=items))).first()
             if row is None:
                 raise ZimmerError(ErrorCode.NOT_FOUND, f"work backlog item {req.item_id} does not exist",
                                   {"item_id": req.item_id})
-            refused = hold_refusal(HoldCandidate(row.status, bool(row.claimed), row.liveness_state, row.held_until),
-                                   now)
+            refused = hold_refusal(HoldCandidate(row.status, bool(row.claimed), row.liveness_state, row.held_until,
+                                                 row.newer_row), now)
             if refused is not None:
                 code, why = refused
                 raise ZimmerError(ErrorCode.REFUSED, f"item {req.item_id} cannot be held: {why}",

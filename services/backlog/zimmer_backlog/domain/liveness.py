@@ -100,6 +100,9 @@ class HoldCandidate:
     session_claimed: bool  # its session is in flight or parked
     verdict: str | None
     held_until: datetime | None  # None: no hold on the row
+    # A newer row with the same key, as the table reads at the moment of the hold: the stored
+    # verdict says superseded only once a pass has run since the re-append.
+    newer_row: int | None = None
 
 
 def hold_refusal(row: HoldCandidate, now: datetime) -> tuple[HoldRefusal, str] | None:
@@ -108,6 +111,9 @@ def hold_refusal(row: HoldCandidate, now: datetime) -> tuple[HoldRefusal, str] |
         return HoldRefusal.NOT_STRANDED, f"the row is {row.status}, not stranded: only a row that left the queue is"
     if row.session_claimed:
         return HoldRefusal.NOT_STRANDED, "its session is in flight or parked: someone is advancing it"
+    if row.newer_row is not None:
+        return HoldRefusal.SUPERSEDED, f"item {row.newer_row}, a newer row, carries the same key: someone already " \
+                                       "re-queued it"
     if row.held_until is not None and row.held_until > now:
         return HoldRefusal.ALREADY_HELD, f"it is already held until {row.held_until.isoformat()}; a hold cannot be " \
                                          "extended while it is in force"
