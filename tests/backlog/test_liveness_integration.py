@@ -33,7 +33,8 @@ async def test_each_verdict_of_the_seed_table(world: World) -> None:
     gh.issue(REPO, 4, prs=[FakePR(REPO, 104, "MERGED", now - 30 * DAY)])  # merged, no closing keyword
     gh.issue(REPO, 5, issue_mentions=3)  # referenced by issues only: no PR has ever referenced it
     gh.issue(REPO, 7, prs=[FakePR("acme/other", 9, "OPEN", now - DAY, connected=True)])  # linked in the sidebar
-    for n in (1, 2, 3, 4, 5, 7):
+    gh.issue(REPO, 9, prs=[FakePR(REPO, 109, "CLOSED", now - 20 * DAY)])  # tried and declined (issue 27 #12)
+    for n in (1, 2, 3, 4, 5, 7, 9):
         await world.left_queue(n, ago=3 * DAY)
     missing = await world.left_queue(6, ago=3 * DAY)  # GitHub does not show #6: no conclusion
     old = await world.left_queue(8, ago=9 * DAY, key="zimmer#8")
@@ -41,21 +42,23 @@ async def test_each_verdict_of_the_seed_table(world: World) -> None:
     gh.issue(REPO, 8)
 
     report = await world.sweep()
-    verdicts = {n: (await world.row(world.ids[f"zimmer#{n}"])).liveness_state for n in (1, 2, 3, 4, 5, 7)}
+    verdicts = {n: (await world.row(world.ids[f"zimmer#{n}"])).liveness_state for n in (1, 2, 3, 4, 5, 7, 9)}
     assert verdicts == {1: "issue_closed", 2: "pr_open", 3: "pr_stalled", 4: "pr_merged_issue_open", 5: "no_pr",
-                        7: "pr_open"}
+                        7: "pr_open", 9: "abandoned_pr"}
     assert (await world.row(missing)).liveness_state == "unknown"
     assert (await world.row(old)).liveness_state == "superseded"
     assert (await world.row(newer)).liveness_state == "no_pr"
-    assert report.examined == 9 and report.requests == 1  # nine rows, one GraphQL request
+    assert report.examined == 10 and report.requests == 1  # ten rows, one GraphQL request
     # It changes no status and puts nothing back.
     statuses = {(await world.row(i)).status for i in world.ids.values()}
     assert statuses == {"started"}
     counts = await world.counts()
-    assert (counts.stranded, counts.queued) == (5, 0)  # pr_stalled, pr_merged_issue_open, no_pr ×2, unknown
+    # pr_stalled, pr_merged_issue_open, no_pr ×2, abandoned_pr, unknown
+    assert (counts.stranded, counts.queued) == (6, 0)
     stranded = await world.bus.request(c.GET_ITEMS, c.ItemQuery(status="stranded"))
-    assert [i.key for i in stranded.items] == ["zimmer#3", "zimmer#4", "zimmer#5", "zimmer#6", "zimmer#8"]  # oldest first
-    assert stranded.total == 5 and stranded.items[-1].id == newer
+    assert [i.key for i in stranded.items] == [  # oldest first
+        "zimmer#3", "zimmer#4", "zimmer#5", "zimmer#9", "zimmer#6", "zimmer#8"]
+    assert stranded.total == 6 and stranded.items[-1].id == newer
 
 
 async def test_a_bare_mention_counts_as_a_reference(world: World) -> None:

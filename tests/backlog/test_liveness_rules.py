@@ -28,7 +28,8 @@ def pr(state: str, age: timedelta) -> PullRequest:
     (IssueEvidence(open=True, pull_requests=(pr("MERGED", 40 * DAY), pr("OPEN", 30 * DAY))),
      Verdict.PR_MERGED_ISSUE_OPEN),
     (IssueEvidence(open=True, pull_requests=(pr("MERGED", 40 * DAY), pr("OPEN", DAY))), Verdict.PR_OPEN),
-    (IssueEvidence(open=True, pull_requests=(pr("CLOSED", DAY),)), Verdict.NO_PR),  # declined: not work
+    (IssueEvidence(open=True, pull_requests=(pr("CLOSED", DAY),)), Verdict.ABANDONED_PR),  # declined: tried
+    (IssueEvidence(open=True, pull_requests=(pr("CLOSED", DAY), pr("OPEN", 30 * DAY))), Verdict.PR_STALLED),
     (IssueEvidence(open=True), Verdict.NO_PR),
 ])
 def test_the_verdict_table(evidence: IssueEvidence, verdict: Verdict) -> None:
@@ -36,7 +37,8 @@ def test_the_verdict_table(evidence: IssueEvidence, verdict: Verdict) -> None:
 
 
 def test_stranded_is_exactly_the_rows_the_table_marks_unresolved() -> None:
-    assert UNRESOLVED == {Verdict.PR_STALLED, Verdict.PR_MERGED_ISSUE_OPEN, Verdict.NO_PR, Verdict.UNKNOWN}
+    assert UNRESOLVED == {Verdict.PR_STALLED, Verdict.PR_MERGED_ISSUE_OPEN, Verdict.NO_PR, Verdict.ABANDONED_PR,
+                          Verdict.UNKNOWN}
     for v in Verdict:
         assert is_stranded(v, hold_in_force=False) == (v in UNRESOLVED)
         assert not is_stranded(v, hold_in_force=True)

@@ -15,7 +15,8 @@ class Verdict(StrEnum):
     PR_OPEN = "pr_open"  # an open PR referencing it moved within STALE_PR_AFTER: someone is on it
     PR_STALLED = "pr_stalled"  # the only open PRs referencing it have gone quiet
     PR_MERGED_ISSUE_OPEN = "pr_merged_issue_open"  # ambiguous: done without a closing keyword, or a remainder
-    NO_PR = "no_pr"  # no PR has ever referenced it (or only ones closed unmerged)
+    NO_PR = "no_pr"  # no PR has ever referenced it
+    ABANDONED_PR = "abandoned_pr"  # PRs referenced it, every one closed unmerged: an attempt was made
     UNKNOWN = "unknown"  # GitHub could not be read: re-checked next pass
     SUPERSEDED = "superseded"  # a newer row carries the same key
 
@@ -28,7 +29,8 @@ HOLD_DURATION = timedelta(days=14)
 # to re-check and issue_closed is terminal.
 PROVISIONAL_REMOVALS = ("issue_has_open_pr", "session_already_working")
 # The table's "Stranded? Yes" rows: the population nothing drains.
-UNRESOLVED = frozenset({Verdict.PR_STALLED, Verdict.PR_MERGED_ISSUE_OPEN, Verdict.NO_PR, Verdict.UNKNOWN})
+UNRESOLVED = frozenset({Verdict.PR_STALLED, Verdict.PR_MERGED_ISSUE_OPEN, Verdict.NO_PR, Verdict.ABANDONED_PR,
+                        Verdict.UNKNOWN})
 # Settled rows go last: the candidate population only grows, and a closed issue stays a candidate.
 SETTLED = frozenset({Verdict.ISSUE_CLOSED, Verdict.SUPERSEDED})
 
@@ -53,7 +55,9 @@ class IssueEvidence:
 
 def classify(evidence: IssueEvidence, now: datetime) -> Verdict:
     """The seed's table, top row first. A merged PR outranks a stalled one (both strand the row; the
-    merged one is the evidence a triager needs); a PR closed unmerged is no reference to work."""
+    merged one is the evidence a triager needs). PRs that were all closed unmerged are no work done,
+    but they are not "no PR has ever referenced it" either: `abandoned_pr` tells a triager that an
+    attempt was made and declined (issue 27 #12)."""
     if not evidence.open:
         return Verdict.ISSUE_CLOSED
     open_prs = [pr for pr in evidence.pull_requests if pr.state == "OPEN"]
@@ -63,6 +67,8 @@ def classify(evidence: IssueEvidence, now: datetime) -> Verdict:
         return Verdict.PR_MERGED_ISSUE_OPEN
     if open_prs:
         return Verdict.PR_STALLED
+    if evidence.pull_requests:
+        return Verdict.ABANDONED_PR
     return Verdict.NO_PR
 
 

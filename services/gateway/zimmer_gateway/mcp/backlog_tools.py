@@ -59,7 +59,8 @@ async def get_work_backlog(
         description="queued (default), started, removed, all; or by the session an item became: in_flight "
                     "(running or waiting), spot_held (waiting at the spot gate before its first turn), parked "
                     "(needs_input), claimed (in_flight or parked); or by the liveness sweep's stored verdict: "
-                    "stranded (left the queue and unresolved: pr_stalled, pr_merged_issue_open, no_pr, unknown), "
+                    "stranded (left the queue and unresolved: pr_stalled, pr_merged_issue_open, no_pr, abandoned_pr, "
+                    "unknown), "
                     "awaiting_decision (stranded but held for a person's decision)")] = "queued",
     limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     offset: Annotated[int, Field(ge=0, le=ID_MAX)] = 0,

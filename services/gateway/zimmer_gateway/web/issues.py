@@ -44,6 +44,7 @@ VERDICTS = {
     "pr_stalled": "the only open PRs referencing it have gone quiet (14 days)",
     "pr_merged_issue_open": "a merged PR references it, but the issue is still open",
     "no_pr": "no PR has ever referenced it",
+    "abandoned_pr": "PRs referenced it, and every one was closed unmerged: an attempt was made",
     "unknown": "GitHub could not be read; re-checked next pass",
     "pr_open": "an open PR referencing it moved within 14 days",
     "issue_closed": "the issue is closed",
