@@ -63,8 +63,8 @@ async def test_duplicates_merge_into_the_best_ranked_row_and_the_database_keeps_
     finally:
         await conn.close()
 
-    assert await migrate(database_url, "backlog", "zimmer_backlog.migrations") == [
-        "service/0007_one_open_row_per_issue"]
+    applied = await migrate(database_url, "backlog", "zimmer_backlog.migrations")
+    assert applied[0] == "service/0007_one_open_row_per_issue"
 
     conn = await asyncpg.connect(asyncpg_dsn(database_url))
     try:

@@ -140,6 +140,7 @@ class Puller:
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item.id} is {item.status}, not queued",
                                   {"item_id": item.id, "status": item.status})
             await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "priority", None, due)
+            await store.rerank(conn)  # every writer re-ranks after it writes
         started = await self.starter.start(item, scheduling_class="priority", parent_session_id=None, precedence=None)
         return StartNowResult(item=started.item, session_id=started.session_id)
 
@@ -181,7 +182,7 @@ class Puller:
         for removal in req.removals:
             row = await store.open_row(conn, removal.key)
             if row is None or row.status != "queued":
-                refused.append(NotRemoved(key=removal.key, why=f"not queued ({row.status if row else 'no such key'})"))
+                refused.append(NotRemoved(key=removal.key, why=await _why_not_queued(conn, removal.key, row)))
                 continue
             item = await store.fetch(conn, row.id)
             if item.pinned:
@@ -192,6 +193,17 @@ class Puller:
                 removed.append(gone)
                 await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=gone))
         return removed, refused
+
+
+async def _why_not_queued(conn: Any, key: str, open_row: Any) -> str:
+    """Which "not queued" it is: mid-start, its rows all started or removed (naming the newest),
+    or no row has ever had the key."""
+    if open_row is not None:
+        return f"not queued: item {open_row.id} is {open_row.status}"
+    newest = await store.newest_row(conn, key)
+    if newest is None:
+        return "not queued: no item has ever had this key"
+    return f"not queued: every row with this key has left the queue; the newest, item {newest.id}, is {newest.status}"
 
 
 def _by(session_id: int | None) -> str | None:

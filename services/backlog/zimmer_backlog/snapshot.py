@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Integer, Text, and_, cast, delete, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited
@@ -108,6 +108,17 @@ class GithubSnapshot:
                 repo=repo, taken_at=now, open_issues=len(issues), complete=complete).on_conflict_do_nothing())
             await conn.execute(delete(github_open_issue_counts).where(
                 github_open_issue_counts.c.taken_at < now - TREND_KEPT))
+
+
+async def snapshot_title(conn: AsyncConnection, issue_url: str) -> str | None:
+    """The issue's title as the snapshot last read it, when it holds the issue."""
+    match = c.GITHUB_ISSUE_URL.match(issue_url)
+    if match is None:
+        return None
+    title = (await conn.execute(select(github_issues.c.title).where(
+        github_issues.c.repo == f"{match['owner']}/{match['repo']}".lower(),
+        github_issues.c.number == int(match["number"])))).scalar_one_or_none()
+    return title or None
 
 
 async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_LIMIT) -> c.IssuesView:

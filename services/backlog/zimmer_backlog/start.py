@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
+from zimmer_backlog.snapshot import snapshot_title
 from zimmer_common import deadline
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.backlog import ISSUELESS_SOURCES, ITEM_STARTED, ItemEvent, ItemView, StartedItem
@@ -44,16 +45,28 @@ def prompt_for(item: ItemView) -> str:
     if item.issue_url:
         return f"{item.issue_url}\n\nPlease implement this"
     if item.added_via in ISSUELESS_SOURCES:
-        return str(item.payload.get("prompt") or "")  # an issueless item's verbatim prompt
+        prompt = item.payload.get("prompt")
+        if isinstance(prompt, str) and prompt.strip():
+            return prompt  # an issueless item's verbatim prompt
+        # Written before the contract required one (issue 27 #5): a session on "" is work on nothing.
+        raise ZimmerError(ErrorCode.REFUSED, f"item {item.id} has no issue and no prompt; it is not started",
+                          {"item_id": item.id, "field": "payload.prompt"})
     raise ZimmerError(ErrorCode.REFUSED, f"item {item.id} has no issue and did not come from an operator or the "
                       "import; it is not started", {"item_id": item.id, "added_via": item.added_via})
 
 
+def title_for(item: ItemView, issue_title: str | None) -> str:
+    """Seed 000: "titled Implement zimmer#498 (…)". The item's title, else the issue's as the
+    GitHub snapshot last read it, else the key alone (never "Implement zimmer#498 ()")."""
+    title = (item.title or issue_title or "").strip()
+    return (f"Implement {item.key} ({title})" if title else f"Implement {item.key}")[:500]
+
+
 def spawn_request(item: ItemView, *, scheduling_class: str, parent_session_id: int | None,
-                  precedence: int | None) -> SpawnSession:
+                  precedence: int | None, issue_title: str | None = None) -> SpawnSession:
     return SpawnSession(
         idempotency_key=spawn_key(item.id), parent_session_id=parent_session_id, scheduling_class=scheduling_class,
-        precedence=precedence, prompt=prompt_for(item), title=f"Implement {item.key} ({item.title})"[:500],
+        precedence=precedence, prompt=prompt_for(item), title=title_for(item, issue_title),
         goal=GOAL, metadata={"spawned_by": SPAWNED_BY, "work_backlog_item_id": item.id, "work_backlog_key": item.key})
 
 
@@ -69,8 +82,12 @@ class Starter:
                     precedence: int | None) -> StartedItem:
         """Spawn for a row already marked `starting` (or resume one left there)."""
         try:
+            issue_title = None
+            if not item.title.strip() and item.issue_url:
+                async with self._engine().connect() as conn:
+                    issue_title = await snapshot_title(conn, item.issue_url)
             request = spawn_request(item, scheduling_class=scheduling_class, parent_session_id=parent_session_id,
-                                    precedence=precedence)
+                                    precedence=precedence, issue_title=issue_title)
             with deadline.as_caller(CALLER):  # the backlog's own keys, which no other caller can claim
                 result = await self._bus().request(SPAWN, request)
         except ZimmerError as exc:

@@ -131,6 +131,11 @@ async def open_row(conn: AsyncConnection, key: str) -> Row[Any] | None:
     return (await conn.execute(select(items.c.id, items.c.status).where(items.c.key == key, OPEN))).first()
 
 
+async def newest_row(conn: AsyncConnection, key: str) -> Row[Any] | None:
+    return (await conn.execute(select(items.c.id, items.c.status).where(items.c.key == key)
+                               .order_by(items.c.id.desc()).limit(1))).first()
+
+
 APPENDED = [name for name in AppendItem.model_fields if name in items.c]  # what an append writes as given
 _WRITTEN = [*APPENDED, "precedence", "writing_session_id"]
 # The rows arrive as one array per column (one cached statement whatever the batch's size; a
@@ -298,12 +303,17 @@ async def start_precedence(conn: AsyncConnection, item_id: int) -> int:
 
 
 async def back_to_queued(conn: AsyncConnection, item_id: int, *, if_deadline: float | None = None) -> bool:
-    """Starting → queued; with `if_deadline`, only if no later request has taken the row over."""
+    """Starting → queued; with `if_deadline`, only if no later request has taken the row over.
+    A writer of the queue like any other: under the ranking lock (taken before the row, the order
+    every writer takes them in), and it re-ranks after it writes."""
+    await lock_ranking(conn)
     stmt = update(items).where(items.c.id == item_id, is_(items.c.status, "starting"))
     if if_deadline is not None:
         stmt = stmt.where(items.c.start_deadline == if_deadline)
     row = (await conn.execute(stmt.values(status="queued", started_by_session_id=None, start_deadline=None)
                               .returning(items.c.id))).first()
+    if row is not None:
+        await rerank(conn)
     return row is not None
 
 

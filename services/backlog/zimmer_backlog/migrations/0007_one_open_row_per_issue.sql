@@ -74,3 +74,7 @@ CREATE UNIQUE INDEX work_backlog_one_open_row_per_issue ON backlog.work_backlog_
     lower(substring(issue_url FROM '^https://github\.com/([^/]+/[^/]+)/issues/[0-9]+$')),
     substring(issue_url FROM '/issues/([0-9]+)$'))
     WHERE status IN ('queued', 'starting') AND issue_url IS NOT NULL;
+
+-- Rows by key in any status: a pull's "which not-queued is it", a pull by keys, "a newer row
+-- carries the same key" (the sweep and a hold) all ask it.
+CREATE INDEX work_backlog_by_key ON backlog.work_backlog_items (key, id);
