@@ -142,9 +142,15 @@ async def test_a_band_store_that_cannot_remember_pages_loudly_and_suppresses_the
     async with world.engine.begin() as conn:  # the store takes no writes
         await conn.execute(text("ALTER TABLE backlog.alert_marks ADD CONSTRAINT broken CHECK (false) NOT VALID"))
     with caplog.at_level(logging.WARNING):
-        await world.sweep()
+        report = await world.sweep()
     [page] = await world.new_pages()
     assert "band store" in page["title"] and page["level"] == "error"
+    # The pass's ledger names the page it sent (issue 27 #8: it read `paged: []`).
+    assert report.paged == ["band_store"]
+    async with world.engine.connect() as conn:
+        ledger = (await conn.execute(text("SELECT paged FROM backlog.liveness_passes ORDER BY id DESC LIMIT 1"))
+                  ).scalar_one()
+    assert ledger == "band_store"
     assert any(r.levelname == "ERROR" and r.getMessage() == page["title"] for r in caplog.records)  # loud
     async with world.engine.begin() as conn:  # nor can it be read
         await conn.execute(text("ALTER TABLE backlog.alert_marks RENAME TO alert_marks_gone"))

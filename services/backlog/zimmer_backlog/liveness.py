@@ -176,7 +176,7 @@ class LivenessSweep:
             async with self.engine.connect() as conn:
                 mark = await _read_mark(conn, BAND_MARK)
         except Exception as exc:  # noqa: BLE001 - paged in its own right
-            await self._band_store_failed(exc, "read")
+            await self._band_store_failed(exc, "read", report)
             mark, decision = None, bands.Decision(None, None)
             store_ok = False
         else:
@@ -187,11 +187,11 @@ class LivenessSweep:
                 try:
                     await self._probe_band_store(now)
                 except Exception as exc:  # noqa: BLE001 - a store that cannot remember: no band page
-                    await self._band_store_failed(exc, "write")
+                    await self._band_store_failed(exc, "write", report)
                     decision, store_ok = bands.Decision(None, mark), False
         if decision.page is None and not lapsed:
             if store_ok and decision.mark != mark:
-                await self._remember(decision.mark, now)
+                await self._remember(decision.mark, now, report)
             return
         band = decision.page or (mark.band if mark else bands.band_of(report.stranded or 0,
                                                                       report.oldest_stranded_age or timedelta(0)))
@@ -205,7 +205,7 @@ class LivenessSweep:
                 await conn.execute(update(items).where(items.c.id.in_([r.id for r in lapsed]),
                                                        items.c.held_until <= now).values(**NO_HOLD))
         if store_ok and decision.mark != mark:
-            await self._remember(decision.mark, now)
+            await self._remember(decision.mark, now, report)
 
     @staticmethod
     def _lapse_page(lapsed: list[Any], band: bands.Band | None, now: datetime) -> dict[str, Any]:
@@ -233,12 +233,12 @@ class LivenessSweep:
                      "person owes."),
             context={"stranded": count, "oldest_days": oldest.days, "weeks": band.weeks, "row_band": band.rows})
 
-    async def _remember(self, mark: bands.Mark | None, now: datetime) -> None:
+    async def _remember(self, mark: bands.Mark | None, now: datetime, report: PassReport) -> None:
         try:
             async with self.engine.begin() as conn:
                 await _write_mark(conn, BAND_MARK, mark, now)
         except Exception as exc:  # noqa: BLE001
-            await self._band_store_failed(exc, "write")
+            await self._band_store_failed(exc, "write", report)
 
     async def _probe_band_store(self, now: datetime) -> None:
         """Write a throwaway token to the probe key and read it back, before paging; the probe is a
@@ -254,14 +254,16 @@ class LivenessSweep:
         if read != token:
             raise RuntimeError("the band store did not remember the probe token")
 
-    async def _band_store_failed(self, exc: BaseException, doing: str) -> None:
-        await self._pager().report(
+    async def _band_store_failed(self, exc: BaseException, doing: str, report: PassReport) -> None:
+        page = await self._pager().report(
             title="Work backlog: the stranded alert's band store cannot be used; the stranded alert is silent",
             level="error", fingerprint=["backlog", "stranded_band_store", doing, type(exc).__name__],
             message=f"The liveness sweep could not {doing} backlog.alert_marks, so it will not page for the "
                     "stranded band (an hourly page nothing can throttle would flood the channel). Fix the store; "
                     "until then read counts.stranded and the Issues view.",
             context={"error": repr(exc)[:500]}, snippet_source=exc, source="backlog/liveness_sweep")
+        if page is not None:  # the pass's ledger row names every page it sent (issue 27 #8)
+            report.paged.append("band_store")
         report_store_failure = getattr(self.metrics, "band_store_failures", None)
         if report_store_failure is not None:
             report_store_failure.inc()
