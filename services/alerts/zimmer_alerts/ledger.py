@@ -26,8 +26,10 @@ async def record(conn: AsyncConnection, page: Page, event_id: str, now: datetime
     group. False when this event was recorded already (a redelivery)."""
     if (await conn.execute(select(events.c.id).where(events.c.event_id == event_id))).first():
         return False
+    logged_at = page.log_level or page.level
     stmt = insert(issues).values(fingerprint=fingerprint(page.fingerprint), title=page.title, level=page.level,
-                                 source=page.source, events=1, first_seen=page.occurred_at, last_seen=page.occurred_at)
+                                 source=page.source, events=1, first_seen=page.occurred_at, last_seen=page.occurred_at,
+                                 log_level=logged_at)
     issue_id, created = (await conn.execute(stmt.on_conflict_do_update(
         index_elements=[issues.c.fingerprint],
         set_={"events": issues.c.events + 1, "last_seen": func.greatest(issues.c.last_seen, stmt.excluded.last_seen)},
@@ -38,7 +40,8 @@ async def record(conn: AsyncConnection, page: Page, event_id: str, now: datetime
         still_true=page.still_true, occurred_at=page.occurred_at))
     if page.condition_key is not None:
         await _move_condition(conn, page, now)
-    elif page.level == "error":
+    elif page.level == "error" and logged_at == "error":
+        # An ERROR record is a repeating page; a page logged at WARN is only its own issue's page.
         await _join_by_event(conn, page, now, new_issue=created)
     return True
 

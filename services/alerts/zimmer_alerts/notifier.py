@@ -64,7 +64,8 @@ class Notifier:
             claimed = await ledger.claim_issues(conn, now, self.lease)
         for issue in claimed:
             notice = Notice("issue", issue.title, issue.level, issue.source, issue.message, issue.fingerprint,
-                            starts_at=issue.first_seen, snippet=issue.snippet, context=issue.context or {})
+                            starts_at=issue.first_seen, snippet=issue.snippet, context=issue.context or {},
+                            log_level=issue.log_level)
             # A live tracker hears of the issue through its events; otherwise the ledger says why not.
             sinks = ISSUE_SINKS if tracker_live else (*ISSUE_SINKS, "issue_tracker")
             rows = await self._deliver(sinks, notice, now, issue_id=issue.id)

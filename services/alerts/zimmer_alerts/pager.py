@@ -45,7 +45,7 @@ class Pager:
         fields: dict[str, Any] = dict(title=title, level=level, source=source, fingerprint=fingerprint,
                                       message=message, context=context or {}, snippet=snippet,
                                       condition_key=condition_key, still_true=still_true,
-                                      occurred_at=self.service.clock.now())
+                                      occurred_at=self.service.clock.now(), log_level=log_level)
         try:
             try:
                 page = Page(**fields)

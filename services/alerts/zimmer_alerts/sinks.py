@@ -49,6 +49,7 @@ class Notice:
     snippet: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
     event_id: str = ""  # "event": the ledger's id of the occurrence
+    log_level: str | None = None  # the level the log sink writes it at, when lower than `level`
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class Sinks:
             return Delivery(sink, "not_configured", f"no {sink} is configured")
         if sink == "log":
             # ERROR without a page: this is the log sink, the page's own record.
-            emit = log.error if notice.level == "error" else log.warning
+            emit = log.error if (notice.log_level or notice.level) == "error" else log.warning
             emit(notice.title, extra={"fields": {"kind": notice.kind, "source": notice.source,
                                                  "message": notice.message, "fingerprint": notice.fingerprint,
                                                  "snippet": notice.snippet, "context": notice.context}})

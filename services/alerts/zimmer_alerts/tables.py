@@ -30,6 +30,7 @@ class IssueRow(SQLModel, table=True):
     notified_at: datetime | None = col(TIMESTAMPTZ, null=True)
     claimed_until: datetime | None = col(TIMESTAMPTZ, null=True)  # a notifier's lease while it sends (0005)
     tracker_events: int = col(Integer, default="0")  # events the issue tracker took (0006)
+    log_level: str | None = col(Text, null=True)  # the level its log record is written at (0007)
 
 
 class EventRow(SQLModel, table=True):

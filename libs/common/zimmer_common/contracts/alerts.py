@@ -43,6 +43,10 @@ class Page(Request):
     condition_key: ShortText | None = None
     still_true: bool = True
     occurred_at: Time
+    # The level the page's log record is written at, when lower than the page's own. The stranded
+    # alert pages at error and logs at WARN (seed 000 "The page is not also an ERROR log record"):
+    # an ERROR record is itself a repeating page, so one report would page twice.
+    log_level: Level | None = None
 
 
 class AlertQuery(Request):
