@@ -79,7 +79,8 @@ async def get_work_backlog(
 @tool(group=GROUP, read_only=False, destructive=False, idempotent=False)
 async def append_work_backlog_item(
     service: Service,
-    key: Annotated[Name, Field(description='The item\'s key, e.g. "zimmer#498"')],
+    key: Annotated[Name, Field(description='The item\'s key, "{repo}#{n}" of its issue, e.g. "zimmer#498"; any case '
+                                           'and "{owner}/{repo}#{n}" are the same key (stored as lower-case repo#n)')],
     issue_url: Annotated[LongText, Field(min_length=1, pattern=r"^https?://\S+$",
                                          description="The GitHub issue this item implements (required)")],
     estimated_cost: Annotated[c.Cost, Field(description="small, medium or large: chooses the band it ranks in")],
@@ -98,8 +99,9 @@ async def append_work_backlog_item(
 ) -> c.AppendResult:
     """Append one issue the gate cleared. It lands 10 below the lowest unpinned peer of its
     estimated_cost (first in, first out within a cost band). Every item needs its issue_url; a
-    prompt is refused: the session an item becomes is prompted from its issue. A key that is
-    already queued is a conflict naming that item; a band with no room left is band_full."""
+    prompt is refused: the session an item becomes is prompted from its issue. An issue that is
+    already queued, under any spelling of its key, is a conflict naming that item; a band with no
+    room left is band_full."""
     payload = payload or {}
     prompts = [k for k in payload if isinstance(k, str) and k.strip().lower() == "prompt"]
     if prompts:
