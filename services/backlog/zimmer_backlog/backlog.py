@@ -18,6 +18,7 @@ from zimmer_common.contracts.spot import SessionDeleted, SessionEvent
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common import deadline, idempotency
 from zimmer_common.batching import LockedBatcher, Take
+from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import Outages
@@ -44,11 +45,14 @@ class Backlog:
         if relay:
             relay.kick()
 
-    async def list(self, q: ItemQuery) -> ItemList:
+    async def list(self, q: ItemQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> ItemList:
+        """A page of rows: `q.limit` at most, fewer when their bytes reach `budget`, with where the
+        next page starts."""
         async with self._engine().connect() as conn:
             now = self.clock.now()
-            items, total = await store.search(conn, q.status, q.limit, q.offset, now)
-            return ItemList(items=items, total=total, counts=await store.counts(conn, now))
+            items, total = await store.search(conn, q.status, q.limit, q.offset, now, budget)
+            return ItemList(items=items, total=total, counts=await store.counts(conn, now),
+                            next_offset=next_offset(q.offset, len(items), total))
 
     async def append(self, req: AppendItem) -> AppendResult:
         """Concurrent appends are ranked together, in one transaction under the ranking lock. With

@@ -29,6 +29,7 @@ from zimmer_backlog import store
 from zimmer_backlog.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, GithubClient, GithubUnavailable
 from zimmer_backlog.tables import import_runs, items
 from zimmer_common.contracts.backlog import Cost, canonical_key, issue_rule_violation
+from zimmer_common.contracts.fields import payload_too_large
 from zimmer_common.settings import Environment, Settings
 
 log = logging.getLogger("zimmer.backlog.import")
@@ -169,6 +170,15 @@ class ImportItem(BaseModel):
         if bad is not None:
             raise ValueError(f"{'.'.join(bad[0])}: {bad[1]}")
         self.key = canonical_key(self.key)
+        return self
+
+    @model_validator(mode="after")
+    def _payload_bounded(self) -> ImportItem:
+        # The bound an append meets (issue 27 #13), on the payload the row will store: the
+        # source's payload with its unknown fields folded in.
+        why = payload_too_large({**self.payload, **(self.model_extra or {})})
+        if why is not None:
+            raise ValueError(f"payload: {why}")
         return self
 
     @model_validator(mode="before")

@@ -23,6 +23,7 @@ from zimmer_backlog.metrics import BacklogMetrics
 from zimmer_backlog.pull import Puller
 from zimmer_backlog.start import Starter
 from zimmer_common.bus import Bus
+from zimmer_common.byte_pages import answer_budget
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import backlog as c
@@ -98,7 +99,10 @@ def build(settings: Settings, clock: Clock | None = None, github: GithubSettings
         metrics.pulled.labels("start_now").inc()
         return result
 
-    service.rpc(c.GET_ITEMS)(backlog.list)
+    async def list_items(req: c.ItemQuery) -> c.ItemList:
+        return await backlog.list(req, answer_budget(bus().payload_room()))
+
+    service.rpc(c.GET_ITEMS)(list_items)
     service.rpc(c.APPEND)(backlog.append)
     service.rpc(c.APPEND_MANY)(backlog.append_many)
     service.rpc(c.PULL)(pull)
@@ -113,7 +117,8 @@ def build(settings: Settings, clock: Clock | None = None, github: GithubSettings
         return item
 
     async def view_issues(req: c.IssuesViewQuery) -> c.IssuesView:
-        return await issues_view(engine(), service.clock.now(), req.limit)
+        return await issues_view(engine(), service.clock.now(), req.limit, answer_budget(bus().payload_room()),
+                                 stranded_offset=req.stranded_offset, awaiting_offset=req.awaiting_offset)
 
     service.rpc(c.HOLD)(hold)
     service.rpc(c.ISSUES_VIEW)(view_issues)

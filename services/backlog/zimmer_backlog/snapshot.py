@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_backlog import store
 from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited
 from zimmer_backlog.tables import github_issues, github_open_issue_counts, items
+from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset, row_bytes, take_within
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import backlog as c
 from zimmer_common.logs import kv
@@ -121,28 +122,35 @@ async def snapshot_title(conn: AsyncConnection, issue_url: str) -> str | None:
     return title or None
 
 
-async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_LIMIT) -> c.IssuesView:
+async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_LIMIT,
+                      budget: int = ANSWER_ROWS_MAX_BYTES, *, stranded_offset: int = 0,
+                      awaiting_offset: int = 0) -> c.IssuesView:
     """Stranded and Awaiting your decision as the page shows them (the stored verdict, minus rows
-    whose issue the snapshot shows closed), "In GitHub, not on the queue", and the trend."""
+    whose issue the snapshot shows closed), "In GitHub, not on the queue", and the trend. Its three
+    lists share `budget` bytes, a third each (issue 27 #13): a section cut short says where its next
+    page starts, and "not on the queue" keeps its total."""
+    section_budget = budget // 3
     async with engine.connect() as conn:
-        async def section(where: Any) -> tuple[list[c.ItemView], int, int]:
+        async def section(where: Any, offset: int) -> tuple[list[c.ItemView], int, int]:
             shown = and_(where, ~SHOWN_CLOSED)
-            rows = await conn.execute(store.SELECT_ITEMS.where(shown).order_by(store.LEFT_QUEUE_AT, items.c.id)
-                                      .limit(limit))
             counted = (await conn.execute(select(func.count().filter(shown), func.count().filter(SHOWN_CLOSED))
                                           .select_from(store.WITH_SESSION).where(where))).one()
-            return [store.view(r) for r in rows], int(counted[0]), int(counted[1])
+            rows = await store.views_within(conn, store.SELECT_ITEMS.where(shown).order_by(
+                store.LEFT_QUEUE_AT, items.c.id).limit(limit).offset(offset), section_budget)
+            return rows, int(counted[0]), int(counted[1])
 
-        stranded, stranded_total, stranded_closed = await section(store.stranded(now))
-        awaiting, awaiting_total, awaiting_closed = await section(store.awaiting_decision(now))
+        stranded, stranded_total, stranded_closed = await section(store.stranded(now), stranded_offset)
+        awaiting, awaiting_total, awaiting_closed = await section(store.awaiting_decision(now), awaiting_offset)
         held = (await conn.execute(select(func.count()).select_from(items).where(
             store.LEFT_QUEUE, store.hold_in_force(now)))).scalar_one()
         url = literal("https://github.com/") + github_issues.c.repo + "/issues/" + cast(github_issues.c.number, Text)
         on_queue = exists().where(func.lower(items.c.issue_url) == url)
         missing = select(github_issues).where(github_issues.c.state == "open", ~on_queue)
-        not_on_queue = [c.GithubIssue(repo=r.repo, number=r.number, title=r.title,
-                                      url=f"https://github.com/{r.repo}/issues/{r.number}") for r in await conn.execute(missing.order_by(github_issues.c.repo, github_issues.c.number)
-                                                    .limit(limit))]
+        not_on_queue = take_within([c.GithubIssue(repo=r.repo, number=r.number, title=r.title,
+                                                  url=f"https://github.com/{r.repo}/issues/{r.number}")
+                                    for r in await conn.execute(missing.order_by(
+                                        github_issues.c.repo, github_issues.c.number).limit(limit))],
+                                   section_budget, row_bytes)
         not_on_queue_total = (await conn.execute(select(func.count()).select_from(missing.subquery()))).scalar_one()
         points = await conn.execute(select(github_open_issue_counts).where(
             github_open_issue_counts.c.taken_at >= now - TREND_SHOWN).order_by(
@@ -154,5 +162,7 @@ async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_L
     return c.IssuesView(
         stranded=stranded, stranded_total=stranded_total, stranded_closed_in_github=stranded_closed,
         awaiting=awaiting, awaiting_total=awaiting_total, awaiting_closed_in_github=awaiting_closed, held=int(held),
+        stranded_next_offset=next_offset(stranded_offset, len(stranded), stranded_total),
+        awaiting_next_offset=next_offset(awaiting_offset, len(awaiting), awaiting_total),
         not_on_queue=not_on_queue, not_on_queue_total=int(not_on_queue_total),
         trend=[c.TrendSeries(repo=repo, points=pts) for repo, pts in trend.items()], snapshot_at=snapshot_at)

@@ -22,6 +22,7 @@ from zimmer_backlog.domain.ranking import BANDS, RankedItem, plan_rerank
 from zimmer_backlog.tables import SCHEMA, items, produced
 from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, Counts, ItemEvent, ItemView
 from zimmer_common.contracts.spot import SessionView
+from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, read_within
 from zimmer_common.columns import TIMESTAMPTZ
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import events_from
@@ -172,15 +173,21 @@ async def fetch(conn: AsyncConnection, item_id: int) -> ItemView:
 
 
 async def search(conn: AsyncConnection, status: str, limit: int, offset: int,
-                 now: datetime | None = None) -> tuple[list[ItemView], int]:
+                 now: datetime | None = None, budget: int = ANSWER_ROWS_MAX_BYTES) -> tuple[list[ItemView], int]:
     """Queued rows in rank order; stranded and awaiting_decision oldest first (by when they left the
-    queue); others in rank order after the queued ones."""
+    queue); others in rank order after the queued ones. At most `limit` rows, and only as many as
+    fit in `budget` bytes (issue 27 #13: a list never fails for its size)."""
     where = status_filter(status, _now(now))
     order = (LEFT_QUEUE_AT, items.c.id) if status in ("stranded", "awaiting_decision") else (
         QUEUED.desc(), *ORDER_OF_QUEUE)
-    rows = await conn.execute(SELECT_ITEMS.where(where).order_by(*order).limit(limit).offset(offset))
     total = (await conn.execute(select(func.count()).select_from(WITH_SESSION).where(where))).scalar_one()
-    return [view(r) for r in rows], int(total)
+    rows = await views_within(conn, SELECT_ITEMS.where(where).order_by(*order).limit(limit).offset(offset), budget)
+    return rows, int(total)
+
+
+async def views_within(conn: AsyncConnection, stmt: Any, budget: int) -> list[ItemView]:
+    """The leading rows of `stmt` as views, as many as fit in `budget` bytes, read a few at a time."""
+    return await read_within(conn, stmt, budget, view)
 
 
 _NOW = bindparam("now", type_=TIMESTAMPTZ)

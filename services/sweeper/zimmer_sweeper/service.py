@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_alerts.pager import attach_pager
 from zimmer_common.budget import SweepBudget
 from zimmer_common.bus import Bus
+from zimmer_common.byte_pages import answer_budget
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import logs as c
@@ -105,7 +106,7 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
     service.app = SweeperApp(ingest, retention, lag, metrics, disk, trash, transcripts)
 
     async def session_logs(req: c.LogQuery) -> c.LogPage:
-        return await timeline.page(engine(), req)
+        return await timeline.page(engine(), req, answer_budget(bus().payload_room()))
 
     async def retention_health(req: c.RetentionHealthQuery) -> c.LogRetentionHealth:
         return await health.read(engine(), service.clock.now(), lag.oldest_unwritten_age)

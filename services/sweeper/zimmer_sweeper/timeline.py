@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, row_bytes, take_within
 from zimmer_common.contracts.logs import LEVELS, LogLevel, LogLineView, LogPage, LogQuery
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_sweeper.domain.retention import level_class
@@ -41,7 +42,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
                           {"field": "cursor"}) from None
 
 
-async def page(engine: AsyncEngine, query: LogQuery) -> LogPage:
+async def page(engine: AsyncEngine, query: LogQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> LogPage:
+    """A page of `query.limit` lines at most, fewer when their bytes reach `budget` (issue 27 #13: a
+    thousand 16 KB lines would be more than one bus message), with the cursor of the last one sent."""
     levels = sorted(set(query.levels or DEFAULT_LEVELS), key=LEVELS.index)
     classes = sorted({level_class(level) for level in levels})
     order = (logs.c.created_at, logs.c.id)
@@ -56,7 +59,8 @@ async def page(engine: AsyncEngine, query: LogQuery) -> LogPage:
         rows = (await conn.execute(stmt)).all()
     more = len(rows) > query.limit
     rows = rows[:query.limit]
-    lines = [LogLineView(id=r.id, session_id=r.session_id, level=r.level, message=r.message, at=r.logged_at,
-                         created_at=r.created_at) for r in rows]
-    cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
+    lines = take_within([LogLineView(id=r.id, session_id=r.session_id, level=r.level, message=r.message,
+                                     at=r.logged_at, created_at=r.created_at) for r in rows], budget, row_bytes)
+    more = more or len(lines) < len(rows)
+    cursor = encode_cursor(lines[-1].created_at, lines[-1].id) if more and lines else None
     return LogPage(session_id=query.session_id, levels=levels, lines=lines, next_cursor=cursor)

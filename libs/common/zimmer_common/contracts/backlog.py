@@ -12,7 +12,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcErrorBody, RpcSpec
 from zimmer_common.contracts.fields import (
-    NAME_MAX, IdempotencyKey, Int32, JsonObject, LongText, Name, RowId, ShortText, Time, Title)
+    NAME_MAX, IdempotencyKey, Int32, ItemPayload, LongText, Name, RowId, ShortText, Time, Title)
 from zimmer_common.contracts.subjects import event_subject
 
 CTX = "backlog"
@@ -85,10 +85,18 @@ class ItemQuery(Request):
     offset: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
+# What a page "ends early" means, on every list that carries it (issue 27 #13).
+NEXT_OFFSET = Field(default=None, description=(
+    "Where the next page starts: ask again with this as `offset`. Null when this page reaches the end. A page "
+    "ends before `limit` rows when its rows reach the byte bound of one answer, so a list never fails for its "
+    "size: follow `next_offset`, never `offset + limit`"))
+
+
 class ItemList(Payload):
     items: list[ItemView]
     total: int
     counts: Counts
+    next_offset: int | None = NEXT_OFFSET
 
 
 GITHUB_ISSUE_URL = re.compile(
@@ -174,7 +182,7 @@ class AppendItem(Request):
     added_by: ShortText | None = None
     added_via: AddedVia = "rest"
     acting_session_id: RowId | None = None  # provenance, never authorization
-    payload: JsonObject = Field(default_factory=dict)
+    payload: ItemPayload = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
 
     @model_validator(mode="after")
@@ -330,6 +338,8 @@ class StartNowResult(Payload):
 
 class IssuesViewQuery(Request):
     limit: int = Field(default=200, ge=1, le=1000)  # rows per section
+    stranded_offset: int = Field(default=0, ge=0, le=2**63 - 1)
+    awaiting_offset: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
 class GithubIssue(Payload):
@@ -361,6 +371,8 @@ class IssuesView(Payload):
     awaiting: list[ItemView]
     awaiting_total: int
     awaiting_closed_in_github: int
+    stranded_next_offset: int | None = NEXT_OFFSET
+    awaiting_next_offset: int | None = NEXT_OFFSET
     held: int  # holds in force, including those a moving PR suspends
     not_on_queue: list[GithubIssue]
     not_on_queue_total: int

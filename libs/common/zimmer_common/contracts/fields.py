@@ -8,15 +8,21 @@ carries 1 MB) with room for the rest of the request.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
 PROMPT_MAX: Final = 100_000  # characters; at 4 bytes each still inside one bus message
 LONG_TEXT_MAX: Final = 2_000  # reasons, goals, URLs
 TITLE_MAX: Final = 500
 NAME_MAX: Final = 200  # keys, names, accounts, models, idempotency keys
+# An item's free-form payload, as compact JSON (issue 27 #13): 64 KB keeps any row of a list far
+# below one bus message, so a page of rows always holds at least one (see `zimmer_common.byte_pages`).
+PAYLOAD_MAX_BYTES: Final = 65_536
 ID_MAX: Final = 2**63 - 1  # bigint identity columns
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
@@ -62,3 +68,37 @@ IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=NAME_
 RowId = Annotated[int, Field(ge=1, le=ID_MAX)]
 Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
 JsonObject = dict[str, Any]  # free-form; bounded by the body limit, storable strings only
+
+
+@dataclass(frozen=True)
+class MaxBytes:
+    """A bound on a value's compact JSON encoding, in bytes. Pydantic ignores it; the validator
+    beside it enforces it and the generated limits table (`contracts.limits`) reads it."""
+
+    max_bytes: int
+
+
+def json_bytes(value: Any) -> int:
+    """The size of `value` as compact JSON in UTF-8, as the bus and the database carry it."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def payload_too_large(value: dict[str, Any]) -> str | None:
+    """Why a payload is refused for its size, naming the limit; None when it fits."""
+    size = json_bytes(value)
+    if size <= PAYLOAD_MAX_BYTES:
+        return None
+    return (f"the payload is {size:,} bytes as compact JSON; an item's payload is at most "
+            f"{PAYLOAD_MAX_BYTES:,} bytes (64 KB)")
+
+
+def _bounded_payload(value: dict[str, Any]) -> dict[str, Any]:
+    why = payload_too_large(value)
+    if why is not None:
+        raise PydanticCustomError("too_large", "{why}", {"why": why})
+    return value
+
+
+# An item's payload: free-form, storable strings only, at most PAYLOAD_MAX_BYTES as compact JSON.
+ItemPayload = Annotated[JsonObject, MaxBytes(PAYLOAD_MAX_BYTES), AfterValidator(_bounded_payload)]

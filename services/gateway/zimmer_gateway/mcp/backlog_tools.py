@@ -71,7 +71,9 @@ async def get_work_backlog(
     person, not in flight), claimed, stranded and awaiting_decision. Stranded rows list oldest first,
     each with its liveness_state: triage one by appending its key again (work left), by asking a
     human to close the issue or retire the row (nothing left), or with
-    hold_work_backlog_item_for_decision (what remains is a person's call)."""
+    hold_work_backlog_item_for_decision (what remains is a person's call). A page ends before
+    `limit` rows when its rows reach the byte bound of one answer: ask again with `next_offset` as
+    `offset` (null: that was the last page)."""
     listing = await _bus(service).request(c.GET_ITEMS, c.ItemQuery(status=status, limit=limit, offset=offset))
     return WorkBacklogReport(**listing.model_dump(), summary=describe_counts(listing.counts))
 

@@ -108,7 +108,9 @@ async def list_items(
 ) -> c.ItemList:
     """Highest precedence first (the order a pull takes them); stranded and awaiting_decision oldest
     first. `counts`: queued; in_flight, spot_held, parked, claimed (of the sessions this backlog
-    produced); stranded, awaiting_decision and held (by the liveness sweep's stored verdict)."""
+    produced); stranded, awaiting_decision and held (by the liveness sweep's stored verdict). A page
+    ends before `limit` rows when its rows reach the byte bound of one answer (a list never fails
+    for its size): `next_offset` is where the next page starts, null on the last page."""
     return await bus.request(c.GET_ITEMS, c.ItemQuery(status=status_, limit=limit, offset=offset))
 
 

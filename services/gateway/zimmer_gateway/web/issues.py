@@ -21,6 +21,7 @@ from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from zimmer_common.contracts import backlog as c
+from zimmer_common.contracts.limits import max_length
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
@@ -30,6 +31,12 @@ QUEUE_PAGE = 200  # queued rows per page: each carries four small forms
 SECTION_LIMIT = 200
 OPERATOR = "operator"
 ItemId = Annotated[int, Path(ge=1, le=ID_MAX)]
+# Where each section's page starts: a section ends early when its rows reach an answer's byte
+# bound, and its "Next page" link carries the offset the answer gave (issue 27 #13).
+SectionOffset = Annotated[int, Query(ge=0, le=10**9)]
+# The forms' inputs take what the contract takes: the same numbers as docs/backlog.md's generated
+# table (issue 27 #7), read from the models the forms build.
+FORM_MAXLENGTH = {"remove_reason": max_length(c.RemoveItem, "reason"), "hold_reason": max_length(c.HoldItem, "reason")}
 RPCS: dict[str, Any] = {"promoted": c.START_NOW, "pinned": c.PIN, "unpinned": c.UNPIN, "removed": c.REMOVE,
                         "held": c.HOLD}
 DONE = {  # what a form did, said back on the page (a fixed vocabulary: the query names which)
@@ -91,16 +98,20 @@ def create_issues(service: Service) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get("/issues")
-    async def issues(request: Request, offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+    async def issues(request: Request, offset: SectionOffset = 0, in_flight_offset: SectionOffset = 0,
+                     parked_offset: SectionOffset = 0, stranded_offset: SectionOffset = 0,
+                     awaiting_offset: SectionOffset = 0,
                      done: str | None = None, key: Annotated[str | None, Query(max_length=500)] = None) -> Response:
         session = signed_in(request)
         bus = bus_of(service)
         try:
             queued, flying, parked, github = await asyncio.gather(
                 bus.request(c.GET_ITEMS, c.ItemQuery(status="queued", limit=QUEUE_PAGE, offset=offset)),
-                bus.request(c.GET_ITEMS, c.ItemQuery(status="in_flight", limit=SECTION_LIMIT)),
-                bus.request(c.GET_ITEMS, c.ItemQuery(status="parked", limit=SECTION_LIMIT)),
-                bus.request(c.ISSUES_VIEW, c.IssuesViewQuery(limit=SECTION_LIMIT)))
+                bus.request(c.GET_ITEMS, c.ItemQuery(status="in_flight", limit=SECTION_LIMIT,
+                                                     offset=in_flight_offset)),
+                bus.request(c.GET_ITEMS, c.ItemQuery(status="parked", limit=SECTION_LIMIT, offset=parked_offset)),
+                bus.request(c.ISSUES_VIEW, c.IssuesViewQuery(limit=SECTION_LIMIT, stranded_offset=stranded_offset,
+                                                             awaiting_offset=awaiting_offset)))
         except ZimmerError as exc:
             return refusal(request, exc)
         notice = DONE[done].format(key=key or "the item") if done in DONE else None
@@ -108,7 +119,9 @@ def create_issues(service: Service) -> APIRouter:
         return render(request, "issues.html", title="Issues", csrf=session.csrf, counts=queued.counts,
                       in_flight_header=in_flight_header(queued.counts), queued=queued, in_flight=flying,
                       parked=parked, offset=offset, page=QUEUE_PAGE, notice=notice, github=github,
-                      verdicts=VERDICTS, chart=trend_chart(github.trend),
+                      verdicts=VERDICTS, chart=trend_chart(github.trend), maxlength=FORM_MAXLENGTH,
+                      offsets={"in_flight": in_flight_offset, "parked": parked_offset,
+                               "stranded": stranded_offset, "awaiting": awaiting_offset},
                       age={i.id: days_since(i, now) for i in [*github.stranded, *github.awaiting]})
 
     async def act(request: Request, done: str, build: Callable[[FormData], Any]) -> Response:

@@ -1,0 +1,84 @@
+"""The Issues page in headless Chromium when its rows are large (issue 27 #13) and its forms'
+limits (issue 27 #7). Rows whose payloads together pass one bus message used to make `/issues` a
+413; now each section shows the rows that fit and a "Next page" link, and following the links
+shows every row exactly once. The Remove and Hold inputs take exactly what the contract takes."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from test_issues_page import sign_in
+
+from zimmer_common.contracts import backlog as c
+from zimmer_common.contracts.fields import LONG_TEXT_MAX
+from zimmer_common.contracts.limits import max_length
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
+from liveness_world import GithubForTheStack, REPO, world_in_stack  # noqa: E402
+
+FLEET = {"Authorization": "Bearer test-fleet-key"}
+BIG = 60_000  # characters of payload per row
+QUEUED = 12  # 720 KB of payloads: past one answer's byte budget
+STRANDED = 6
+
+
+@pytest.fixture
+def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    with GithubForTheStack(monkeypatch) as gh:
+        yield gh
+
+
+async def keys_following(page: Any, base: str, section: str) -> tuple[list[str], int]:
+    """Every key of `section`, page after page through its "Next page" link; and how many pages."""
+    keys: list[str] = []
+    pages = 0
+    while True:
+        pages += 1
+        keys += await page.locator(f"#{section} tbody tr").evaluate_all("rows => rows.map(r => r.dataset.key)")
+        more = page.locator(f'[data-next-page="{section}"]')
+        if await more.count() == 0:
+            return keys, pages
+        async with page.expect_navigation():
+            await more.click()
+        assert pages < 20, "the Next page links never ended"
+
+
+async def test_large_rows_page_by_bytes_and_the_forms_take_the_contracts_limits(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]
+    services, base = stack
+    async with httpx.AsyncClient(base_url=base, headers=FLEET, timeout=30) as http:
+        for n in range(1, QUEUED + 1):
+            r = await http.post("/api/v1/work_backlog_items", json={
+                "key": f"zimmer#{n}", "issue_url": f"https://github.com/{REPO}/issues/{n}", "estimated_cost": "small",
+                "payload": {"note": "x" * BIG}})
+            assert r.status_code == 201, r.text
+    world = world_in_stack(services, stack_setup)
+    for n in range(100, 100 + STRANDED):
+        world.gh.issue(REPO, n, title=f"Issue {n}")
+        item_id = await world.left_queue(n, ago=timedelta(days=30 - n % 100))
+        async with world.engine.begin() as conn:
+            await conn.execute(text("UPDATE backlog.work_backlog_items SET payload = jsonb_build_object('note', "
+                                    "repeat('y', :n)) WHERE id = :id"), {"n": BIG, "id": item_id})
+    await world.sweep()
+
+    page = await browser.new_page()
+    await sign_in(page, base, "/issues")
+    assert (await page.title()) and await page.locator("#queued tbody tr").count() < QUEUED  # cut, not refused
+    queued, queued_pages = await keys_following(page, base, "queued")
+    assert queued == [f"zimmer#{n}" for n in range(1, QUEUED + 1)] and queued_pages > 1
+
+    await page.goto(f"{base}/issues")
+    stranded, stranded_pages = await keys_following(page, base, "stranded")
+    assert stranded == [f"zimmer#{n}" for n in range(100, 100 + STRANDED)] and stranded_pages > 1
+    assert await page.locator("[data-page=stranded]").count() == 1  # "Showing …–… of 6"
+
+    await page.goto(f"{base}/issues")
+    assert max_length(c.RemoveItem, "reason") == max_length(c.HoldItem, "reason") == LONG_TEXT_MAX
+    for form in ("remove", "hold"):
+        limits = set(await page.locator(f'input[id^="{form}-"]').evaluate_all("els => els.map(e => e.maxLength)"))
+        assert limits == {LONG_TEXT_MAX}, (form, limits)  # was 100,000 while the contract took 2,000
