@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Integer, Text, and_, cast, delete, exists, func, literal, select, update
+from sqlalchemy import Text, and_, cast, delete, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited
+from zimmer_backlog.on_github import ISSUE_NUMBER, ISSUE_REPO
 from zimmer_backlog.tables import github_issues, github_open_issue_counts, items
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset, row_bytes, take_within
 from zimmer_common.clock import Clock
@@ -36,9 +37,6 @@ TREND_KEPT = timedelta(days=90)
 TREND_SHOWN = timedelta(days=30)
 SECTION_LIMIT = 200
 
-# The repository and number an item's issue URL names, in SQL (the URL shape is a CHECK).
-ISSUE_REPO = func.lower(func.substring(items.c.issue_url, r"^https://github\.com/([^/]+/[^/]+)/issues/"))
-ISSUE_NUMBER = cast(func.substring(items.c.issue_url, r"/issues/([0-9]+)$"), Integer)
 SHOWN_CLOSED = exists().where(github_issues.c.repo == ISSUE_REPO, github_issues.c.number == ISSUE_NUMBER,
                               github_issues.c.state == "closed")
 

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_backlog.domain import liveness
 from zimmer_backlog.domain.ranking import BANDS, RankedItem, plan_rerank
+from zimmer_backlog import on_github
 from zimmer_backlog.tables import SCHEMA, items, produced
 from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, Counts, ItemEvent, ItemView
 from zimmer_common.contracts.spot import SessionView
@@ -31,10 +32,12 @@ __all__ = ["SCHEMA"]
 RANKING_LOCK = "zimmer.backlog.ranking"
 log = logging.getLogger("zimmer.backlog.store")
 
-# An item as the contract shows it: its own columns, and the status of the session it became.
+# An item as the contract shows it: its own columns, the status of the session it became, and its
+# issue as the GitHub snapshot last read it (issue 27 #2, in the same statement).
 ITEM_COLUMNS = [items.c[name] for name in ItemView.model_fields if name in items.c]
 WITH_SESSION = items.outerjoin(produced, produced.c.session_id == items.c.started_session_id)
-SELECT_ITEMS = select(*ITEM_COLUMNS, produced.c.status.label("session_status")).select_from(WITH_SESSION)
+SELECT_ITEMS = select(*ITEM_COLUMNS, produced.c.status.label("session_status"), *on_github.SNAPSHOT_COLUMNS
+                      ).select_from(on_github.joined(WITH_SESSION))
 # A row just written by this backlog has no session yet: its view needs no join.
 RETURNING_ITEM = (*ITEM_COLUMNS, null().label("session_status"))
 
@@ -98,7 +101,7 @@ def status_filter(status: str, now: Any) -> ColumnElement[bool]:
 
 
 def view(row: Row[Any]) -> ItemView:
-    return ItemView(**row._mapping)
+    return ItemView(**row._mapping, github=on_github.state_of(row._mapping))
 
 
 def _ranked(rows: Any) -> list[RankedItem]:

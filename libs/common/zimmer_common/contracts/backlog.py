@@ -13,6 +13,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from zimmer_common.contracts.envelope import Payload, Request, RpcErrorBody, RpcSpec
 from zimmer_common.contracts.fields import (
     NAME_MAX, IdempotencyKey, Int32, ItemPayload, LongText, Name, RowId, ShortText, Time, Title)
+from zimmer_common.contracts.issue_state import IssueState
 from zimmer_common.contracts.subjects import event_subject
 
 CTX = "backlog"
@@ -66,6 +67,8 @@ class ItemView(Payload):
     held_liveness_state: str | None
     payload: dict[str, Any]
     session_status: str | None = None  # of the session it became, as spot-gate last said
+    # Its issue as GitHub last showed it (issue 27 #2); None where the answer did not read it (a write's own row).
+    github: IssueState | None = None
 
 
 class Counts(Payload):

@@ -7,6 +7,10 @@ Its GitHub side (`backlog.issues_view`): Stranded (verdict, age, the Hold form),
 decision (naming how many rows are held), "In GitHub, not on the queue" and the open-issue trend.
 A row whose issue the GitHub snapshot shows closed is left out of its section and count (#173);
 the page writes nothing back.
+
+Queued, In flight and Parked carry an On GitHub column (issue 27 #2): each row's issue as GitHub
+last showed it, with the age of the reading, and a queued row a pull should remove flagged with
+the pull's reason (the backlog decides; `on_github` only words it).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from zimmer_common.contracts.limits import max_length
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
-from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, refusal, render, signed_in, whole_number
+from zimmer_gateway.web.pages import (
+    Refused, age, back_to, bus_of, perform, refusal, render, signed_in, utc, whole_number)
 
 QUEUE_PAGE = 200  # queued rows per page: each carries four small forms
 SECTION_LIMIT = 200
@@ -81,6 +86,28 @@ def trend_chart(trend: list[c.TrendSeries]) -> dict[str, Any] | None:
                       for s in trend]}
 
 
+# A row's issue as GitHub last showed it (issue 27 #2), in words; `leaves_as` is the pull's own reason.
+GITHUB_WORDS = {"open": "open", "closed": "closed", "open_pr": "has an open PR", "merged_pr": "has a merged PR",
+                "unknown": "unknown"}
+READ_BY = {"snapshot": "the GitHub snapshot (every 10 minutes)", "liveness": "the liveness sweep (hourly)"}
+
+
+def on_github(item: c.ItemView, now: datetime) -> dict[str, str | None]:
+    """The On GitHub cell: the state and the age of the reading ("closed · 4m ago"), who read it,
+    and on a queued row a pull should remove, the flag naming the reason. A flag, not a removal:
+    only the groomer's pull takes a queued row off, with one of its fixed reasons."""
+    github = item.github
+    if github is None:
+        return {"state": "unknown", "words": "not read", "read": None, "flag": None, "leaves_as": None}
+    words = GITHUB_WORDS[github.state]
+    read = None
+    if github.read_at is not None:
+        words += f" · {age(max((now - github.read_at).total_seconds(), 0))} ago"
+        read = f"read by {READ_BY[github.read_by or 'snapshot']} at {utc(github.read_at)}"
+    flag = f"a pull should remove it: {github.leaves_as}" if github.leaves_as else None
+    return {"state": github.state, "words": words, "read": read, "flag": flag, "leaves_as": github.leaves_as}
+
+
 def days_since(item: c.ItemView, now: datetime) -> int:
     left = item.started_at or item.removed_at
     return 0 if left is None else max((now - left).days, 0)
@@ -122,7 +149,8 @@ def create_issues(service: Service) -> APIRouter:
                       verdicts=VERDICTS, chart=trend_chart(github.trend), maxlength=FORM_MAXLENGTH,
                       offsets={"in_flight": in_flight_offset, "parked": parked_offset,
                                "stranded": stranded_offset, "awaiting": awaiting_offset},
-                      age={i.id: days_since(i, now) for i in [*github.stranded, *github.awaiting]})
+                      age={i.id: days_since(i, now) for i in [*github.stranded, *github.awaiting]},
+                      on_github={i.id: on_github(i, now) for i in [*queued.items, *flying.items, *parked.items]})
 
     async def act(request: Request, done: str, build: Callable[[FormData], Any]) -> Response:
         try:
