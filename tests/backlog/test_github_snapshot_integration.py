@@ -76,8 +76,30 @@ async def test_open_issues_with_no_row_and_the_trend(world: World) -> None:
     assert [(i.repo, i.number) for i in shown.not_on_queue] == [(OTHER, 5), (REPO, 368), (REPO, 369)]
     assert shown.not_on_queue_total == 3 and shown.not_on_queue[1].url == f"https://github.com/{REPO}/issues/368"
     trend = {s.repo: [p.open_issues for p in s.points] for s in shown.trend}
-    assert trend == {OTHER: [1, 1], REPO: [3, 4]}
+    assert trend == {OTHER: [1], REPO: [4]}  # two snapshots in one 6-hour bucket: its last point
     assert shown.snapshot_at == world.now
+
+
+async def test_the_trend_is_a_point_per_six_hours_whatever_the_snapshot_left(world: World) -> None:
+    """Issue 27 #13: 30 days of 10-minute snapshots are 4,320 points per repository, and a few
+    repositories' worth passed what one bus message carries. The view shows each 6-hour bucket's
+    last point: at most 121 per repository over the 30 days, the newest always among them."""
+    start = world.now - timedelta(days=31)
+    async with world.engine.begin() as conn:
+        await conn.execute(text(
+            "INSERT INTO backlog.github_open_issue_counts (repo, taken_at, open_issues, complete) "
+            "SELECT repo, CAST(:start AS timestamptz) + n * interval '10 minutes', n % 97, true "
+            "FROM generate_series(0, 31 * 144) AS n, unnest(CAST(:repos AS text[])) AS repo"),
+            {"start": start, "repos": [REPO, OTHER]})
+    shown = await view(world)
+    newest = start + timedelta(minutes=10 * 31 * 144)
+    for series in shown.trend:
+        assert 119 <= len(series.points) <= 121, len(series.points)
+        assert series.points[-1].at == newest and series.points[-1].open_issues == (31 * 144) % 97
+        assert all(b.at - a.at <= timedelta(hours=6) + timedelta(minutes=10)
+                   for a, b in zip(series.points, series.points[1:]))
+        assert all(p.at >= world.now - timedelta(days=30) for p in series.points)
+    assert len(shown.model_dump_json()) < 100_000
 
 
 async def test_a_listing_cut_short_closes_nothing(world: World, monkeypatch: pytest.MonkeyPatch) -> None:

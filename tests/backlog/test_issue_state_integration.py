@@ -61,6 +61,8 @@ async def test_a_queued_row_whose_issue_closed_reads_closed_with_when_and_what_a
     for key in ("elsewhere#7", "manual-tidy"):
         assert rows[key].github == c.IssueState(state="unknown", read_at=None, read_by=None)
     assert rows["zimmer#2"].status == "queued"  # nothing removes it but a pull: the row is only flagged
+    view = await world.bus.request(c.ISSUES_VIEW, c.IssuesViewQuery())
+    assert view.queued_closed_in_github == 1  # counted for the page's Queued panel and the metric
 
     # The same field on a pull's answer, and the pull the flag asks for does what it says.
     pulled = await world.bus.request(c.PULL, c.PullItems(count=0, removals=[

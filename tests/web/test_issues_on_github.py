@@ -50,6 +50,9 @@ async def test_a_closed_issues_queued_row_reads_closed_and_an_open_one_open(stac
         assert (await still_open.inner_text()).startswith("open · ")
         assert await still_open.locator("[data-leaves-as]").count() == 0
     assert await page.locator("#queued th", has_text="On GitHub").count() == 1
+    banner = page.locator("#queued [data-queued-closed]")  # the count above the table, and its metric
+    assert await banner.get_attribute("data-queued-closed") == "1"
+    assert "1 queued row points at an issue GitHub shows closed" in await banner.inner_text()
     assert await accessibility_problems(page) == []
     await screenshot(page, "issues-on-github")
 

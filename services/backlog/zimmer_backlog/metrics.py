@@ -39,7 +39,7 @@ class BacklogMetrics:
                                        ["api", "outcome"], registry=r)
         self.issues_view = Gauge("zimmer_backlog_issues_view", "The Issues view's GitHub-side figures: stranded and "
                                  "awaiting rows shown, those left out because the snapshot shows their issue closed, "
-                                 "open issues with no row", ["figure"], registry=r)
+                                 "open issues with no row, queued rows whose issue is closed", ["figure"], registry=r)
         self.github_open_issues = Gauge("zimmer_backlog_github_open_issues",
                                         "Open issues per gated repository at the last snapshot", ["repo"], registry=r)
 
@@ -51,7 +51,7 @@ class BacklogMetrics:
 
     def observe_view(self, view: Any) -> None:
         for figure in ("stranded_total", "stranded_closed_in_github", "awaiting_total", "awaiting_closed_in_github",
-                       "held", "not_on_queue_total"):
+                       "held", "not_on_queue_total", "queued_closed_in_github"):
             self.issues_view.labels(figure).set(getattr(view, figure))
 
     def observe_pass(self, report: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zimmer_backlog import store
+from zimmer_backlog import start_rows, store
 from zimmer_backlog.start import Starter, spawn_key
 from zimmer_common import deadline, idempotency
 from zimmer_common.bus import Bus
@@ -63,12 +63,12 @@ class Puller:
                     resumed = self._resumable(claimed.progress, key)
             if resumed is None:
                 removed, not_removed = await self._remove(conn, req)
-                rows = (await store.top_queued(conn, req.count) if req.count
-                        else [] if req.count == 0 else await store.by_keys(conn, list(dict.fromkeys(req.keys or []))))
+                rows = (await start_rows.top_queued(conn, req.count) if req.count
+                        else [] if req.count == 0 else await start_rows.by_keys(conn, list(dict.fromkeys(req.keys or []))))
             else:  # the first attempt chose these; finish it (a pull by keys is safe to retry)
                 removed = [await store.fetch(conn, item_id) for item_id in resumed["removed"]]
                 not_removed = [NotRemoved.model_validate(n) for n in resumed.get("not_removed", [])]
-                rows = await store.by_keys(conn, resumed["keys"])
+                rows = await start_rows.by_keys(conn, resumed["keys"])
             picked = [store.view(r) for r in rows]
             n = len(picked)
             # The n-th item gets the puller's precedence + (count − n + 1): the top item runs
@@ -76,7 +76,7 @@ class Puller:
             ranks = {item.id: puller_precedence + (n - i) for i, item in enumerate(picked)}
             for item in picked:
                 if item.status in ("queued", "starting"):
-                    await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "spot",
+                    await start_rows.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "spot",
                                               ranks[item.id], due)
             if key is not None:
                 await idempotency.note_progress(conn, SCHEMA, key, {
@@ -139,7 +139,7 @@ class Puller:
             if item.status != "queued":
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item.id} is {item.status}, not queued",
                                   {"item_id": item.id, "status": item.status})
-            await store.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "priority", None, due)
+            await start_rows.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "priority", None, due)
             await store.rerank(conn)  # every writer re-ranks after it writes
         started = await self.starter.start(item, scheduling_class="priority", parent_session_id=None, precedence=None)
         return StartNowResult(item=started.item, session_id=started.session_id)
@@ -170,7 +170,7 @@ class Puller:
             return (await self._bus().request(GET_SESSION, SessionRef(session_id=item.started_session_id))).precedence
         except ZimmerError:  # spot-gate did not say: the precedence the session was started with
             async with self._engine().connect() as conn:
-                return await store.start_precedence(conn, item.id)
+                return await start_rows.start_precedence(conn, item.id)
 
     async def _remove(self, conn: Any, req: PullItems) -> tuple[list[ItemView], list[NotRemoved]]:
         """A pull's mechanical removals, from the fixed vocabulary. A pinned item is a human's

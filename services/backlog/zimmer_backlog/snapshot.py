@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Text, and_, cast, delete, exists, func, literal, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
@@ -35,6 +35,11 @@ MAX_REPOS = 20
 BUDGET = timedelta(minutes=3)  # the job's own bound: repositories not reached wait for the next tick
 TREND_KEPT = timedelta(days=90)
 TREND_SHOWN = timedelta(days=30)
+# One point per repository per bucket, the bucket's last: 120 points over the 30 days shown, not the
+# 4,320 a 10-minute snapshot leaves (issue 27 #13: with a few repositories those alone passed what
+# one bus message carries, and the page's table listed every one).
+TREND_BUCKET = timedelta(hours=6)
+TREND_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 SECTION_LIMIT = 200
 
 SHOWN_CLOSED = exists().where(github_issues.c.repo == ISSUE_REPO, github_issues.c.number == ISSUE_NUMBER,
@@ -150,9 +155,17 @@ async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_L
                                         github_issues.c.repo, github_issues.c.number).limit(limit))],
                                    section_budget, row_bytes)
         not_on_queue_total = (await conn.execute(select(func.count()).select_from(missing.subquery()))).scalar_one()
-        points = await conn.execute(select(github_open_issue_counts).where(
-            github_open_issue_counts.c.taken_at >= now - TREND_SHOWN).order_by(
-            github_open_issue_counts.c.repo, github_open_issue_counts.c.taken_at))
+        counts_table = github_open_issue_counts.c
+        bucket = func.date_bin(literal(TREND_BUCKET), counts_table.taken_at, literal(TREND_ORIGIN))
+        points = await conn.execute(
+            select(counts_table.repo, counts_table.taken_at, counts_table.open_issues)
+            .where(counts_table.taken_at >= now - TREND_SHOWN)
+            .ext(distinct_on(counts_table.repo, bucket))
+            .order_by(counts_table.repo, bucket, counts_table.taken_at.desc()))
+        # Queued rows whose issue the snapshot shows closed: each is flagged on its row, and a pull
+        # should remove it as issue_closed.
+        queued_closed = (await conn.execute(select(func.count()).select_from(items).where(
+            store.QUEUED, SHOWN_CLOSED))).scalar_one()
         trend: dict[str, list[c.TrendPoint]] = {}
         for p in points:
             trend.setdefault(p.repo, []).append(c.TrendPoint(at=p.taken_at, open_issues=p.open_issues))
@@ -163,4 +176,5 @@ async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_L
         stranded_next_offset=next_offset(stranded_offset, len(stranded), stranded_total),
         awaiting_next_offset=next_offset(awaiting_offset, len(awaiting), awaiting_total),
         not_on_queue=not_on_queue, not_on_queue_total=int(not_on_queue_total),
+        queued_closed_in_github=int(queued_closed),
         trend=[c.TrendSeries(repo=repo, points=pts) for repo, pts in trend.items()], snapshot_at=snapshot_at)

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zimmer_backlog import store
+from zimmer_backlog import start_rows, store
 from zimmer_backlog.snapshot import snapshot_title
 from zimmer_common import deadline
 from zimmer_common.bus import Bus
@@ -93,7 +93,7 @@ class Starter:
         except ZimmerError as exc:
             if exc.code is not ErrorCode.UNAVAILABLE:
                 async with self._engine().begin() as conn:  # a definite no: the item stays on the queue
-                    await store.back_to_queued(conn, item.id)
+                    await start_rows.back_to_queued(conn, item.id)
             raise
         if self.after_spawn is not None:
             await self.after_spawn(item.id)
@@ -101,7 +101,7 @@ class Starter:
 
     async def _mark_started(self, item_id: int, session: SessionView) -> StartedItem:
         async with self._engine().begin() as conn:
-            if await store.mark_started(conn, item_id, session.id):
+            if await start_rows.mark_started(conn, item_id, session.id):
                 await store.record_session(conn, session.id, item_id, session.status, store.spot_held(session),
                                            session.updated_at, session.version)
                 started = await store.fetch(conn, item_id)
@@ -116,7 +116,7 @@ class Starter:
         key made (if any) is final now, so mark the row started with it, or put it back queued.
         Never spawns."""
         async with self._engine().connect() as conn:
-            rows = await store.stale_starting(conn, limit, before=time.time() - deadline.REPLY_GRACE)
+            rows = await start_rows.stale_starting(conn, limit, before=time.time() - deadline.REPLY_GRACE)
         outcomes: list[Any] = []
         for row in rows:
             try:
@@ -128,7 +128,7 @@ class Starter:
                     outcomes.append(exc)  # spot-gate did not answer: ask again next run
                     continue
                 async with self._engine().begin() as conn:
-                    await store.back_to_queued(conn, row.id, if_deadline=row.start_deadline)
+                    await start_rows.back_to_queued(conn, row.id, if_deadline=row.start_deadline)
                 outcomes.append("requeued")
                 continue
             outcomes.append(await self._mark_started(row.id, session))

@@ -379,7 +379,8 @@ class IssuesView(Payload):
     held: int  # holds in force, including those a moving PR suspends
     not_on_queue: list[GithubIssue]
     not_on_queue_total: int
-    trend: list[TrendSeries]
+    queued_closed_in_github: int = 0  # queued rows whose issue the snapshot shows closed: a pull should remove them
+    trend: list[TrendSeries]  # one point per repository per 6 hours, the bucket's last, over 30 days
     snapshot_at: datetime | None
 
 
