@@ -81,7 +81,9 @@ class Backlog:
         """An append's result, the refusal its batch decided, or the failure that refused it alone
         (its deadline passed while it waited, its batch rolled back)."""
         if isinstance(out, AppendResult):
-            return AppendOutcome(result=out)
+            # Without the payload the caller sent: up to 100 of them echoed back would not fit one
+            # bus message even when the request did (issue 27 #13).
+            return AppendOutcome(result=out.model_copy(update={"item": out.item.without_payload()}))
         if not isinstance(out, ZimmerError):
             dependency = self.outages.report(out, where=APPEND_MANY.subject)
             if dependency is None:

@@ -109,6 +109,10 @@ class Puller:
                           removed_reasons=tuple(r.removal_reason or "" for r in removed),
                           not_removed=len(not_removed), candidates=len(picked), wip_ceiling=req.wip_ceiling)
         said = sentence(facts, await self._held_ceiling(counts) if not facts.new else None)
+        # Items without their payloads: 10 started and 50 removed at 64 KB each would not fit one bus
+        # message, and the answer would fail after the pull had done its work (issue 27 #13).
+        started = [s.model_copy(update={"item": s.item.without_payload()}) for s in started]
+        removed = [item.without_payload() for item in removed]
         result = PullResult(started=started, removed=removed, failed=failed, not_removed=not_removed, counts=counts,
                             sentence=said)
         if key is not None:

@@ -160,6 +160,11 @@ def _answering(entries: list[_Waiting]) -> Iterator[None]:
 
 
 def _settle(entry: _Waiting, result: c.AppendResult) -> None:
+    """The append's own answer, with the payload it sent: `append_items` answers leave payloads out
+    so that a batch's answer always fits the bus; the row holds exactly what was sent."""
+    if result.item.payload_omitted:
+        result = result.model_copy(update={"item": result.item.model_copy(
+            update={"payload": entry.item.payload, "payload_omitted": False})})
     if not entry.answer.done():
         entry.answer.set_result(result)
 

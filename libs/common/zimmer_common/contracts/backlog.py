@@ -69,6 +69,13 @@ class ItemView(Payload):
     session_status: str | None = None  # of the session it became, as spot-gate last said
     # Its issue as GitHub last showed it (issue 27 #2); None where the answer did not read it (a write's own row).
     github: IssueState | None = None
+    # True in the answers of bulk writes (append_items, pull_items), which leave payloads out so the
+    # answer always fits one bus message (up to 60 items × 64 KB would not); `payload` is then {}.
+    # The caller has what it appended; a read (list_items) carries every payload.
+    payload_omitted: bool = False
+
+    def without_payload(self) -> ItemView:
+        return self.model_copy(update={"payload": {}, "payload_omitted": True})
 
 
 class Counts(Payload):
