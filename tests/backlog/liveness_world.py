@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -168,3 +169,10 @@ class GithubForTheStack:
 
     def __exit__(self, *exc: object) -> None:
         self.gh.__exit__(*exc)
+
+
+@pytest.fixture
+def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A module imports this to have its `stack` read the fake GitHub (`GithubForTheStack`)."""
+    with GithubForTheStack(monkeypatch) as gh:
+        yield gh

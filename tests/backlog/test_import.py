@@ -18,7 +18,7 @@ from sqlalchemy import text
 from zimmer_backlog.importer import (FileSource, GithubSource, ImportSourceUnavailable, NoSource, import_backlog,
                                      import_once_at_start, resolve_source)
 from zimmer_cli.embedded import free_port
-from zimmer_common.db import create_engine, migrate
+from zimmer_common.db import create_engine
 from zimmer_common.settings import Environment, Settings
 
 TOKEN = "ghp-test-token"
@@ -37,16 +37,6 @@ ITEMS: list[dict[str, Any]] = [
     {"id": "a5", "key": "zimmer#13", "issue_url": "https://github.com/acme/zimmer/issues/13", "title": "Thirteen",
      "estimated_cost": "small", "precedence": 5980, "status": "removed", "removal_reason": "issue_closed"},
 ]
-
-
-@pytest.fixture
-async def engine(database_url: str):  # type: ignore[no-untyped-def]
-    await migrate(database_url, "backlog", "zimmer_backlog.migrations")
-    eng = create_engine(database_url)
-    try:
-        yield eng
-    finally:
-        await eng.dispose()
 
 
 def write(path: Path, items: Any) -> FileSource:

@@ -7,23 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 
 from zimmer_backlog.importer import FileSource, import_backlog
 from zimmer_common.contracts.fields import PAYLOAD_MAX_BYTES
-from zimmer_common.db import create_engine, migrate
 from zimmer_common.settings import Environment
-
-
-@pytest.fixture
-async def engine(database_url: str):  # type: ignore[no-untyped-def]
-    await migrate(database_url, "backlog", "zimmer_backlog.migrations")
-    eng = create_engine(database_url)
-    try:
-        yield eng
-    finally:
-        await eng.dispose()
 
 
 def entry(n: int, **extra: object) -> dict[str, object]:

@@ -9,19 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from mcp_client import call, mcp_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import GithubForTheStack, REPO, world_in_stack  # noqa: E402
+from liveness_world import REPO, stack_setup, world_in_stack  # noqa: E402,F401 - stack_setup: the fixture
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
-
-
-@pytest.fixture
-def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    with GithubForTheStack(monkeypatch) as gh:
-        yield gh
 
 
 def by_key(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -10,21 +10,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-import pytest
 from pageshots import accessibility_problems, notice, screenshot
 from test_issues_page import sign_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import GithubForTheStack, REPO, world_in_stack  # noqa: E402
+from liveness_world import REPO, stack_setup, world_in_stack  # noqa: E402,F401 - stack_setup: the fixture
 
 DAY = timedelta(days=1)
 FLEET = {"Authorization": "Bearer test-fleet-key"}
-
-
-@pytest.fixture
-def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    with GithubForTheStack(monkeypatch) as gh:
-        yield gh
 
 
 async def test_stranded_awaiting_not_on_the_queue_and_the_trend(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]

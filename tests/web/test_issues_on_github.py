@@ -9,20 +9,13 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 from pageshots import accessibility_problems, screenshot
 from test_issues_page import append, sign_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import GithubForTheStack, REPO, world_in_stack  # noqa: E402
+from liveness_world import REPO, stack_setup, world_in_stack  # noqa: E402,F401 - stack_setup: the fixture
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
-
-
-@pytest.fixture
-def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    with GithubForTheStack(monkeypatch) as gh:
-        yield gh
 
 
 async def test_a_closed_issues_queued_row_reads_closed_and_an_open_one_open(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]
