@@ -12,11 +12,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
 from zimmer_common.contracts.spot import (
-    SESSION_ARCHIVED, SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList, EnqueuedMessage,
+    SESSION_ARCHIVED, SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList,
     EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent,
     ReorderResult, ReorderSession, SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession,
     SessionWarningNote, StartNowResult, TurnResult, UpdateSession)
 from zimmer_common import idempotency
+from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import OutboxRelay, emit, emit_many
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
@@ -26,7 +27,7 @@ from zimmer_spot_gate.domain.wakes import paused_until
 from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
 from zimmer_spot_gate.config import PriceBook
 from zimmer_spot_gate.domain.prices import TokenUsage, spend_dollars
-from zimmer_spot_gate.store import clones, quota
+from zimmer_spot_gate.store import clones, lists, quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.queue_ops import start_in
 from zimmer_spot_gate.trash import archived_fields
@@ -110,11 +111,14 @@ class SpotGate:
                                   {"idempotency_key": req.idempotency_key})
             return store.to_view(row, (await quota.policy(conn)).overrides)
 
-    async def search(self, q: SessionQuery) -> SessionList:
+    async def search(self, q: SessionQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> SessionList:
+        """A page of sessions: `q.limit` at most, fewer when their prompts and metadata reach
+        `budget` bytes, with where the next page starts."""
         async with self.engine.connect() as conn:
             overrides = (await quota.policy(conn)).overrides
-            rows, total = await store.search(conn, q, overrides)
-            return SessionList(sessions=[self._as_of_now(store.to_view(r, overrides)) for r in rows], total=total)
+            views, total = await lists.search(conn, q, overrides, budget)
+        return SessionList(sessions=[self._as_of_now(v) for v in views], total=total,
+                           next_offset=next_offset(q.offset, len(views), total))
 
     async def update(self, req: UpdateSession) -> SessionView:
         if req.scheduling_class is None and req.precedence is None:
@@ -259,11 +263,13 @@ class SpotGate:
             rows = await store.decisions(conn, q.session_id, q.limit, since=q.since, until=q.until, at=q.at)
         return GateDecisionList(decisions=[GateDecisionRow(**r._mapping) for r in rows])
 
-    async def enqueued(self, q: EnqueuedQuery) -> EnqueuedList:
+    async def enqueued(self, q: EnqueuedQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> EnqueuedList:
+        """A page of a session's enqueued messages, newest first: `q.limit` at most, fewer when
+        their prompts reach `budget` bytes, with the cursor of the next page."""
         async with self.engine.connect() as conn:
             await store.fetch(conn, q.session_id)
-            rows = await store.enqueued(conn, q.session_id, q.limit)
-        return EnqueuedList(messages=[EnqueuedMessage(**r._mapping) for r in rows])
+            messages, more = await lists.enqueued(conn, q.session_id, q.limit, q.before_id, budget)
+        return EnqueuedList(messages=messages, next_before_id=messages[-1].id if more else None)
 
     # ---- the quota pool ------------------------------------------------------------------
 

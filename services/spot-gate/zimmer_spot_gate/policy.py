@@ -15,6 +15,7 @@ from zimmer_common.contracts.spot_policy import (
     ModelPricing, PolicyQuery, PolicyView, SetPolicy, TriggerList, TriggerQuery, TriggerView, UnblockView,
     UpdateTrigger, WindowPosture)
 from zimmer_common import idempotency
+from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import (
     DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
@@ -35,6 +36,8 @@ class PolicyOps:
         self._engine = engine
         self.now = now
         self.sessions = sessions
+        # Bytes one answer's rows may take on the bus the service answers on (wired by the service).
+        self.rows_budget: Callable[[], int] = lambda: ANSWER_ROWS_MAX_BYTES
 
     # ---- policy -------------------------------------------------------------------------
 
@@ -65,6 +68,8 @@ class PolicyOps:
                 spot_budget_left_fraction=n.left / n.capacity, minutes_to_reset=n.minutes_to_reset,
                 sustainable_rate=n.sustainable_rate, fleet_burn=n.fleet_burn, fleet_burn_estimated=not n.calibrated))
         running, held = await triggers.counts(conn, class_expr(policy.overrides))
+        # Triggers carry prompts: the view holds those that fit, never failing for their size.
+        shown, total = await triggers.search(conn, TriggerQuery(limit=500), self.rows_budget())
         unblock = unblock_state(parts.readings, now)
         weekly = next_weekly_reset(parts.readings, now)
         return PolicyView(
@@ -82,7 +87,7 @@ class PolicyOps:
                                               effective=resolve_class(None, g, policy.overrides).value,
                                               set_on="trigger" if g in TRIGGER_KINDS else "policy")
                              for g, d in DEFAULT_GENESIS_CLASS.items()],
-            triggers=await triggers.search(conn, TriggerQuery(limit=500)))
+            triggers=shown, triggers_next_offset=next_offset(0, len(shown), total))
 
     async def set(self, req: SetPolicy) -> PolicyView:
         if all(v is None for v in req.model_dump().values()):
@@ -168,9 +173,11 @@ class PolicyOps:
             trigger_class=SchedulingClass(t.scheduling_class) if t.scheduling_class else None,
             trigger_precedence=t.precedence)
 
-    async def search_triggers(self, q: TriggerQuery) -> TriggerList:
+    async def search_triggers(self, q: TriggerQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> TriggerList:
+        """A page of triggers: `q.limit` at most, fewer when their prompts reach `budget` bytes."""
         async with self._engine().connect() as conn:
-            return TriggerList(triggers=await triggers.search(conn, q))
+            found, total = await triggers.search(conn, q, budget)
+        return TriggerList(triggers=found, next_offset=next_offset(q.offset, len(found), total))
 
     # ---- costs --------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from zimmer_common.byte_pages import answer_budget
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.jobs import JobContext, JobSpec
@@ -77,16 +78,29 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     service.rpc(c.SPAWN)(app.spawn)
     service.rpc(c.GET_SESSION)(app.get)
     service.rpc(c.SESSION_BY_KEY)(app.by_key)
-    service.rpc(c.LIST_SESSIONS)(app.search)
+
+    def budget() -> int:
+        """One answer's rows, in bytes, on the bus this service answers on (issue 27 #13)."""
+        assert service.bus is not None, "used before start"
+        return answer_budget(service.bus.payload_room())
+
+    async def list_sessions(q: c.SessionQuery) -> c.SessionList:
+        return await app.search(q, budget())
+
+    async def enqueued_messages(q: c.EnqueuedQuery) -> c.EnqueuedList:
+        return await app.enqueued(q, budget())
+
+    service.rpc(c.LIST_SESSIONS)(list_sessions)
     service.rpc(c.UPDATE_SESSION)(app.update)
     service.rpc(c.REORDER)(app.reorder)
     service.rpc(c.REQUEST_TURN)(app.request_turn)
     service.rpc(c.REPORT_STATUS)(app.report_status)
     service.rpc(c.GATE_DECISIONS)(app.decisions)
-    service.rpc(c.ENQUEUED)(app.enqueued)
+    service.rpc(c.ENQUEUED)(enqueued_messages)
     service.rpc(c.RECORD_READING)(app.record_reading)
 
     policy = PolicyOps(engine, service.clock.now, app)
+    policy.rows_budget = budget
     app.policy = policy
     service.rpc(p.GET_POLICY)(policy.get)
     service.rpc(p.SET_POLICY)(policy.set)
@@ -95,7 +109,11 @@ def build(settings: Settings, clock: Clock | None = None) -> Service:
     service.rpc(p.UPDATE_TRIGGER)(policy.update_trigger)
     service.rpc(p.FIRE_TRIGGER)(policy.fire)
     service.rpc(p.INVOKE_TRIGGER)(policy.invoke)
-    service.rpc(p.SEARCH_TRIGGERS)(policy.search_triggers)
+
+    async def search_triggers(q: p.TriggerQuery) -> p.TriggerList:
+        return await policy.search_triggers(q, budget())
+
+    service.rpc(p.SEARCH_TRIGGERS)(search_triggers)
     service.rpc(p.GET_COSTS)(policy.costs)
 
     @service.consume(ConsumerSpec("spot_gate_session_status", Stream.INGEST, (INGEST_SESSION_STATUS,)))

@@ -12,7 +12,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcErrorBody, RpcSpec
 from zimmer_common.contracts.fields import (
-    NAME_MAX, IdempotencyKey, Int32, ItemPayload, LongText, Name, RowId, ShortText, Time, Title)
+    NAME_MAX, NEXT_OFFSET, IdempotencyKey, Int32, ItemPayload, LongText, Name, RowId, ShortText, Time, Title)
 from zimmer_common.contracts.issue_state import IssueState
 from zimmer_common.contracts.subjects import event_subject
 
@@ -93,13 +93,6 @@ class ItemQuery(Request):
     status: StatusFilter = "queued"
     limit: int = Field(default=100, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=2**63 - 1)
-
-
-# What a page "ends early" means, on every list that carries it (issue 27 #13).
-NEXT_OFFSET = Field(default=None, description=(
-    "Where the next page starts: ask again with this as `offset`. Null when this page reaches the end. A page "
-    "ends before `limit` rows when its rows reach the byte bound of one answer, so a list never fails for its "
-    "size: follow `next_offset`, never `offset + limit`"))
 
 
 class ItemList(Payload):

@@ -69,6 +69,12 @@ RowId = Annotated[int, Field(ge=1, le=ID_MAX)]
 Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
 JsonObject = dict[str, Any]  # free-form; bounded by the body limit, storable strings only
 
+# What a page "ends early" means, on every list that carries it (issue 27 #13, `zimmer_common.byte_pages`).
+NEXT_OFFSET = Field(default=None, description=(
+    "Where the next page starts: ask again with this as `offset`. Null when this page reaches the end. A page "
+    "ends before `limit` rows when its rows reach the byte bound of one answer, so a list never fails for its "
+    "size: follow `next_offset`, never `offset + limit`"))
+
 
 @dataclass(frozen=True)
 class MaxBytes:

@@ -9,9 +9,11 @@ from pydantic import Field, model_validator
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
-    ID_MAX, IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Time, Title)
+    ID_MAX, NEXT_OFFSET, IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Time, Title)
 from zimmer_common.contracts.runtime import (
     QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName)
+from zimmer_common.contracts.spot_history import (  # noqa: F401 - part of this language: callers read spot.<name>
+    DecisionEvent, EnqueuedList, EnqueuedMessage, EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow)
 from zimmer_common.contracts.subjects import event_subject
 
 CTX = "spot"
@@ -189,6 +191,7 @@ class SessionQuery(Request):
 class SessionList(Payload):
     sessions: list[SessionView]
     total: int
+    next_offset: int | None = NEXT_OFFSET  # fewer than `limit` rows when their prompts fill one answer
 
 
 class UpdateSession(Request):
@@ -256,65 +259,6 @@ class TurnResult(Payload):
 
 class StatusChange(SessionStatusReport):
     pass
-
-
-DecisionEvent = Literal["turn", "ceiling_pause", "ceiling_kept", "ceiling_resume", "start_now", "promote",
-                        "restart", "wake_stand_down", "auth_park", "auth_unpark"]
-
-
-class GateDecisionQuery(Request):
-    """A session's decision log, newest first; `since`/`until` bound it by time, and `at` asks for
-    the one decision in force at that instant (the newest at or before it)."""
-
-    session_id: RowId
-    limit: int = Field(default=50, ge=1, le=500)
-    since: Time | None = None
-    until: Time | None = None
-    at: Time | None = None
-
-    @model_validator(mode="after")
-    def _at_alone(self) -> GateDecisionQuery:
-        if self.at is not None and (self.since is not None or self.until is not None):
-            raise ValueError("give at alone, or since and/or until")
-        if self.since is not None and self.until is not None and self.since > self.until:
-            raise ValueError("since is after until")
-        return self
-
-
-class GateDecisionRow(Payload):
-    id: int
-    session_id: int
-    # What the row records: a turn's admission (`turn`, with its kind), or an outcome that kept or
-    # took the session off a slot without one (a ceiling pause, a start-now refusal, a park, …).
-    event: DecisionEvent = "turn"
-    turn_kind: str | None
-    allowed: bool
-    reason: str
-    ceiling: str | None
-    sentence: str
-    numbers: dict[str, Any]
-    decided_at: datetime
-
-
-class GateDecisionList(Payload):
-    decisions: list[GateDecisionRow]
-
-
-class EnqueuedQuery(Request):
-    session_id: RowId
-    limit: int = Field(default=50, ge=1, le=500)
-
-
-class EnqueuedMessage(Payload):
-    id: int
-    turn_kind: str
-    prompt: str | None
-    created_at: datetime
-    delivered_at: datetime | None  # None: still waiting for the session's next turn boundary
-
-
-class EnqueuedList(Payload):
-    messages: list[EnqueuedMessage]  # newest first, delivered ones included
 
 
 class Ok(Payload):

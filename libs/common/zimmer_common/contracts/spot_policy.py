@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import Field
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
-from zimmer_common.contracts.fields import IdempotencyKey, Int32, JsonObject, Name, Prompt, RowId, ShortText, Title
+from zimmer_common.contracts.fields import (
+    NEXT_OFFSET, IdempotencyKey, Int32, JsonObject, Name, Prompt, RowId, ShortText, Title)
 from zimmer_common.contracts.spot import CTX, ClassName, DecisionView, GenesisName, SpawnResult, TriggerKindName
 
 
@@ -89,7 +90,10 @@ class PolicyView(Payload):
     decided_for: DecidedFor | None = None
     unblock: UnblockView
     genesis_classes: list[GenesisClassView]
-    triggers: list[TriggerView]
+    triggers: list[TriggerView]  # oldest first, as many as fit with their prompts (issue 27 #13)
+    triggers_next_offset: int | None = Field(default=None, description=(
+        "Where the triggers this answer leaves out start: ask `search_triggers` with this as `offset` and follow "
+        "its `next_offset`. Null when `triggers` holds every trigger"))
 
 
 class SetPolicy(Request):
@@ -137,10 +141,12 @@ class TriggerQuery(Request):
     kind: TriggerKindName | None = None
     name_contains: ShortText | None = None
     limit: int = Field(default=100, ge=1, le=500)
+    offset: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
 class TriggerList(Payload):
-    triggers: list[TriggerView]
+    triggers: list[TriggerView]  # oldest first
+    next_offset: int | None = NEXT_OFFSET  # fewer than `limit` rows when their prompts fill one answer
 
 
 SpendsAgainst = Literal["claude", "codex"]

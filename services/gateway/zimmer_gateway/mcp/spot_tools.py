@@ -34,6 +34,7 @@ SessionId = Annotated[int, Field(ge=1, le=ID_MAX, description="The session's id"
 TriggerId = Annotated[int, Field(ge=1, le=ID_MAX, description="The trigger's id")]
 OptPrecedence = Annotated[Precedence | None, Field(description="Rank in the spot queue: higher runs first")]
 Limit = Annotated[int, Field(ge=1, le=500, description="At most this many rows")]
+Offset = Annotated[int, Field(ge=0, le=ID_MAX, description="Where the page starts: the `next_offset` of the page before")]
 Reserve = Annotated[float | None, Field(ge=0, le=100, description="Percent of the window kept for priority work")]
 ClassOrDerive = Literal["priority", "spot", "derive"]
 
@@ -119,12 +120,13 @@ async def quick_search_sessions(
                      Field(description="precedence: the order the spot queue is worked (highest first, "
                                        "oldest within a tie); the others newest first")] = "created_at",
     limit: Limit = 50,
-    offset: Annotated[int, Field(ge=0, le=ID_MAX)] = 0,
+    offset: Offset = 0,
 ) -> c.SessionList:
     """Search sessions by status, class and genesis. The spot queue in the order it will be worked:
     status ["waiting"], priority_class "spot", order "precedence". A row with `paused_until` set is
     **Paused:** yes: a wall-clock pause is still ahead of it, nothing starts it before then, and
-    restart refuses it; skip it and take the next candidate."""
+    restart refuses it; skip it and take the next candidate. Fewer than `limit` rows when their
+    prompts fill one answer: follow `next_offset` (never `offset + limit`) until it is null."""
     return await _bus(service).request(c.LIST_SESSIONS, c.SessionQuery(
         status=status, priority_class=priority_class, genesis=genesis, order=order, limit=limit, offset=offset))
 
@@ -138,11 +140,12 @@ async def get_costs(service: Service) -> p.CostsView:
 @tool(group=CORE, read_only=True, destructive=False, idempotent=True)
 async def search_triggers(
     service: Service, kind: p.TriggerKindName | None = None,
-    name_contains: ShortText | None = None, limit: Limit = 100,
+    name_contains: ShortText | None = None, limit: Limit = 100, offset: Offset = 0,
 ) -> p.TriggerList:
-    """Triggers with their scheduling class and predefined precedence."""
+    """Triggers with their scheduling class and predefined precedence, oldest first. Fewer than
+    `limit` when their prompts fill one answer: follow `next_offset` until it is null."""
     return await _bus(service).request(p.SEARCH_TRIGGERS, p.TriggerQuery(kind=kind, name_contains=name_contains,
-                                                                         limit=limit))
+                                                                         limit=limit, offset=offset))
 
 
 # ---- sessions ---------------------------------------------------------------------------

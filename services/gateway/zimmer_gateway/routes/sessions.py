@@ -91,6 +91,9 @@ async def list_sessions(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=ID_MAX)] = 0,
 ) -> c.SessionList:
+    """At most `limit` sessions, fewer when their prompts and metadata reach the byte bound of one
+    answer (a list never fails for its size): `next_offset` is where the next page starts, null on
+    the last page. Follow it, never `offset + limit`."""
     return await bus.request(c.LIST_SESSIONS, c.SessionQuery(
         status=status_, priority_class=priority_class, genesis=genesis, parent_session_id=parent_session_id,
         order=order, limit=limit, offset=offset))
@@ -168,11 +171,16 @@ async def gate_decisions(
 
 @router.get("/{session_id}/enqueued_messages", summary="A session's enqueued messages, newest first",
             response_model=c.EnqueuedList, responses=problem_responses(404, 422))
-async def enqueued_messages(session_id: SessionIdPath, bus: BusDep,
-                            limit: Annotated[int, Query(ge=1, le=500)] = 50) -> c.EnqueuedList:
+async def enqueued_messages(
+    session_id: SessionIdPath, bus: BusDep, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    before_id: Annotated[int | None, Query(ge=1, le=ID_MAX, description="Only messages older than this one: "
+                                                                        "the `next_before_id` of the page before")] = None,
+) -> c.EnqueuedList:
     """Prompts that arrived while a turn was in flight or held, delivered in order at the
-    session's next turn boundary; `delivered_at` is null while one still waits."""
-    return await bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=limit))
+    session's next turn boundary; `delivered_at` is null while one still waits. At most `limit`,
+    fewer when their prompts reach the byte bound of one answer: `next_before_id` is where the
+    next page starts (give it as `before_id`), null on the last page."""
+    return await bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=limit, before_id=before_id))
 
 
 class ParkBody(StrictBody):

@@ -11,7 +11,7 @@ from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.fields import IdempotencyKey, JsonObject, Name, Prompt, Title
 from zimmer_gateway.routes.common import (
-    BusDep, IdempotencyHeader, Precedence, StrictBody, TriggerIdPath, keyed, problem_responses)
+    ID_MAX, BusDep, IdempotencyHeader, Precedence, StrictBody, TriggerIdPath, keyed, problem_responses)
 
 router = APIRouter(prefix="/api/v1/triggers", tags=["triggers"])
 
@@ -59,8 +59,13 @@ async def create_trigger(body: CreateTriggerBody, bus: BusDep, idempotency_key: 
 @router.get("", summary="Search triggers", response_model=p.TriggerList, responses=problem_responses())
 async def search_triggers(bus: BusDep, kind: p.TriggerKindName | None = None,
                           name_contains: Annotated[str | None, Query(max_length=200)] = None,
-                          limit: Annotated[int, Query(ge=1, le=500)] = 100) -> p.TriggerList:
-    return await bus.request(p.SEARCH_TRIGGERS, p.TriggerQuery(kind=kind, name_contains=name_contains, limit=limit))
+                          limit: Annotated[int, Query(ge=1, le=500)] = 100,
+                          offset: Annotated[int, Query(ge=0, le=ID_MAX)] = 0) -> p.TriggerList:
+    """Oldest first: at most `limit`, fewer when their prompts reach the byte bound of one answer:
+    `next_offset` is where the next page starts, null on the last page (follow it, never
+    `offset + limit`)."""
+    return await bus.request(p.SEARCH_TRIGGERS, p.TriggerQuery(kind=kind, name_contains=name_contains, limit=limit,
+                                                               offset=offset))
 
 
 @router.patch("/{trigger_id}", summary="Change a trigger (its class applies to sessions it fires from now on)",

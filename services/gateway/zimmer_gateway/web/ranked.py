@@ -26,8 +26,9 @@ from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
 from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, refusal, render, signed_in, whole_number
+from zimmer_gateway.web.session_lists import every_session
 
-SECTION_LIMIT = 500
+SECTION_LIMIT = 500  # rows a section shows, read as many answers as their prompts need
 SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
 QUEUE_STATUSES = ["waiting", "running", "needs_input", "failed"]  # what has not started, or stopped short
 UNARCHIVED = ["waiting", "running", "needs_input", "failed"]
@@ -59,10 +60,10 @@ def create_ranked(service: Service) -> APIRouter:
         bus = bus_of(service)
         try:
             priority, spot = await asyncio.gather(
-                bus.request(c.LIST_SESSIONS, c.SessionQuery(status=statuses, priority_class="priority",
-                                                            order="precedence", limit=SECTION_LIMIT)),
-                bus.request(c.LIST_SESSIONS, c.SessionQuery(status=statuses, priority_class="spot",
-                                                            order="precedence", limit=SECTION_LIMIT)))
+                every_session(bus, c.SessionQuery(status=statuses, priority_class="priority", order="precedence"),
+                              SECTION_LIMIT),
+                every_session(bus, c.SessionQuery(status=statuses, priority_class="spot", order="precedence"),
+                              SECTION_LIMIT))
         except ZimmerError as exc:
             return refusal(request, exc)
         notice = DONE[done].format(id=id or "", said=said or "") if done in DONE else None
@@ -77,7 +78,7 @@ def create_ranked(service: Service) -> APIRouter:
         if not wanted:
             return JSONResponse({})
         try:
-            found = await bus_of(service).request(c.LIST_SESSIONS, c.SessionQuery(ids=wanted, limit=500))
+            found = await every_session(bus_of(service), c.SessionQuery(ids=wanted), len(wanted))
         except ZimmerError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.http_status)
         return JSONResponse({str(v.id): v.status for v in found.sessions}, headers={"Cache-Control": "no-store"})

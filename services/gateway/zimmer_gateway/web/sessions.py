@@ -24,7 +24,8 @@ from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
 from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, refusal, render, signed_in, whole_number
 
-PAGE = 50
+PAGE = 50  # sessions a list page shows at most; fewer when their prompts fill one answer
+ENQUEUED_PAGE = 50  # the same for a session's enqueued messages
 TIMELINE_PAGE = 100
 SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
 GENESES = ("web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown")
@@ -60,19 +61,22 @@ def create_sessions(service: Service) -> APIRouter:
     @router.get("/sessions/{session_id}")
     async def session_page(request: Request, session_id: SessionId, done: str | None = None,
                            level: Annotated[list[lg.LogLevel] | None, Query(max_length=4)] = None,
-                           cursor: Annotated[str | None, Query(max_length=200)] = None) -> Response:
+                           cursor: Annotated[str | None, Query(max_length=200)] = None,
+                           enqueued_before: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None) -> Response:
         operator = signed_in(request)
         bus = bus_of(service)
         try:
             session, decisions, enqueued = await asyncio.gather(
                 bus.request(c.GET_SESSION, c.SessionRef(session_id=session_id)),
                 bus.request(c.GATE_DECISIONS, c.GateDecisionQuery(session_id=session_id, limit=50)),
-                bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=50)))
+                bus.request(c.ENQUEUED, c.EnqueuedQuery(session_id=session_id, limit=ENQUEUED_PAGE,
+                                                        before_id=enqueued_before)))
         except ZimmerError as exc:
             return refusal(request, exc)
         timeline, timeline_problem = await _timeline(service, session_id, level, cursor)
         return render(request, "session.html", title=f"Session {session.id}", s=session,
                       decisions=decisions.decisions, enqueued=enqueued.messages, banner=hold_banner(session),
+                      enqueued_before=enqueued_before, enqueued_next=enqueued.next_before_id,
                       csrf=operator.csrf, timeline=timeline, timeline_problem=timeline_problem,
                       levels=lg.LEVELS, chosen_levels=timeline.levels if timeline else list(level or []),
                       notice=DONE.get(done or ""))

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common import deadline
-from zimmer_common.contracts.spot import SessionQuery, SessionView, SpawnSession
+from zimmer_common.contracts.spot import SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Origin, resolve_class
 from zimmer_spot_gate.domain.lifecycle import ENDED
@@ -151,28 +151,6 @@ async def insert(conn: AsyncConnection, req: SpawnSession, origin: Origin, trigg
     return row
 
 
-ORDER = {"precedence": (s.c.precedence.desc(), s.c.created_at.asc(), s.c.id.asc()),
-         "created_at": (s.c.created_at.desc(), s.c.id.desc()),
-         "updated_at": (s.c.updated_at.desc(), s.c.id.desc())}
-
-
-async def search(conn: AsyncConnection, q: SessionQuery, overrides: Mapping[Genesis, SchedulingClass]) -> tuple[list[Row[Any]], int]:
-    where: list[ColumnElement[bool]] = []
-    if q.status:
-        where.append(s.c.status == any_(cast(list(q.status), ARRAY(Text))))
-    if q.genesis:
-        where.append(s.c.genesis == any_(cast(list(q.genesis), ARRAY(Text))))
-    if q.priority_class:
-        where.append(class_expr(overrides) == q.priority_class)
-    if q.parent_session_id is not None:
-        where.append(s.c.parent_session_id == q.parent_session_id)
-    if q.ids:
-        where.append(s.c.id == any_(cast(list(q.ids), ARRAY(BigInteger))))
-    rows = (await conn.execute(SESSION.where(*where).order_by(*ORDER[q.order]).limit(q.limit).offset(q.offset))).all()
-    total = (await conn.execute(select(func.count()).select_from(s).where(*where))).scalar_one()
-    return list(rows), int(total)
-
-
 async def update_fields(conn: AsyncConnection, session_id: int, **fields: Any) -> Row[Any]:
     """Change `fields` (a new version of the row), returning the row as it now is."""
     row = (await conn.execute(update(s).where(s.c.id == session_id)
@@ -233,15 +211,6 @@ POP_ENQUEUED = (update(m).where(m.c.id == _next_enqueued).values(delivered_at=fu
 
 async def pop_enqueued(conn: AsyncConnection, session_id: int) -> Row[Any] | None:
     return (await conn.execute(POP_ENQUEUED, {"s": session_id})).first()
-
-
-ENQUEUED = (select(m.c.id, m.c.turn_kind, m.c.prompt, m.c.created_at, m.c.delivered_at)
-            .where(m.c.session_id == bindparam("s")).order_by(m.c.id.desc()).limit(bindparam("n")))
-
-
-async def enqueued(conn: AsyncConnection, session_id: int, limit: int) -> list[Row[Any]]:
-    """A session's enqueued messages, newest first, delivered ones included."""
-    return list((await conn.execute(ENQUEUED, {"s": session_id, "n": limit})).all())
 
 
 async def decisions(conn: AsyncConnection, session_id: int, limit: int, *, since: datetime | None = None,

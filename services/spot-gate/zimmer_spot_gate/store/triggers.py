@@ -9,6 +9,7 @@ from sqlalchemy import update as sa_update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from zimmer_common.byte_pages import read_within
 from zimmer_common.contracts.spot_policy import CreateTrigger, TriggerQuery, TriggerView
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.store.tables import sessions, triggers
@@ -51,14 +52,18 @@ async def update(conn: AsyncConnection, trigger_id: int, fields: dict[str, Any])
     return to_view(row)
 
 
-async def search(conn: AsyncConnection, q: TriggerQuery) -> list[TriggerView]:
+async def search(conn: AsyncConnection, q: TriggerQuery, budget: int) -> tuple[list[TriggerView], int]:
+    """The triggers `q` asks for from `q.offset`, oldest first, as many as fit in `budget` bytes
+    (a trigger carries its prompt; issue 27 #13); and how many match in all."""
     where: list[ColumnElement[bool]] = []
     if q.kind:
         where.append(triggers.c.kind == q.kind)
     if q.name_contains:
         where.append(triggers.c.name.icontains(q.name_contains, autoescape=True))
-    rows = (await conn.execute(select(*COLUMNS).where(*where).order_by(triggers.c.id).limit(q.limit))).all()
-    return [to_view(r) for r in rows]
+    stmt = select(*COLUMNS).where(*where).order_by(triggers.c.id).limit(q.limit).offset(q.offset)
+    views = await read_within(conn, stmt, budget, to_view)
+    total = (await conn.execute(select(func.count()).select_from(triggers).where(*where))).scalar_one()
+    return views, int(total)
 
 
 s = sessions.c
