@@ -3,6 +3,8 @@ each docstring is the seed's sentence the test holds the code to."""
 
 from __future__ import annotations
 
+import asyncio
+
 from datetime import timedelta
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.runtime import SessionStatusReport, SpendReport
+from zimmer_common.jobs import JobContext
 from zimmer_common.errors import ErrorCode, ZimmerError
 
 
@@ -131,6 +134,26 @@ async def test_wake_stand_downs_and_wake_refusals_are_logged(spot) -> None:  # t
 
 async def _true() -> bool:
     return True
+
+
+async def test_two_re_check_passes_at_once_stand_down_once(spot) -> None:  # type: ignore[no-untyped-def]
+    """The schedule ticks recheck_due every 15 s, so an enqueued run (or a second replica) can
+    overlap it: both passes read "no stand-down recorded yet" and both logged one. The first pass
+    locks the rows it logs for; the second skips them."""
+    await spot.readings((0.99, 0.5))
+    s = (await spot.app.spawn(spawn())).session
+    await spot.bus.request(c.PAUSE_UNTIL, c.PauseUntil(session_id=s.id, until=spot.clock.now() + timedelta(hours=2)))
+    spot.clock.advance(timedelta(minutes=15))
+    [recheck] = [j for j in spot.service.job_specs if j.name == "recheck_due"]
+
+    async def progress() -> None:
+        return None
+
+    def context(n: int) -> JobContext:
+        return JobContext("recheck_due", f"probe-{n}", spot.bus, spot.service.engine, spot.clock, progress)
+
+    await asyncio.gather(*(recheck.fn(context(n)) for n in range(6)))
+    assert [d.event for d in await decisions(spot, s.id, limit=50)].count("wake_stand_down") == 1
 
 
 async def test_a_declared_genesis_outranks_inherited_spot(spot) -> None:  # type: ignore[no-untyped-def]

@@ -250,7 +250,10 @@ STANDING_DOWN = (select(s.c.id, w.c.wake_at)
                  .select_from(s.join(w, (w.c.session_id == s.c.id) & w.c.fired_at.is_(None) & w.c.cancelled_at.is_(None)))
                  .where(s.c.spot_hold_reason.is_not(None), s.c.spot_hold_retry_at <= bindparam("now"),
                         w.c.wake_at > bindparam("now"), ~_recorded)
-                 .order_by(s.c.id).limit(bindparam("n")))
+                 .order_by(s.c.id).limit(bindparam("n"))
+                 # Two passes at once (a tick every 15 s beside an enqueued run, or two replicas) would
+                 # both see "not recorded yet" and both log: the first locks the rows it logs for.
+                 .with_for_update(of=s, skip_locked=True))
 
 
 async def standing_down(conn: AsyncConnection, now: datetime, limit: int) -> list[Row[Any]]:
