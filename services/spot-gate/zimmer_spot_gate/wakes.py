@@ -54,7 +54,7 @@ class Wakes:
         async with self._engine().begin() as conn:
             await self.gate.lock_admissions(conn)
             row = await store.fetch_live(conn, req.session_id, "it cannot be paused")
-            await store.arm_wake(conn, req.session_id, req.until, req.prompt, req.by or "a person")
+            await store.arm_wake(conn, req.session_id, req.until, req.prompt, req.by or "a person", now)
             await store.end_pause(conn, req.session_id)  # a time picked after the queue: "not then, this instead"
             running = row.status == SessionStatus.RUNNING.value
             fields = {} if running else {"status": SessionStatus.WAITING.value}

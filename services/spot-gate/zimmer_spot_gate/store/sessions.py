@@ -170,10 +170,15 @@ async def top_of_spot(conn: AsyncConnection, overrides: Mapping[Genesis, Schedul
     return (await conn.execute(select(func.max(s.c.precedence)).where(*where))).scalar_one()
 
 
-async def arm_wake(conn: AsyncConnection, session_id: int, wake_at: datetime, prompt: str | None, by: str) -> None:
-    """A new pause replaces the one before it (one armed wake per session)."""
+async def arm_wake(conn: AsyncConnection, session_id: int, wake_at: datetime, prompt: str | None, by: str,
+                   now: datetime) -> None:
+    """A new pause replaces the one before it (one armed wake per session). Stamped with the
+    service's clock, the clock its decisions are stamped with: "stood down for this wake yet?"
+    compares the two, and the database's clock ahead of the service's (skew, or a test's clock)
+    made every re-check pass log the stand-down again."""
     await cancel_wakes(conn, session_id)
-    await conn.execute(pg_insert(w).values(session_id=session_id, wake_at=wake_at, prompt=prompt, set_by=by))
+    await conn.execute(pg_insert(w).values(session_id=session_id, wake_at=wake_at, prompt=prompt, set_by=by,
+                                           created_at=now))
 
 
 async def cancel_wakes(conn: AsyncConnection, session_id: int) -> int:
