@@ -21,13 +21,9 @@ import time
 from contextvars import ContextVar
 from typing import Any
 
+from zimmer_common.contracts.wire import CALLER_HEADER, DEADLINE_HEADER, REPLY_GRACE  # noqa: F401 - read as deadline.<name>
 from zimmer_common.errors import ErrorCode, ZimmerError
 
-DEADLINE_HEADER = "Zimmer-Deadline"
-CALLER_HEADER = "Zimmer-Caller"
-
-# A requester waits this long past the deadline for a reply sent just before it.
-REPLY_GRACE = 0.25
 # What an inner call leaves its caller to finish and answer: the larger of these.
 INNER_RESERVE = 0.5
 INNER_RESERVE_FRACTION = 0.1

@@ -16,6 +16,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from zimmer_common.contracts.subjects import HOST_PATTERN
+
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "placeholder", "secret", "dev", "xxx", "todo"})
 
 
@@ -34,7 +36,6 @@ def _default_instance_id() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
-HOST_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 
 def _default_host() -> str:

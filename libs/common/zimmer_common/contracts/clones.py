@@ -34,8 +34,7 @@ from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import LongText, Name, RowId, ShortText, Time
 from zimmer_common.contracts.runtime import SessionStatusName
 from zimmer_common.contracts.spot import SessionRef
-from zimmer_common.contracts.subjects import ingest_subject
-from zimmer_common.settings import HOST_PATTERN
+from zimmer_common.contracts.subjects import HOST_PATTERN, ingest_subject
 
 CTX = "spot"
 INGEST_CLONE = ingest_subject("clone")

@@ -15,6 +15,11 @@ CONTEXTS: dict[str, str] = {
 }
 
 
+# A host as a subject token (the sweeper's per-host jobs, a clone's host): lower case letters,
+# digits, '-' and '_'.
+HOST_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+
 class Stream(StrEnum):
     EVENTS = "ZIMMER_EVENTS"
     RUNTIME = "ZIMMER_RUNTIME"
