@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from zimmer_cli.asyncapi_cmd import asyncapi
 from zimmer_cli.backlog_cmd import backlog_app
 from zimmer_cli.jobs_cmd import jobs_app
 from zimmer_cli.common import DataDir, _data_dir, _embedded_postgres, _load_factory, _settings
@@ -361,6 +362,7 @@ async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
 
 app.add_typer(backlog_app, name="backlog")
 app.add_typer(jobs_app, name="jobs")
+app.command("asyncapi")(asyncapi)
 
 
 if __name__ == "__main__":

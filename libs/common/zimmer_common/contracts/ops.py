@@ -62,3 +62,11 @@ class JobRun(Payload):
     duration_seconds: float | None = None
     error: str | None = None
     scheduled: bool = True
+
+
+class JobTick(Payload):
+    """The body of a job tick on `zimmer.jobs.<ctx>.<lane>.<job>` and of its schedule on
+    `zimmer.jobs.schedule.<ctx>.<job>` (DESIGN §4): bare JSON, no envelope; the subject says the
+    rest. Written by `zimmer_common.jobs` as `{"job": name}`."""
+
+    job: str
