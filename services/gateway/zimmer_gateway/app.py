@@ -24,7 +24,7 @@ from zimmer_gateway.direct import DirectRoutes
 from zimmer_gateway.edge import Edge
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
-from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses
+from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses, single_valued_query
 from zimmer_gateway.routes.alerts import router as alerts_router
 from zimmer_gateway.routes.backlog import APPEND_ROUTE, router as backlog_router
 from zimmer_gateway.routes.health import router as health_router
@@ -128,13 +128,14 @@ def create_app(service: Service) -> FastAPI:
         return {"services": {n: _describe(a) for n, a in answers.items()}}
 
     install_openapi(app)
-    app.include_router(spot_router)  # sessions, turns, triggers, spot policy, costs, quota readings
-    app.include_router(backlog_router)  # work backlog items: read, append, pull; operator-only pin/remove/start now
-    app.include_router(alerts_router)  # the alerts ledger
-    app.include_router(logs_router)  # session timelines and log retention readings (sweeper)
-    app.include_router(transcripts_router)  # archived transcript zips, from the object store (sweeper's)
-    app.include_router(health_actions_router)  # queue recovery mode and queued-message maintenance (alerts)
-    app.include_router(health_router)  # the system health report (alerts)
+    ONE_VALUE_EACH = [Depends(single_valued_query)]  # a scalar query parameter given twice is a 422
+    app.include_router(spot_router, dependencies=ONE_VALUE_EACH)  # sessions, turns, triggers, spot policy, costs, quota readings
+    app.include_router(backlog_router, dependencies=ONE_VALUE_EACH)  # work backlog items: read, append, pull; operator-only pin/remove/start now
+    app.include_router(alerts_router, dependencies=ONE_VALUE_EACH)  # the alerts ledger
+    app.include_router(logs_router, dependencies=ONE_VALUE_EACH)  # session timelines and log retention readings (sweeper)
+    app.include_router(transcripts_router, dependencies=ONE_VALUE_EACH)  # archived transcript zips, from the object store (sweeper's)
+    app.include_router(health_actions_router, dependencies=ONE_VALUE_EACH)  # queue recovery mode and queued-message maintenance (alerts)
+    app.include_router(health_router, dependencies=ONE_VALUE_EACH)  # the system health report (alerts)
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
     app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]

@@ -10,10 +10,15 @@ bad value is a 422 naming the field instead.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Final
+from collections import Counter
+from collections.abc import Sequence
+from types import UnionType
+from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 from fastapi import Depends, Header, HTTPException, Path, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import Field
 from pydantic_core import PydanticUndefined as Undefined
 
@@ -113,3 +118,38 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     route can give (401, 413, 422, 503) and the route's own."""
     return {s: {"description": PROBLEM_TEXT[s], "content": {"application/problem+json": {}}}
             for s in sorted({401, 413, 422, 503, *statuses})}
+
+
+def _takes_many(annotation: Any) -> bool:
+    """Whether a query parameter's type takes several values (`list[str] | None` and the like)."""
+    origin = get_origin(annotation)
+    if origin in (list, tuple, set, frozenset, Sequence):
+        return True
+    return origin in (Union, UnionType, Annotated) and any(_takes_many(a) for a in get_args(annotation))
+
+
+def _query_fields(dependant: Dependant) -> list[Any]:
+    return [*dependant.query_params, *(f for d in dependant.dependencies for f in _query_fields(d))]
+
+
+def _single_valued(route: APIRoute) -> frozenset[str]:
+    """The route's query parameters that take one value, worked out once and kept on the route."""
+    names: frozenset[str] | None = getattr(route, "zimmer_single_valued", None)
+    if names is None:
+        names = frozenset(field.alias for field in _query_fields(route.dependant)
+                          if not _takes_many(field.field_info.annotation))
+        route.zimmer_single_valued = names  # type: ignore[attr-defined]
+    return names
+
+
+async def single_valued_query(request: Request) -> None:
+    """A parameter that takes one value, given twice (`?name_contains=a&name_contains=b`), is a
+    422 naming it: taking one of them silently would answer a question nobody asked."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    given = Counter(key for key, _ in request.query_params.multi_items())
+    repeated = sorted(key for key, n in given.items() if n > 1 and key in _single_valued(route))
+    if repeated:
+        raise RequestValidationError([{"type": "repeated", "loc": ("query", repeated[0]), "input": None,
+                                       "msg": f"{repeated[0]} was given {given[repeated[0]]} times; it takes one value"}])
