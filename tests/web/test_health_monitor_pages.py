@@ -70,3 +70,29 @@ async def test_the_page_renders_when_the_alerts_service_is_down(stack, browser) 
     assert "cannot be read now" in await page.locator("[data-cron-problem]").inner_text()
     assert "cannot be read now" in await page.locator("[data-alerts-problem]").inner_text()
     assert await accessibility_problems(page) == []
+
+
+async def test_the_alerts_panel_offers_older_issues(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    """The panel shows the ten newest issues; the ledger pages by bytes (issue 27 #13), so older
+    ones are a link away, each shown once."""
+    services, base = stack
+    for n in range(12):
+        await services["backlog"].pager.report(title=f"Panel issue {n}", fingerprint=["panel", str(n)],
+                                               message="m" * 2000, level="warning")
+    page = await browser.new_page()
+    await sign_in(page, base)
+    for _ in range(50):  # the pages reach the ledger through the sender's outbox
+        if await page.locator("[data-next-page=alerts]").count():
+            break
+        await page.wait_for_timeout(100)
+        await page.reload()
+    newest = await page.locator("[data-alert-issue]").all_inner_texts()
+    assert len(newest) == 10
+    await page.locator("[data-next-page=alerts]").click()
+    await page.wait_for_url("**alerts_before=**")
+    older = await page.locator("[data-alert-issue]").all_inner_texts()
+    titles = [row.split("\t")[0].strip() for row in newest + older]
+    assert sorted(t for t in titles if t.startswith("Panel issue")) == sorted(f"Panel issue {n}" for n in range(12))
+    assert len(titles) == len(set(titles))
+    assert await page.get_by_role("link", name="Newest issues").count() == 1
+    assert await accessibility_problems(page) == []

@@ -1,5 +1,6 @@
 """The alerts ledger's queries (SQLAlchemy Core over `tables`): recording a page into its issue
-and, for a condition, its page group; what the notifier must send; and the ledger's read."""
+and, for a condition, its page group; and what the notifier must send. The ledger's read, a page
+at a time, is `ledger_pages`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_alerts.domain.policy import PageGroup, Timing, events_firing, fingerprint
 from zimmer_alerts.tables import conditions, events, issues, notifications, page_groups
-from zimmer_common.contracts.alerts import (
-    AlertList, AlertQuery, ConditionView, IssueView, NotificationView, Page)
+from zimmer_common.contracts.alerts import ConditionView, Page
 from zimmer_common.errors import ErrorCode, ZimmerError
 
 TIMING = Timing()
@@ -211,44 +211,3 @@ async def mark_resolution_sent(conn: AsyncConnection, title: str, now: datetime)
 async def add_notifications(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
     if rows:
         await conn.execute(insert(notifications), rows)
-
-
-async def read(conn: AsyncConnection, q: AlertQuery) -> AlertList:
-    where = []
-    if q.state == "open":
-        where.append(issues.c.notified_at.is_(None))
-    elif q.state == "notified":
-        where.append(issues.c.notified_at.is_not(None))
-    if q.source:
-        where.append(issues.c.source == q.source)
-    if q.level:
-        where.append(issues.c.level == q.level)
-    if q.since:
-        where.append(issues.c.last_seen >= q.since)
-    last = (select(events.c.message, events.c.snippet).where(events.c.issue_id == issues.c.id)
-            .order_by(events.c.id.desc()).limit(1).lateral())
-    rows = (await conn.execute(select(issues, last.c.message.label("last_message"),
-                                      last.c.snippet.label("last_snippet"))
-                               .select_from(issues.join(last, true())).where(and_(true(), *where))
-                               .order_by(issues.c.last_seen.desc(), issues.c.id.desc()).limit(q.limit))).all()
-    ids = [r.id for r in rows]
-    told: dict[int, list[NotificationView]] = {i: [] for i in ids}
-    if ids:
-        for n in await conn.execute(select(notifications).where(notifications.c.issue_id.in_(ids))
-                                    .order_by(notifications.c.id)):
-            told[n.issue_id].append(_notification(n))
-    cond_where = [conditions.c.still_true | (conditions.c.resolved_at >= q.since)] if q.since else []
-    conds = (await conn.execute(select(conditions).where(*cond_where).order_by(conditions.c.last_seen.desc())
-                                .limit(q.limit))).all()
-    pages = (await conn.execute(select(notifications).where(notifications.c.group_title.is_not(None))
-                                .order_by(notifications.c.id.desc()).limit(q.limit))).all()
-    return AlertList(
-        issues=[IssueView(**{k: r._mapping[k] for k in IssueView.model_fields if k in r._mapping},
-                          notifications=told[r.id]) for r in rows],
-        conditions=[ConditionView(**c._mapping) for c in conds],
-        page_notifications=[_notification(n) for n in pages])
-
-
-def _notification(n: Row[Any]) -> NotificationView:
-    return NotificationView(sink=n.sink, outcome=n.outcome, detail=n.detail, attempts=n.attempts, at=n.at,
-                            group_title=n.group_title)

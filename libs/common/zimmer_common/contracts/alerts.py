@@ -16,6 +16,9 @@ from zimmer_common.contracts.subjects import PAGE_SUBJECT
 PAGE = PAGE_SUBJECT
 Level = Literal["warning", "error"]
 SNIPPET_MAX = 1200  # the alerts domain's bound (zimmer_alerts.domain.snippet.MAX_CHARS)
+# An issue carries its newest notifications only: a tracker refusing every event adds a row per
+# event, and an issue must never outgrow one page of the list (issue 27 #13).
+NOTIFICATIONS_SHOWN = 20
 # An id in a title splits one problem into as many issues as there are ids: ids go in context.
 ID_IN_TITLE = re.compile(r"\d{5,}|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I)
 
@@ -55,6 +58,8 @@ class AlertQuery(Request):
     level: Level | None = None
     since: Time | None = None
     limit: int = Field(default=50, ge=1, le=500)
+    before: ShortText | None = Field(None, description="`next_before` of the page before: the issues seen "
+                                                       "less recently than its last one")
 
 
 class NotificationView(Payload):
@@ -79,7 +84,8 @@ class IssueView(Payload):
     notified_at: datetime | None
     last_message: str
     last_snippet: str | None
-    notifications: list[NotificationView]
+    notifications: list[NotificationView]  # the newest NOTIFICATIONS_SHOWN, oldest first
+    notifications_not_shown: int = 0  # older notifications not carried (issue 27 #13: a row stays small)
 
 
 class ConditionView(Payload):
@@ -97,6 +103,10 @@ class AlertList(Payload):
     issues: list[IssueView]
     conditions: list[ConditionView]  # every condition still true, and those resolved in the window
     page_notifications: list[NotificationView]  # the repeating pages' notifications, newest first
+    next_before: str | None = Field(None, description=(
+        "Where the next page of issues starts: ask again with this as `before`. Null when this page reaches the "
+        "end. A page ends before `limit` issues when they reach the byte bound of one answer, so the list never "
+        "fails for its size"))
 
 
 class ResolveCondition(Request):

@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from zimmer_common.bus import Bus
-from zimmer_common.contracts import alerts as a
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.fields import IdempotencyKey, Name, Prompt, ShortText, Time, Title
@@ -379,21 +378,6 @@ async def action_spot_policy(
         return _report(await bus.request(p.SET_POLICY, p.SetPolicy(**given)))
     _check(action, given, needs=("genesis",) if action != "reset_genesis_classes" else ())
     return _report(await bus.request(p.GENESIS_ACTION, p.GenesisAction(action=action, genesis=genesis)))
-
-
-@tool(group="health", read_only=True, destructive=False, idempotent=True)
-async def get_alerts(
-    service: Service,
-    state: Annotated[Literal["open", "notified", "all"], Field(description="open: not yet notified")] = "all",
-    source: Annotated[Name | None, Field(description="Only this source (a service, or service/job)")] = None,
-    level: Literal["warning", "error"] | None = None,
-    limit: Limit = 50,
-) -> a.AlertList:
-    """The alerts ledger: issues grouped by fingerprint with their event counts and who was told
-    through which sink and when (failures included), the conditions still true, and the repeating
-    pages' notifications."""
-    return await _bus(service).request(a.LIST_ALERTS, a.AlertQuery(state=state, source=source, level=level,
-                                                                    limit=limit))
 
 
 # ---- gate_decisions ---------------------------------------------------------------------

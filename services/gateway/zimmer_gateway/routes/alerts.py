@@ -22,12 +22,15 @@ async def list_alerts(bus: BusDep, _realm: Annotated[Realm, Depends(authenticate
                       source: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
                       level: Literal["warning", "error"] | None = None,
                       since: datetime | None = None,
-                      limit: Annotated[int, Query(ge=1, le=500)] = 50) -> a.AlertList:
-    """Issues (grouped by fingerprint; `state=open` is not yet notified), each with its
-    notifications (sink, outcome: sent, failed, not_allowed, not_configured; attempts; when); the
-    conditions still true (and those resolved since `since`); the repeating pages' notifications."""
+                      limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                      before: Annotated[str | None, Query(min_length=1, max_length=200)] = None) -> a.AlertList:
+    """Issues (grouped by fingerprint; `state=open` is not yet notified), newest first, each with its
+    newest notifications (sink, outcome: sent, failed, not_allowed, not_configured; attempts; when)
+    and how many older ones it has; the conditions still true (and those resolved since `since`);
+    the repeating pages' notifications. Issues page by bytes as well as by count: follow
+    `next_before` (pass it as `before`) until it is null."""
     return await bus.request(a.LIST_ALERTS, a.AlertQuery(state=state, source=source, level=level, since=since,
-                                                         limit=limit))
+                                                         limit=limit, before=before))
 
 
 @router.post("/conditions/{condition_key}/resolve", summary="Resolve a condition (operator only)",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import ValidationError
 from starlette.responses import Response
 
 from zimmer_common import __version__
@@ -35,21 +36,28 @@ def create_health(service: Service, ping: Ping) -> APIRouter:
         report = await system_health(service.bus, service.clock)  # with the sweeper's readings beside it
         if overall == "ok" or report.overall_status == "critical":
             overall = report.overall_status
-        alerts, alerts_problem = await _alerts(service)
+        alerts_before = request.query_params.get("alerts_before")
+        alerts, alerts_problem = await _alerts(service, alerts_before)
         return render(request, "health.html", title="Health", overall=overall, rows=rows,
                       retention=report.log_retention, retention_problem=report.log_retention_problem,
                       disk=report.disk, disk_problem=report.disk_problem, report=report, alerts=alerts,
-                      alerts_problem=alerts_problem, **await recovery_panels(service, request))
+                      alerts_problem=alerts_problem, alerts_before=alerts_before,
+                      **await recovery_panels(service, request))
 
     return router
 
 
-async def _alerts(service: Service) -> tuple[AlertList | None, str | None]:
-    """The alerts ledger's newest issues, for the Alerts panel."""
+async def _alerts(service: Service, before: str | None) -> tuple[AlertList | None, str | None]:
+    """The alerts ledger's newest issues, for the Alerts panel; older ones from `before` (the
+    panel's Older link: the list pages by bytes, issue 27 #13)."""
     if service.bus is None:
         return None, "the gateway is not connected to the bus yet"
     try:
-        return await service.bus.request(LIST_ALERTS, AlertQuery(limit=10)), None
+        query = AlertQuery(limit=10, before=before or None)
+    except ValidationError:
+        return None, "invalid: alerts_before is not a cursor this page gave; follow Older as it came"
+    try:
+        return await service.bus.request(LIST_ALERTS, query), None
     except ZimmerError as exc:
         return None, f"{exc.code.value}: {exc.message}"
 
