@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from zimmer_backlog.domain.liveness import IssueEvidence, PullRequest
+from zimmer_common.contracts.backlog import GITHUB_ISSUE_URL
 
 log = logging.getLogger("zimmer.backlog.github")
 
@@ -56,6 +57,12 @@ class IssueRef:
     @property
     def name(self) -> str:
         return self.repo.split("/", 1)[1]
+
+
+def issue_ref(issue_url: str | None) -> IssueRef | None:
+    """The repository the issue URL names (#1188: never the row's `repo`, where a session checks out)."""
+    m = GITHUB_ISSUE_URL.match(issue_url or "")
+    return IssueRef(f"{m['owner']}/{m['repo']}".lower(), int(m["number"])) if m else None
 
 
 @dataclass

@@ -24,10 +24,9 @@ from zimmer_backlog import store
 from zimmer_backlog.domain import bands
 from zimmer_backlog.domain.liveness import (
     GRACE, MAX_EXAMINED_PER_SWEEP, PROVISIONAL_REMOVALS, SETTLED, Verdict, classify, hold_survives)
-from zimmer_backlog.github import IssueRef, Probe
+from zimmer_backlog.github import IssueRef, Probe, issue_ref
 from zimmer_backlog.tables import alert_marks, items, liveness_passes, produced
 from zimmer_common.clock import Clock
-from zimmer_common.contracts.backlog import GITHUB_ISSUE_URL
 from zimmer_common.logs import kv
 
 log = logging.getLogger("zimmer.backlog.liveness")
@@ -36,12 +35,6 @@ BAND_MARK = "stranded"
 PROBE_MARK = "probe"
 HOLD_COLUMNS = ("held_at", "held_until", "held_by", "held_by_session_id", "hold_reason", "held_liveness_state")
 NO_HOLD = {c: None for c in HOLD_COLUMNS}
-
-
-def issue_ref(issue_url: str) -> IssueRef | None:
-    """The repository the issue URL names (#1188: never the row's `repo`, where a session checks out)."""
-    m = GITHUB_ISSUE_URL.match(issue_url or "")
-    return IssueRef(f"{m['owner']}/{m['repo']}".lower(), int(m["number"])) if m else None
 
 
 _newer = aliased(items)

@@ -21,7 +21,7 @@ from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
-from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited
+from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited, issue_ref
 from zimmer_backlog.on_github import ISSUE_NUMBER, ISSUE_REPO
 from zimmer_backlog.tables import github_issues, github_open_issue_counts, items
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset, row_bytes, take_within
@@ -116,12 +116,11 @@ class GithubSnapshot:
 
 async def snapshot_title(conn: AsyncConnection, issue_url: str) -> str | None:
     """The issue's title as the snapshot last read it, when it holds the issue."""
-    match = c.GITHUB_ISSUE_URL.match(issue_url)
-    if match is None:
+    ref = issue_ref(issue_url)
+    if ref is None:
         return None
     title = (await conn.execute(select(github_issues.c.title).where(
-        github_issues.c.repo == f"{match['owner']}/{match['repo']}".lower(),
-        github_issues.c.number == int(match["number"])))).scalar_one_or_none()
+        github_issues.c.repo == ref.repo, github_issues.c.number == ref.number))).scalar_one_or_none()
     return title or None
 
 
