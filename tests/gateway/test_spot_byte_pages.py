@@ -8,11 +8,11 @@ carries")."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from mcp_client import call, mcp_session
+from pool_readings import held_spot_session
 
 SESSIONS = "/api/v1/sessions"
 ROWS = 12
@@ -71,19 +71,6 @@ async def test_a_session_list_too_large_for_one_message_pages_by_bytes(http: htt
 
         ids, sizes = await every_row(mcp, "sessions", "next_offset", 0)
     assert ids == newest_first and len(sizes) > 1
-
-
-async def held_spot_session(http: httpx.AsyncClient) -> dict[str, Any]:
-    """A spot session the gate holds (the only account's 5-hour window is spent): its follow-ups wait."""
-    now = datetime.now(UTC)
-    r = await http.post("/api/v1/quota/readings", json={
-        "account": "acct-1", "status": "active",
-        "five_hour": {"utilization": 1.0, "resets_at": (now + timedelta(hours=2)).isoformat()},
-        "seven_day": {"utilization": 0.5, "resets_at": (now + timedelta(days=3)).isoformat()}})
-    assert r.status_code == 202
-    spawned = await http.post(SESSIONS, json={"genesis": "api", "title": "spot work", "prompt": "do it"})
-    assert spawned.status_code == 201 and spawned.json()["turn"]["outcome"] == "held", spawned.text
-    return spawned.json()["session"]
 
 
 async def test_enqueued_messages_too_large_for_one_message_page_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]

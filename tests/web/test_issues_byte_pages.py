@@ -8,11 +8,10 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import text
+from next_pages import rows_following
 from test_issues_page import sign_in
 
 from zimmer_common.contracts import backlog as c
@@ -20,33 +19,12 @@ from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.contracts.limits import max_length
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import GithubForTheStack, REPO, world_in_stack  # noqa: E402
+from liveness_world import REPO, stack_setup, world_in_stack  # noqa: E402,F401 - stack_setup: the fixture
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 BIG = 60_000  # characters of payload per row
 QUEUED = 12  # 720 KB of payloads: past one answer's byte budget
 STRANDED = 6
-
-
-@pytest.fixture
-def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    with GithubForTheStack(monkeypatch) as gh:
-        yield gh
-
-
-async def keys_following(page: Any, base: str, section: str) -> tuple[list[str], int]:
-    """Every key of `section`, page after page through its "Next page" link; and how many pages."""
-    keys: list[str] = []
-    pages = 0
-    while True:
-        pages += 1
-        keys += await page.locator(f"#{section} tbody tr").evaluate_all("rows => rows.map(r => r.dataset.key)")
-        more = page.locator(f'[data-next-page="{section}"]')
-        if await more.count() == 0:
-            return keys, pages
-        async with page.expect_navigation():
-            await more.click()
-        assert pages < 20, "the Next page links never ended"
 
 
 async def test_large_rows_page_by_bytes_and_the_forms_take_the_contracts_limits(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]
@@ -69,11 +47,11 @@ async def test_large_rows_page_by_bytes_and_the_forms_take_the_contracts_limits(
     page = await browser.new_page()
     await sign_in(page, base, "/issues")
     assert (await page.title()) and await page.locator("#queued tbody tr").count() < QUEUED  # cut, not refused
-    queued, queued_pages = await keys_following(page, base, "queued")
+    queued, queued_pages = await rows_following(page, "#queued tbody tr", "key", "queued")
     assert queued == [f"zimmer#{n}" for n in range(1, QUEUED + 1)] and queued_pages > 1
 
     await page.goto(f"{base}/issues")
-    stranded, stranded_pages = await keys_following(page, base, "stranded")
+    stranded, stranded_pages = await rows_following(page, "#stranded tbody tr", "key", "stranded")
     assert stranded == [f"zimmer#{n}" for n in range(100, 100 + STRANDED)] and stranded_pages > 1
     assert await page.locator("[data-page=stranded]").count() == 1  # "Showing …–… of 6"
 

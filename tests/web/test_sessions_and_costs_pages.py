@@ -5,11 +5,16 @@ Scheduling class and precedence forms, gate decisions; the spend totals as get_c
 from __future__ import annotations
 
 import asyncio
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 from pageshots import accessibility_problems, notice, screenshot
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
+from pool_readings import held_spot_session  # noqa: E402 - the gateway tests' helper
 
 from zimmer_common.contracts.runtime import INGEST_SPEND, SpendReport
 
@@ -22,19 +27,6 @@ async def sign_in(page: Any, base: str, path: str) -> None:
     await page.get_by_label("Operator token").fill(OPERATOR)
     await page.get_by_role("button", name="Sign in").click()
     assert page.url.startswith(f"{base}{path}"), page.url
-
-
-async def held_spot_session(http: httpx.AsyncClient) -> dict[str, Any]:
-    """A spot session the gate holds: the only account's 5-hour window is spent."""
-    now = datetime.now(UTC)
-    r = await http.post("/api/v1/quota/readings", json={
-        "account": "acct-1", "status": "active",
-        "five_hour": {"utilization": 1.0, "resets_at": (now + timedelta(hours=2)).isoformat()},
-        "seven_day": {"utilization": 0.5, "resets_at": (now + timedelta(days=3)).isoformat()}})
-    assert r.status_code == 202
-    spawned = await http.post("/api/v1/sessions", json={"genesis": "api", "title": "spot work", "prompt": "do it"})
-    assert spawned.status_code == 201 and spawned.json()["turn"]["outcome"] == "held", spawned.text
-    return spawned.json()["session"]
 
 
 async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, browser) -> None:  # type: ignore[no-untyped-def]

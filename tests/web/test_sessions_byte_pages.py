@@ -7,30 +7,15 @@ enqueued messages that fit and an "Older messages" link."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import httpx
+from next_pages import rows_following
 from test_issues_page import sign_in
 from test_sessions_and_costs_pages import held_spot_session
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 ROWS = 12
 BIG = 90_000  # characters of each prompt: 12 of them are 1.08 MB, past one bus message
-
-
-async def rows_following(page: Any, rows: str, attribute: str, link: str) -> tuple[list[int], int]:
-    """Every row's id, page after page through the `link` "next page" link; and how many pages."""
-    ids: list[int] = []
-    pages = 0
-    while True:
-        pages += 1
-        ids += [int(x) for x in await page.locator(rows).evaluate_all(f"rows => rows.map(r => r.dataset.{attribute})")]
-        more = page.locator(f'[data-next-page="{link}"]')
-        if await more.count() == 0:
-            return ids, pages
-        async with page.expect_navigation():
-            await more.click()
-        assert pages < 20, "the next page links never ended"
 
 
 async def test_large_sessions_page_by_bytes_on_every_page_that_lists_them(stack, browser) -> None:  # type: ignore[no-untyped-def]
@@ -47,7 +32,8 @@ async def test_large_sessions_page_by_bytes_on_every_page_that_lists_them(stack,
     await sign_in(page, base, "/sessions")
     assert 1 <= await page.locator("tr[data-session]").count() < ROWS  # cut, not refused
     assert await page.locator("[data-total]").get_attribute("data-total") == str(ROWS)
-    ids, pages = await rows_following(page, "tr[data-session]", "session", "sessions")
+    found, pages = await rows_following(page, "tr[data-session]", "session", "sessions")
+    ids = [int(i) for i in found]
     assert ids == list(reversed(made)) and pages > 1  # every session once, newest first
 
     shown = await page.goto(f"{base}/ranked")
@@ -72,7 +58,8 @@ async def test_large_enqueued_messages_page_by_bytes_on_the_session_page(stack, 
     page = await browser.new_page()
     await sign_in(page, base, f"/sessions/{session['id']}")
     assert 1 <= await page.locator("tr[data-message]").count() < ROWS  # cut, not refused
-    ids, pages = await rows_following(page, "tr[data-message]", "message", "enqueued")
+    found, pages = await rows_following(page, "tr[data-message]", "message", "enqueued")
+    ids = [int(i) for i in found]
     assert len(ids) == ROWS and ids == sorted(set(ids), reverse=True) and pages > 1  # each once, newest first
     assert ids[:2] == [m["id"] for m in every["messages"]]
     assert await page.locator("[data-precedence]").count() == 1  # still the whole session page
