@@ -1,9 +1,9 @@
 """The backlog liveness sweep's benchmark group `backlog_liveness`.
 
 - probe: one pass over 200 candidates across 5 repositories (40 issues each, two pull requests
-  on every timeline) with `GithubClient.probe`, against the fake GitHub of the tests
-  (tests/backlog/fake_github.py: a real HTTP server on 127.0.0.1 executing the GraphQL with
-  graphql-core). The pass must take ⌈200/40⌉ = 5 requests, counted both by the client
+  on every timeline) with `GithubClient.probe`, against the fake GitHub of the tests and the
+  simulated fleet (zimmer_sim.fake_github: a real HTTP server on 127.0.0.1 executing the GraphQL
+  with graphql-core). The pass must take ⌈200/40⌉ = 5 requests, counted both by the client
   (`Probe.requests`) and by the server (its `requests` list); any other count, or an issue not
   read with both its pull requests, fails the group. Baseline in the same run: the same 200
   issues probed one request per row (`probe([ref])` 200 times, 200 requests). Rounds alternate
@@ -22,10 +22,8 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.harness import BenchContext, Entry, Series, Sizes, peak_rss_mb, rss_mb
@@ -41,16 +39,6 @@ QUICK_PROBE_ROUNDS = 2  # a one-request-per-row pass takes seconds (see bench/RE
 SEED = 20_250_401
 HOUR = timedelta(hours=1)
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-def _fake_github() -> tuple[Any, Any]:
-    """FakeGithub and FakePR from tests/backlog (not a package), as the tests import them."""
-    where = str(Path(__file__).resolve().parent.parent / "tests" / "backlog")
-    if where not in sys.path:
-        sys.path.insert(0, where)
-    from fake_github import FakeGithub, FakePR
-
-    return FakeGithub, FakePR
 
 
 def simulated_passes(n: int, seed: int = SEED) -> list[tuple[int, timedelta, datetime]]:
@@ -112,8 +100,7 @@ def _loop_pass(passes: list[tuple[int, timedelta, datetime]]) -> tuple[float, in
 
 async def bench_liveness(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     from zimmer_backlog.github import GithubClient, IssueRef
-
-    fake_github, fake_pr = _fake_github()
+    from zimmer_sim.fake_github import FakeGithub, FakePR
     quick = sizes.rounds <= 3
     total = REPOS * ISSUES_PER_REPO
     repos = [f"acme/liveness-{r}" for r in range(REPOS)]
@@ -126,12 +113,12 @@ async def bench_liveness(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     requests: dict[str, list[int]] = {"batched": [], "per_row": []}
 
     rss_before = rss_mb()
-    with fake_github(TOKEN) as gh:
+    with FakeGithub(TOKEN) as gh:
         updated = datetime(2025, 1, 1, tzinfo=UTC)
         for r, repo in enumerate(repos):
             for n in range(1, ISSUES_PER_REPO + 1):
-                gh.issue(repo, n, prs=[fake_pr(repo, 1000 + n, "OPEN", updated),
-                                       fake_pr(repo, 2000 + n, "MERGED", updated, connected=True)][:PRS_PER_ISSUE])
+                gh.issue(repo, n, prs=[FakePR(repo, 1000 + n, "OPEN", updated),
+                                       FakePR(repo, 2000 + n, "MERGED", updated, connected=True)][:PRS_PER_ISSUE])
         client = GithubClient(gh.url, TOKEN)
 
         def check(what: str, evidence: dict[Any, Any], unreadable: dict[Any, str], made: int, want: int) -> None:

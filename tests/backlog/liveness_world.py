@@ -16,7 +16,6 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from fake_github import FakeGithub
 from zimmer_backlog.config import GithubSettings
 from zimmer_backlog.liveness import PassReport
 from zimmer_backlog.service import BacklogApp
@@ -26,6 +25,7 @@ from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.alerts import PAGE
 from zimmer_common.service import Service
+from zimmer_sim.fake_github import FakeGithub
 
 TOKEN = "ghs_fake_liveness_token"
 REPO = "acme/zimmer"

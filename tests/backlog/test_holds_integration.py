@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from fake_github import FakePR
 from liveness_world import REPO, World, github_world
 from zimmer_common.contracts import backlog as c
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_sim.fake_github import FakePR
 
 DAY = timedelta(days=1)
 REASON = "Pick one of #80, #81, #82: owed by the maintainers, laid out in #83"

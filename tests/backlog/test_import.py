@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_github import FakeGithub  # tests/backlog is on sys.path (rootdir-less test dirs)
 from sqlalchemy import text
 
 from zimmer_backlog.importer import (FileSource, GithubSource, ImportSourceUnavailable, NoSource, import_backlog,
@@ -20,6 +19,7 @@ from zimmer_backlog.importer import (FileSource, GithubSource, ImportSourceUnava
 from zimmer_cli.embedded import free_port
 from zimmer_common.db import create_engine
 from zimmer_common.settings import Environment, Settings
+from zimmer_sim.fake_github import FakeGithub
 
 TOKEN = "ghp-test-token"
 ITEMS: list[dict[str, Any]] = [

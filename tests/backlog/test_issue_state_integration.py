@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from fake_github import FakePR
 from liveness_world import REPO, World, github_world
 from zimmer_common.contracts import backlog as c
+from zimmer_sim.fake_github import FakePR
 
 DAY = timedelta(days=1)
 

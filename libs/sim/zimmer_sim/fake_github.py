@@ -1,4 +1,6 @@
-"""A real HTTP server on 127.0.0.1 that answers the parts of GitHub's API the backlog uses.
+"""A real HTTP server (127.0.0.1 by default) that answers the parts of GitHub's API the backlog uses:
+the backlog's tests read it, and the simulated fleet (`zimmer sim`) serves it to a running backlog
+(`github_world` evolves its issues).
 
 - `GET /repos/{owner}/{repo}/contents/{path}?ref={ref}` (raw media type): a file, or 404.
 - `GET /repos/{owner}/{repo}/issues?state=open&per_page=&page=`: open issues (and open PRs, as
@@ -12,6 +14,9 @@ Every request needs `Authorization: Bearer <token>` (401 otherwise). Faults on d
 (hold each answer for some seconds), `fail_next` (a status: 5xx; 200 answers HTML, 201 answers
 JSON of the wrong shape), `rate_limit_next` (403 with x-ratelimit-remaining: 0), `hidden_repos`
 (NOT_FOUND as a whole).
+
+The server answers from its own thread while the owner changes `issues` and `open_prs`; a change
+made under `lock` is seen whole (the listing and the timelines read under it).
 """
 
 from __future__ import annotations
@@ -86,7 +91,10 @@ class FakeIssue:
 
 
 class FakeGithub:
-    def __init__(self, token: str, files: dict[tuple[str, str, str], bytes] | None = None):
+    def __init__(self, token: str, files: dict[tuple[str, str, str], bytes] | None = None, port: int = 0,
+                 host: str = "127.0.0.1"):
+        """Bound at once (port 0: any free one), so `url` is known before `start`: `zimmer up` can
+        hand it to the backlog before the backlog starts."""
         self.token = token
         self.files = dict(files or {})  # (owner/repo, path, ref) -> raw content
         self.issues: dict[tuple[str, int], FakeIssue] = {}  # (owner/repo, number)
@@ -95,7 +103,8 @@ class FakeGithub:
         self.requests: list[SeenRequest] = []
         self.stall_seconds = 0.0
         self._fail: list[int] = []  # statuses to answer, one per request, before serving normally
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the fault queue
+        self.lock = threading.RLock()  # issues and open_prs, against a reader in the server's thread
         self.schema = self._schema()
         fake = self
 
@@ -110,14 +119,15 @@ class FakeGithub:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-github", daemon=True)
 
     # ---- fixtures and faults ---------------------------------------------------------------------
 
     def issue(self, repo: str, number: int, **kw: Any) -> FakeIssue:
-        self.issues[(repo, number)] = issue = FakeIssue(**kw)
+        with self.lock:
+            self.issues[(repo, number)] = issue = FakeIssue(**kw)
         return issue
 
     def fail_next(self, status: int = 502, times: int = 1) -> None:
@@ -175,11 +185,12 @@ class FakeGithub:
     def _list_issues(self, h: BaseHTTPRequestHandler, repo: str, query: dict[str, list[str]]) -> None:
         if repo in self.hidden_repos:
             return _answer(h, 404, {"message": "Not Found"})
-        listed: list[dict[str, Any]] = [
-            {"number": n, "title": i.title, "state": "open"} for (r, n), i in self.issues.items()
-            if r == repo and i.state == "OPEN"]
-        listed += [{"number": n, "title": t, "state": "open", "pull_request": {}}
-                   for (r, n), t in self.open_prs.items() if r == repo]
+        with self.lock:
+            listed: list[dict[str, Any]] = [
+                {"number": n, "title": i.title, "state": "open"} for (r, n), i in self.issues.items()
+                if r == repo and i.state == "OPEN"]
+            listed += [{"number": n, "title": t, "state": "open", "pull_request": {}}
+                       for (r, n), t in self.open_prs.items() if r == repo]
         listed.sort(key=lambda x: -x["number"])
         per_page, page = int(query.get("per_page", ["30"])[0]), int(query.get("page", ["1"])[0])
         chunk = listed[(page - 1) * per_page: page * per_page]
@@ -209,11 +220,13 @@ class FakeGithub:
             return {"nameWithOwner": repo}
 
         def issue(root: dict[str, Any], _info: Any, number: int) -> dict[str, Any]:
-            found = fake.issues.get((root["nameWithOwner"], number))
-            if found is None:
-                raise GraphQLError(f"Could not resolve to an Issue with the number of {number}.",
-                                   extensions={"type": "NOT_FOUND"})
-            return {"number": number, "state": found.state, "title": found.title, "_issue": found}
+            with fake.lock:
+                found = fake.issues.get((root["nameWithOwner"], number))
+                if found is None:
+                    raise GraphQLError(f"Could not resolve to an Issue with the number of {number}.",
+                                       extensions={"type": "NOT_FOUND"})
+                return {"number": number, "state": found.state, "title": found.title, "_issue": found,
+                        "_prs": [(pr.connected, pr.node()) for pr in found.prs]}
 
         def timeline(root: dict[str, Any], _info: Any, first: int = 100, after: str | None = None,
                      itemTypes: list[str] | None = None) -> dict[str, Any]:  # noqa: N803 - GitHub's name
@@ -222,9 +235,9 @@ class FakeGithub:
                 {"__typename": "CrossReferencedEvent", "source": {"__typename": "Issue", "number": 1, "state": "OPEN",
                                                                   "title": "another issue"}}
                 for _ in range(found.issue_mentions)]
-            for pr in found.prs:
-                nodes.append({"__typename": "ConnectedEvent", "subject": pr.node()} if pr.connected
-                             else {"__typename": "CrossReferencedEvent", "source": pr.node()})
+            for connected, pr in root["_prs"]:  # as the issue read them, under the lock
+                nodes.append({"__typename": "ConnectedEvent", "subject": pr} if connected
+                             else {"__typename": "CrossReferencedEvent", "source": pr})
             wanted = {"CROSS_REFERENCED_EVENT": "CrossReferencedEvent", "CONNECTED_EVENT": "ConnectedEvent"}
             if itemTypes:
                 nodes = [n for n in nodes if n["__typename"] in {wanted.get(t) for t in itemTypes}]
@@ -247,15 +260,24 @@ class FakeGithub:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> FakeGithub:
+    def start(self) -> FakeGithub:
+        """Serve, from a daemon thread."""
         self._thread.start()
         return self
 
-    def __exit__(self, *_exc: object) -> None:
+    def close(self) -> None:
+        """Stop serving and release the port."""
         self.stall_seconds = 0
-        self._server.shutdown()
+        if self._thread.is_alive():  # a fake never started (bound only) has nothing to shut down
+            self._server.shutdown()
+            self._thread.join(5)
         self._server.server_close()
-        self._thread.join(5)
+
+    def __enter__(self) -> FakeGithub:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 def _send(h: BaseHTTPRequestHandler, status: int, data: bytes, content_type: str,

@@ -1,0 +1,1 @@
+"""zimmer_sim: a simulated fleet built only on zimmer_runtime."""
