@@ -50,9 +50,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _clean_env() -> dict[str, str]:
-    """The caller's environment minus every ZIMMER_* variable, so the command uses its embedded servers."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("ZIMMER_")}
+def _clean_env(sim: bool = False) -> dict[str, str]:
+    """The caller's environment minus every ZIMMER_* variable, so the command uses its embedded servers,
+    and without the simulated fleet unless asked (tests/web/test_first_run.py is the run with one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZIMMER_")}
+    return env if sim else {**env, "ZIMMER_SIM": "off"}
 
 
 def _tail(path: Path, lines: int = TAIL_LINES) -> str:
@@ -66,8 +68,9 @@ def _tail(path: Path, lines: int = TAIL_LINES) -> str:
 class Run:
     """One `zimmer up` subprocess, its output files and its data directory."""
 
-    def __init__(self, data_dir: Path, out_dir: Path, label: str):
+    def __init__(self, data_dir: Path, out_dir: Path, label: str, *, sim: bool = False):
         self.data_dir = data_dir
+        self.sim = sim
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.stdout_path = out_dir / f"{label}.stdout"
@@ -79,7 +82,7 @@ class Run:
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "zimmer_cli", "up", "--data-dir", str(self.data_dir), "--port", str(self.port)],
-                env=_clean_env(), cwd=self.data_dir.parent, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                env=_clean_env(self.sim), cwd=self.data_dir.parent, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 start_new_session=True)
 
     # ----- diagnostics -------------------------------------------------------------------------------

@@ -14,9 +14,48 @@ import typer
 from zimmer_common.contracts.subjects import CONTEXTS, SCHEDULE_PREFIX, Stream, host_ctx
 from zimmer_common.settings import HOST_PATTERN
 
-jobs_app = typer.Typer(help="Background jobs: per-host schedules.", no_args_is_help=True)
+jobs_app = typer.Typer(help="Background jobs: run one now; per-host schedules.", no_args_is_help=True)
 NatsUrl = Annotated[str, typer.Option(envvar="ZIMMER_NATS_URL", help="NATS server(s), comma-separated")]
 Service = Annotated[str, typer.Option(help="The service whose per-host jobs these are")]
+
+
+@jobs_app.command("run")
+def run(key: Annotated[str, typer.Argument(help="service.job, as the Health page's cron rows name it "
+                                           "(e.g. spot-gate.ceiling_sweep)")],
+        nats_url: NatsUrl = "nats://127.0.0.1:4222",
+        host: Annotated[str | None, typer.Option(help="For a per-host job: whose disk (default: every host "
+                                                 "must be named)")] = None) -> None:
+    """Ask for a run of a job now, outside its schedule (it coalesces with a tick already waiting, and
+    runs under the job's usual singleton lock)."""
+    seq = asyncio.run(run_job(nats_url, key, host))
+    typer.echo(f"{key} enqueued (stream sequence {seq})")
+
+
+def job_tick(key: str, host: str | None = None) -> tuple[str, bytes]:
+    """The subject and body of a tick of `key` (service.job); BadParameter when it is not a job."""
+    import json
+
+    from zimmer_common.contracts.subjects import job_subject
+    from zimmer_common.schedule import SCHEDULE
+
+    entry = next((e for e in SCHEDULE if e.key == key), None)
+    if entry is None:
+        raise typer.BadParameter(f"no job {key!r}; one of: {', '.join(sorted(e.key for e in SCHEDULE))}")
+    ctx = CONTEXTS[entry.service]
+    if entry.per_host:
+        if host is None:
+            raise typer.BadParameter(f"{key} runs on every host's disk: name the host with --host")
+        ctx = host_ctx(ctx, host)
+    return job_subject(ctx, entry.lane, entry.job), json.dumps({"job": entry.job}).encode()
+
+
+async def run_job(nats_url: str, key: str, host: str | None = None) -> int:
+    subject, body = job_tick(key, host)
+    bus = await _connect(nats_url)
+    try:
+        return await bus.publish(subject, body)
+    finally:
+        await bus.close()
 
 
 @jobs_app.command("hosts")

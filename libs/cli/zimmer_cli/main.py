@@ -21,6 +21,7 @@ from zimmer_cli.backlog_cmd import backlog_app
 from zimmer_cli.jobs_cmd import jobs_app
 from zimmer_cli.common import DataDir, _data_dir, _embedded_postgres, _load_factory, _settings
 from zimmer_cli.registry import SERVICES, START_ORDER
+from zimmer_cli.sim_cmd import sim
 
 app = typer.Typer(help="Zimmer control plane: backlog, spot gate, sweeper, alerts and gateway.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -121,10 +122,13 @@ def _other_supervisor(root: Path) -> int | None:
 @app.command()
 def up(data_dir: DataDir = None,
        port: Annotated[int, typer.Option("--port", help="Gateway HTTP port")] = 8000,
-       host: Annotated[str, typer.Option("--host", help="Gateway HTTP bind address")] = "127.0.0.1") -> None:
+       host: Annotated[str, typer.Option("--host", help="Gateway HTTP bind address")] = "127.0.0.1",
+       no_sim: Annotated[bool, typer.Option("--no-sim", help="Attach no simulated fleet (a real runtime will "
+                                            "connect); also ZIMMER_SIM=off")] = False) -> None:
     """Start the whole system: embedded PostgreSQL and NATS (unless ZIMMER_DATABASE_URL / ZIMMER_NATS_URL
     are set), migrations, and the five services as supervised processes. A server or service that dies
-    is restarted with backoff. Ctrl-C stops everything."""
+    is restarted with backoff. In development a simulated fleet (`zimmer sim`) is attached, with a fake
+    GitHub the backlog reads, so the pages show the system at work. Ctrl-C stops everything."""
     from zimmer_cli.embedded import (
         PG_START_TIMEOUT,
         become_subreaper,
@@ -228,6 +232,9 @@ def up(data_dir: DataDir = None,
         if stopping["flag"]:
             return
         settings = _settings(database_url=db_url)
+        fleet = _simulated_fleet(no_sim, settings)
+        if fleet is not None:
+            env.update(fleet)  # the backlog reads the simulated fleet's fake GitHub
         for name in START_ORDER:
             service = _load_factory(name)(settings)
             if service.schema:
@@ -245,6 +252,10 @@ def up(data_dir: DataDir = None,
                 child_env.update(ZIMMER_METRICS_HOST="127.0.0.1", ZIMMER_METRICS_PORT=str(free_port()))
             children.append(Child(name, [sys.executable, "-m", "zimmer_cli", "serve", name], child_env,
                                   logs / f"{name}.log"))
+        if fleet is not None:
+            children.append(Child(SIM, [sys.executable, "-m", "zimmer_cli", "sim", "--quiet", "--name", "zimmer-sim"],
+                                  dict(env, ZIMMER_HOST=settings.host, **_embedded_disk_roots(root, env)),
+                                  logs / "sim.log", kind="fleet"))
         if stopping["flag"]:
             return
         supervisor.start(children)
@@ -260,6 +271,8 @@ def up(data_dir: DataDir = None,
                              else creds["operator_token"])  # the generated development token: shown to sign in with
                     typer.echo(f"Zimmer is up: {url}  (operator pages: {url}/signin with operator token {token}; "
                                f"API docs {url}/docs; {creds_from}; logs in {logs})")
+                    typer.echo(SIM_BANNER if fleet is not None else "No simulated fleet attached: waiting for a "
+                               "runtime to connect (docs/runtime.md).")
                     sys.stdout.flush()
                 elif time.monotonic() > deadline:
                     say("ERROR", "not ready in time; see the logs", timeout_seconds=READY_TIMEOUT, logs=str(logs))
@@ -269,6 +282,25 @@ def up(data_dir: DataDir = None,
         supervisor.stop_all()
         runtime_file.unlink(missing_ok=True)
         say("INFO", "stopped")
+
+
+SIM = "sim"
+SIM_BANNER = ("A simulated fleet is attached (zimmer sim: sessions, spend, quota windows and a fake GitHub; it "
+              "spends no money and pages nobody); `zimmer up --no-sim` or ZIMMER_SIM=off for a real runtime.")
+
+
+def _simulated_fleet(no_sim: bool, settings: Any) -> dict[str, str] | None:
+    """The environment the backlog needs to read the simulated fleet's fake GitHub, or None when no
+    fleet is attached: asked not to, outside development, or with a real GitHub configured."""
+    if no_sim or os.environ.get("ZIMMER_SIM", "on").strip().lower() in ("off", "0", "false", "no"):
+        return None
+    if settings.env.value != "development" or os.environ.get("ZIMMER_GITHUB_API_URL"):
+        return None
+    from zimmer_cli.embedded import free_port
+
+    port = free_port()
+    return {"ZIMMER_SIM_GITHUB_PORT": str(port), "ZIMMER_GITHUB_API_URL": f"http://127.0.0.1:{port}",
+            "ZIMMER_GITHUB_TOKEN": "sim-github-token"}
 
 
 def _is_ready(url: str) -> bool:
@@ -363,6 +395,7 @@ async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
 app.add_typer(backlog_app, name="backlog")
 app.add_typer(jobs_app, name="jobs")
 app.command("asyncapi")(asyncapi)
+app.command("sim")(sim)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""`zimmer sim --scenario NAME`: a scenario's fleet and timeline against a stack, its invariants
+checked while it runs and at the end; a table (invariant | checks | violations) and JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: int, stack: Any,
+                       progress: bool = True) -> dict[str, Any]:
+    from zimmer_sim.invariants import Invariants
+    from zimmer_sim.runner import FleetRun, SimConfig, run_fleet
+    from zimmer_sim.scenarios import SCENARIOS, Context
+
+    scenario = SCENARIOS[name]
+    length = minutes if minutes is not None else (scenario.short_minutes if short else scenario.minutes)
+    config = SimConfig(nats_url=stack.nats_url, seed=seed, profile=scenario.short if short else scenario.long,
+                       name=f"sim-{name}", host=getattr(stack, "host", "sim-host"), clones_dir=stack.clones_dir,
+                       transcripts_dir=getattr(stack, "transcripts_dir", None),
+                       github_port=getattr(stack, "github_port", None))
+    invariants = Invariants(healthy=scenario.healthy)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    loop.call_later(length * 60, stop.set)
+    started = time.monotonic()
+    contexts: list[Context] = []
+
+    def context(run: FleetRun) -> Context:
+        if not contexts:
+            contexts.append(Context(run, stack, invariants, stop, length * 60))
+        return contexts[0]
+
+    async def timeline(run: FleetRun) -> None:
+        from zimmer_cli.sim_cmd import read_the_fake_github
+
+        parts = [scenario.timeline(context(run))] if scenario.timeline is not None else []
+        if config.github_port is not None:
+            parts.append(read_the_fake_github(stack.nats_url, stop))
+        await asyncio.gather(*parts)
+
+    async def during(run: FleetRun) -> None:
+        await invariants.during(run)
+        if progress:
+            s = run.ledger.summary()
+            sys.stderr.write(f"\r[{name} {(time.monotonic() - started) / 60:4.1f}/{length:g} min] sessions "
+                             f"{s['sessions']} running {run.ledger.running()} turns {s['turns']} spend "
+                             f"${s['spend_dollars']:.2f} violations {sum(len(r.violations) for r in invariants.table.values())}  ")
+            sys.stderr.flush()
+
+    async def finish(run: FleetRun) -> None:
+        if progress:
+            sys.stderr.write("\n")
+        await invariants.finish(run)
+        if scenario.expect is not None:
+            await scenario.expect(context(run))
+
+    run = await run_fleet(config, stop, every=during, check_every=5.0, before=invariants.start, beside=timeline,
+                          finish=finish)
+    return {"scenario": name, "short": short, "minutes": round((time.monotonic() - started) / 60, 2), "seed": seed,
+            "passed": not invariants.failed(), "invariants": invariants.report(), "fleet": run.ledger.summary(),
+            "table": invariants.text()}
+
+
+def scenario_main(name: str, *, short: bool, minutes: float | None, seed: int, nats_url: str | None,
+                  url: str | None, json_out: Path | None, keep: bool) -> None:
+    from zimmer_cli.scenario_stack import ExternalStack, OwnedStack
+    from zimmer_sim.scenarios import SCENARIOS
+
+    if name not in SCENARIOS:
+        raise typer.BadParameter(f"unknown scenario {name!r}; one of: {', '.join(SCENARIOS)}", param_hint="--scenario")
+    scenario = SCENARIOS[name]
+    owned = url is None and nats_url is None
+    if not owned and scenario.needs_owned_stack:
+        raise typer.BadParameter(f"{name} kills the stack's processes: it runs only on a stack it starts itself "
+                                 "(leave out --url and --nats-url)", param_hint="--scenario")
+    if not owned and not nats_url:
+        raise typer.BadParameter("a running stack is reached over NATS: give --nats-url (or ZIMMER_NATS_URL) with "
+                                 "--url", param_hint="--nats-url")
+    root = Path(tempfile.mkdtemp(prefix=f"zimmer-scenario-{name}-")) if owned else None
+    stack: Any = OwnedStack(root, scenario.stack_env) if root is not None else ExternalStack(nats_url or "", url)
+    result: dict[str, Any] = {}
+    try:
+        if root is not None:
+            typer.echo(f"starting a stack for {name} in {root} ...", err=True)
+            stack.start()
+        result = asyncio.run(run_scenario(name, short=short, minutes=minutes, seed=seed, stack=stack))
+    finally:
+        if root is not None:
+            stack.stop()
+            if result.get("passed") and not keep:
+                shutil.rmtree(root, ignore_errors=True)
+            else:
+                typer.echo(f"the scenario's stack and logs are kept in {root}", err=True)
+    typer.echo(result["table"])
+    typer.echo(f"{name}: {'passed' if result['passed'] else 'FAILED'} in {result['minutes']} min")
+    if json_out is not None:
+        json_out.write_text(json.dumps({k: v for k, v in result.items() if k != "table"}, indent=2, default=str))
+    raise typer.Exit(0 if result["passed"] else 1)

@@ -1,0 +1,167 @@
+"""The scenarios: a fleet profile, a timeline of what happens to the system while it runs, and what
+the run must show beyond the standing invariants (zimmer_sim.invariants).
+
+A scenario that breaks processes (`outage`, `stall`) needs a stack it owns; the `Stack` it is given
+does the breaking (zimmer_cli.scenario_stack), so this package stays on zimmer_runtime alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from zimmer_common.contracts import spot
+from zimmer_runtime import RuntimeRequestError
+from zimmer_sim.invariants import Invariants
+from zimmer_sim.profile import PROFILES, Profile
+from zimmer_sim.runner import FleetRun
+
+BATCH_GAP_SECONDS = 1.0  # restarts closer than this came from one ceiling sweep's batch
+
+
+class Stack(Protocol):
+    owned: bool  # the scenario started it: it may kill and stop its processes
+
+    async def run_job(self, key: str) -> None: ...  # "spot-gate.ceiling_sweep": a run now, as an operator asks
+    async def signal(self, name: str, sig: int) -> None: ...  # a server (nats, postgres) or a service
+    async def wait_ready(self, timeout: float) -> bool: ...
+    def free_bytes(self) -> int: ...  # free space on the clones volume
+
+
+@dataclass
+class Context:
+    run: FleetRun
+    stack: Stack
+    invariants: Invariants
+    stop: asyncio.Event
+    seconds: float  # how long the run lasts
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep, or return False at once when the run ends first."""
+        try:
+            await asyncio.wait_for(self.stop.wait(), timeout=seconds)
+            return False
+        except TimeoutError:
+            return True
+
+
+Timeline = Callable[[Context], Awaitable[None]]
+Expect = Callable[[Context], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    long: Profile
+    short: Profile
+    minutes: float  # the long form's default length
+    short_minutes: float
+    healthy: bool = True  # nothing may page
+    needs_owned_stack: bool = False
+    timeline: Timeline | None = None
+    expect: Expect | None = None
+    stack_env: dict[str, str] = field(default_factory=dict)
+
+
+# ---- steady ---------------------------------------------------------------------------------
+
+async def _steady_expect(ctx: Context) -> None:
+    summary = ctx.run.ledger.summary()
+    ctx.invariants.row("the fleet took turns and spent").check(summary["turns"] > 0 and summary["spend_requests"] > 0,
+                                                                 turns=summary["turns"])
+
+
+# ---- quota-crunch ---------------------------------------------------------------------------
+
+async def _crunch_timeline(ctx: Context) -> None:
+    """The ceiling sweep runs every 5 minutes on its schedule; a short run asks for it more often,
+    as an operator can (`zimmer jobs run spot-gate.ceiling_sweep`)."""
+    while await ctx.sleep(10.0):
+        await ctx.stack.run_job("spot-gate.ceiling_sweep")
+
+
+async def _crunch_expect(ctx: Context) -> None:
+    ledger, rows = ctx.run.ledger, ctx.invariants
+    rows.row("spot work is held as the pool nears its reserve").check(ledger.outcomes["held"] > 0,
+                                                                       held=ledger.outcomes["held"])
+    paused = sum(n for reason, n in ledger.stop_reasons.items() if "quota" in reason or "utilization" in reason
+                 or "ceiling" in reason)
+    rows.row("the ceiling sweep pauses running spot sessions").check(paused > 0, stop_reasons=dict(ledger.stop_reasons))
+    rows.row("paused sessions resume after the window resets").check(bool(ledger.restarts),
+                                                                     resets=sum(a.resets for a in
+                                                                                ctx.run.accounts.accounts.values()))
+    await _resume_order(ctx)
+
+
+async def _resume_order(ctx: Context) -> None:
+    """Within one sweep's batch, resumes come highest precedence first (seed 004)."""
+    restarts = ctx.run.ledger.restarts
+    ids = sorted({sid for _, sid, _ in restarts})[:500]
+    precedence = {}
+    if ids:
+        try:
+            listed = await ctx.run.client.call(spot.LIST_SESSIONS, spot.SessionQuery(ids=ids, limit=500))
+            precedence = {s.id: s.precedence for s in listed.sessions}
+        except RuntimeRequestError:
+            precedence = {sid: p for _, sid, p in restarts}
+    row = ctx.invariants.row("resumes come in precedence order")
+    for (t1, a, _), (t2, b, _) in zip(restarts, restarts[1:]):
+        if t2 - t1 <= BATCH_GAP_SECONDS:
+            row.check(precedence.get(a, 0) >= precedence.get(b, 0), first=a, then=b,
+                      precedences=(precedence.get(a), precedence.get(b)))
+
+
+# ---- auth-outage ----------------------------------------------------------------------------
+
+async def _auth_expect(ctx: Context) -> None:
+    counts = ctx.run.ledger.counts
+    ctx.invariants.row("sessions park when their account needs re-auth").check(counts["auth_parks"] > 0,
+                                                                             parks=counts["auth_parks"])
+    ctx.invariants.row("parked sessions run again once the account is back").check(
+        bool(ctx.run.ledger.restarts) or counts["turns_started"] > counts["spawned"], restarts=len(ctx.run.ledger.restarts))
+
+
+# ---- outage ---------------------------------------------------------------------------------
+
+OUTAGE_ORDER = ("nats", "postgres", "spot-gate", "sweeper", "backlog", "alerts", "gateway")
+
+
+async def _outage_timeline(ctx: Context) -> None:
+    """kill -9 of NATS, PostgreSQL and each service in turn; the supervisor brings each back."""
+    gap = ctx.seconds / (len(OUTAGE_ORDER) + 2)
+    for name in OUTAGE_ORDER:
+        if not await ctx.sleep(gap):
+            return
+        await ctx.stack.signal(name, signal.SIGKILL)
+        ctx.run.ledger.counts[f"killed_{name}"] += 1
+        await ctx.stack.wait_ready(120.0)
+
+
+async def _outage_expect(ctx: Context) -> None:
+    killed = sum(v for k, v in ctx.run.ledger.counts.items() if k.startswith("killed_"))
+    ctx.invariants.row("every process was killed once and came back").check(killed == len(OUTAGE_ORDER)
+                                                                            and await ctx.stack.wait_ready(120.0),
+                                                                            killed=killed)
+
+
+SHORT = PROFILES["short"]
+DEMO = PROFILES["demo"]
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("steady", "40 sessions of mixed classes taking turns; nothing pages",
+             DEMO.with_(sessions=40), SHORT.with_(sessions=8), minutes=10, short_minutes=1.0, expect=_steady_expect),
+    Scenario("quota-crunch", "the pool fills to its reserve: holds, ceiling pauses, a reset, resumes in precedence order",
+             DEMO.with_(accounts=2, capacity_five_hour=8.0, five_hour_cycle_seconds=240, codex_share=0.0, p_archive=0.1),
+             SHORT.with_(accounts=2, capacity_five_hour=2.0, five_hour_cycle_seconds=75, codex_share=0.0, p_archive=0.05,
+                         sessions=8),
+             minutes=10, short_minutes=2.0, timeline=_crunch_timeline, expect=_crunch_expect),
+    Scenario("auth-outage", "accounts lose their credentials; sessions park, and run again once they are back",
+             DEMO.with_(p_auth_outage=0.15), SHORT.with_(p_auth_outage=0.35, auth_outage_seconds=(5.0, 12.0)),
+             minutes=10, short_minutes=1.0, expect=_auth_expect),
+    Scenario("outage", "kill -9 of NATS, PostgreSQL and each service mid-run; no report lost or doubled",
+             DEMO, SHORT, minutes=10, short_minutes=2.0, healthy=False, needs_owned_stack=True,
+             timeline=_outage_timeline, expect=_outage_expect),
+)}
