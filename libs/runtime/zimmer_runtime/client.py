@@ -157,8 +157,11 @@ class RuntimeClient:
             # ERROR without a page: the runtime is outside the control plane and has no pager; the
             # embedding runtime's logs carry it, and close() returns the count.
             log.error("closed with reports unsent", extra={"unsent": unsent})
+        # No drain: the command stream is no longer served, and a drain cut short by its bound
+        # leaves nats-py's gathered subscription drains to die unobserved ("exception never
+        # retrieved"). Flush what was written, then close.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._nc.drain(), 2.0)
+            await self._nc.flush(timeout=2)
         if not self._nc.is_closed:
             await self._nc.close()
         return unsent
