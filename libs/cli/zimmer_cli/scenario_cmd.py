@@ -50,7 +50,19 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
             parts.append(read_the_fake_github(stack.nats_url, stop))
         await asyncio.gather(*parts)
 
+    rss: dict[str, dict[str, int]] = {}
+    warm_up = max(60.0, 0.1 * length * 60)  # RSS growth is measured from here (caches filled, pools open)
+
+    def sample_rss(label: str) -> None:
+        import psutil
+
+        reading = {**(stack.rss() if hasattr(stack, "rss") else {}), "sim": psutil.Process().memory_info().rss}
+        for proc, value in reading.items():
+            rss.setdefault(proc, {})[label] = value
+
     async def during(run: FleetRun) -> None:
+        if "warm" not in rss.get("sim", {}) and time.monotonic() - started >= warm_up:
+            sample_rss("warm")
         await invariants.during(run)
         if progress:
             s = run.ledger.summary()
@@ -62,6 +74,7 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
     async def finish(run: FleetRun) -> None:
         if progress:
             sys.stderr.write("\n")
+        sample_rss("end")
         await invariants.finish(run)
         if scenario.expect is not None:
             await scenario.expect(context(run))
@@ -70,7 +83,17 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
                           finish=finish)
     return {"scenario": name, "short": short, "minutes": round((time.monotonic() - started) / 60, 2), "seed": seed,
             "passed": not invariants.failed(), "invariants": invariants.report(), "fleet": run.ledger.summary(),
-            "table": invariants.text()}
+            "rss": _rss_growth(rss), "table": invariants.text()}
+
+
+def _rss_growth(samples: dict[str, dict[str, int]]) -> dict[str, dict[str, float | None]]:
+    """Each process's RSS after warm-up and at the end (MB), and the growth between them (%)."""
+    out = {}
+    for proc, got in sorted(samples.items()):
+        warm, end = got.get("warm"), got.get("end")
+        out[proc] = {"warm_mb": round(warm / 2**20, 1) if warm else None, "end_mb": round(end / 2**20, 1) if end else None,
+                     "growth_pct": round(100 * (end - warm) / warm, 1) if warm and end else None}
+    return out
 
 
 def scenario_main(name: str, *, short: bool, minutes: float | None, seed: int, nats_url: str | None,

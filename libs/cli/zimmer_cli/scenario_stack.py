@@ -92,6 +92,20 @@ class OwnedStack(ExternalStack):
         await asyncio.sleep(1.0)  # a kill is noticed by the supervisor, not at once by /readyz
         return await asyncio.to_thread(_ready_within, self.url, timeout, self.proc)
 
+    def rss(self) -> dict[str, int]:
+        """Resident bytes of each server and service now (PostgreSQL: its postmaster and backends)."""
+        import psutil
+
+        runtime, found = self._runtime(), {}
+        for name, entry in {**runtime.get("servers", {}), **runtime.get("services", {})}.items():
+            try:
+                proc = psutil.Process(int(entry["pid"]))
+                procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
+                found[name] = sum(p.memory_info().rss for p in procs)
+            except (psutil.Error, KeyError, TypeError, ValueError):
+                continue
+        return found
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return

@@ -250,9 +250,12 @@ class Fleet:
         if record.archived:
             return
         key = f"{self.name}-{self.seed}-{prompt}"
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
         decision = await self._retry(lambda: self.client.request_turn(record.session_id, kind, prompt=prompt,
                                                                       idempotency_key=key))
         if decision is not None:
+            self.ledger.turn_latencies.append(loop.time() - asked)
             record.sent_prompts.append(prompt)
             self.ledger.outcomes[decision.outcome] += 1
 

@@ -44,6 +44,7 @@ class Ledger:
     max_running: int = 0
     restarts: list[tuple[float, int, int]] = field(default_factory=list)  # (monotonic, session, precedence)
     stop_reasons: Counter[str] = field(default_factory=Counter)
+    turn_latencies: list[float] = field(default_factory=list)  # seconds per request_turn answer (retries included)
     tokens: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # model: [in, out]
 
     def violation(self, invariant: str, **detail: Any) -> None:
@@ -93,4 +94,13 @@ class Ledger:
             "outcomes": dict(self.outcomes),
             "commands": dict(self.commands),
             "violations": len(self.violations),
+            "request_turn_p50_ms": _percentile_ms(self.turn_latencies, 0.50),
+            "request_turn_p99_ms": _percentile_ms(self.turn_latencies, 0.99),
         }
+
+
+def _percentile_ms(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
