@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import sys
@@ -96,6 +97,11 @@ def _rss_growth(samples: dict[str, dict[str, int]]) -> dict[str, dict[str, float
     return out
 
 
+def _free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
 def scenario_main(name: str, *, short: bool, minutes: float | None, seed: int, nats_url: str | None,
                   url: str | None, json_out: Path | None, keep: bool) -> None:
     from zimmer_cli.scenario_stack import ExternalStack, OwnedStack
@@ -112,7 +118,9 @@ def scenario_main(name: str, *, short: bool, minutes: float | None, seed: int, n
         raise typer.BadParameter("a running stack is reached over NATS: give --nats-url (or ZIMMER_NATS_URL) with "
                                  "--url", param_hint="--nats-url")
     root = Path(tempfile.mkdtemp(prefix=f"zimmer-scenario-{name}-")) if owned else None
-    stack: Any = OwnedStack(root, scenario.stack_env) if root is not None else ExternalStack(nats_url or "", url)
+    stack: Any = ExternalStack(nats_url or "", url)
+    if root is not None:
+        stack = OwnedStack(root, scenario.stack_env(_free(root), short) if scenario.stack_env else {})
     result: dict[str, Any] = {}
     try:
         if root is not None:

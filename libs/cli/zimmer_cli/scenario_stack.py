@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from zimmer_cli.embedded import free_port
+from zimmer_cli.embedded import die_with_parent, free_port
 from zimmer_cli.jobs_cmd import run_job
 
 READY_SECONDS = 180.0
@@ -71,7 +71,7 @@ class OwnedStack(ExternalStack):
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "zimmer_cli", "up", "--no-sim", "--data-dir", str(self.data),
                  "--port", str(self.port)], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=die_with_parent)  # a killed driver leaves no stack running
         if not _ready_within(self.url, READY_SECONDS, self.proc):
             self.stop()
             raise RuntimeError(f"the scenario's stack was not ready within {READY_SECONDS:g}s; "

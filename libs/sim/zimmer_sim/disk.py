@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ORPHAN_AGE_SECONDS = 3 * 24 * 3600  # older than the sweeper's 48-hour bar: the orphan sweep takes them
+CHUNK = 1 << 20
+ZEROS = bytes(CHUNK)  # written, not sparse: the bytes count against the volume's free space
+
+
+GIT_IDENTITY = ("-c", "user.name=zimmer sim", "-c", "user.email=sim@zimmer.invalid", "-c", "commit.gpgsign=false")
+
+
+def _git(cwd: Path, *args: str) -> None:
+    """A real repository, as a runtime's clone is: the sweeper's trash pipeline runs git in it."""
+    subprocess.run(["git", *GIT_IDENTITY, *args], cwd=cwd, check=True, capture_output=True, timeout=30,
+                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
 
 
 def transcript_name(cwd: str) -> str:
@@ -32,8 +44,13 @@ class SimDisk:
         if self.clones is None:
             return None
         clone = self.clones / f"{session_id}-sim"
-        (clone / ".git").mkdir(parents=True, exist_ok=True)
+        clone.mkdir(parents=True, exist_ok=True)
         (clone / "README.md").write_text(f"session {session_id}\n")
+        _git(clone, "init", "-q", "-b", "main")
+        _git(clone, "add", "-A")
+        _git(clone, "commit", "-q", "-m", f"session {session_id} starts")
+        # A working tree as an agent leaves it: something uncommitted, which the trash pipeline keeps.
+        (clone / "NOTES.md").write_text(f"work in progress for session {session_id}\n")
         if large_bytes:
             (clone / "build.bin").write_bytes(self.rng.randbytes(large_bytes))
         transcript = None
@@ -51,7 +68,7 @@ class SimDisk:
         with (path / "session.jsonl").open("a") as f:
             f.write(line + "\n")
 
-    def make_orphans(self, count: int, *, large_bytes: int = 0) -> list[str]:
+    def make_orphans(self, count: int, size: int = 4096) -> list[str]:
         """Directories no session owns, dated three days back: what the orphan sweeps are for."""
         if self.clones is None or count <= 0:
             return []
@@ -59,7 +76,10 @@ class SimDisk:
         for _ in range(count):
             path = self.clones / f"orphan-{self.rng.getrandbits(40):010x}"
             path.mkdir(parents=True, exist_ok=True)
-            (path / "left-behind.bin").write_bytes(self.rng.randbytes(large_bytes or 4096))
+            with (path / "left-behind.bin").open("wb") as f:
+                for _ in range(size // CHUNK):
+                    f.write(ZEROS)
+                f.write(bytes(size % CHUNK))
             for p in (path / "left-behind.bin", path):
                 os.utime(p, (old, old))
             made.append(str(path))

@@ -95,12 +95,16 @@ class Fleet:
                                spot_class=view.priority_class == "spot", precedence=view.precedence)
         self.ledger.sessions[view.id] = record
         self._rngs[view.id] = random.Random(f"{self.seed}:{'arrival' if arrival else 'session'}:{arrival or view.id}")
-        made = self.disk.make_clone(view.id, large_bytes=self.profile.large_clone_bytes
-                                    if self._rngs[view.id].random() < self.profile.large_clone_share else 0)
+        large = self.profile.large_clone_bytes if self._rngs[view.id].random() < self.profile.large_clone_share else 0
+        self._spawn(self._clone(record, large))
+        return record
+
+    async def _clone(self, record: SessionRecord, large_bytes: int) -> None:
+        """Clone (git runs in a thread: the loop keeps serving), then report it, as a runtime does."""
+        made = await asyncio.to_thread(self.disk.make_clone, record.session_id, large_bytes=large_bytes)
         if made is not None:
             record.clone_path, record.transcript_dir = made
-            self._spawn(self.client.report_clone(view.id, record.clone_path, host=self.disk.host))
-        return record
+            await self.client.report_clone(record.session_id, record.clone_path, host=self.disk.host)
 
     # ---- commands -----------------------------------------------------------------------
 

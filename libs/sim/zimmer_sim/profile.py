@@ -50,6 +50,7 @@ class Profile:
     large_clone_share: float = 0.1  # clones with a large file in them (bytes below)
     large_clone_bytes: int = 2_000_000
     orphan_clones: int = 3  # directories left on disk with no session, made old
+    orphan_bytes: int = 4096  # in each
     github: bool = True
     github_every: float = 6.0
     extra: dict[str, Any] = field(default_factory=dict)

@@ -50,6 +50,7 @@ class FleetRun:
     ledger: Ledger
     accounts: AccountPool
     github: object | None = None  # a GithubWorld, when the run serves GitHub
+    orphans: list[str] = field(default_factory=list)  # directories the run left on disk for nobody
     github_url: str | None = None
 
 
@@ -85,7 +86,7 @@ async def run_fleet(config: SimConfig, stop: asyncio.Event, *, every: Check | No
     try:
         client.serve_commands(fleet.obey, concurrency=1)  # one at a time: a session's stop, then its restart
         await fleet.setup()
-        disk.make_orphans(profile.orphan_clones)
+        run.orphans = await asyncio.to_thread(disk.make_orphans, profile.orphan_clones, profile.orphan_bytes)
         if profile.github and config.github_port is not None:
             fake = await _start_github(run)
         await fleet.report_readings()

@@ -10,10 +10,14 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 from zimmer_common.contracts import spot
+from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery
+from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealthQuery
 from zimmer_runtime import RuntimeRequestError
 from zimmer_sim.invariants import Invariants
 from zimmer_sim.profile import PROFILES, Profile
@@ -64,7 +68,9 @@ class Scenario:
     needs_owned_stack: bool = False
     timeline: Timeline | None = None
     expect: Expect | None = None
-    stack_env: dict[str, str] = field(default_factory=dict)
+    # The environment of a stack the scenario starts, given the free bytes on its volume and
+    # whether the run is the short form.
+    stack_env: Callable[[int, bool], dict[str, str]] | None = None
 
 
 # ---- steady ---------------------------------------------------------------------------------
@@ -148,6 +154,106 @@ async def _outage_expect(ctx: Context) -> None:
                                                                             killed=killed)
 
 
+# ---- stall ----------------------------------------------------------------------------------
+
+STALLED = "spot-gate"  # its jobs run on the default lane (recheck_due every 15 s): a stall shows at once
+SHORT_CEILING_SECONDS = 30  # the short form's default-lane ceiling (ZIMMER_ALERT_LANE_CEILINGS)
+SHORT_CHECK_SECONDS = 5  # and its health monitor's period
+LONG_STALL_SECONDS = 17 * 60  # past the seed's 15-minute ceiling of the default lane
+
+
+def _stall_env(_free: int, short: bool) -> dict[str, str]:
+    if not short:
+        return {}
+    return {"ZIMMER_ALERT_LANE_CEILINGS": json.dumps({"default": SHORT_CEILING_SECONDS}),
+            "ZIMMER_HEALTH_CHECK_SECONDS": str(SHORT_CHECK_SECONDS)}
+
+
+def _stall_window(short: bool) -> float:
+    """How long after the stall began a page must have come: the ceiling, then two critical checks
+    in a row (CONSECUTIVE_CRITICAL_TO_ALERT), a check period of slack and a minute for the notifier."""
+    ceiling, check = (SHORT_CEILING_SECONDS, SHORT_CHECK_SECONDS) if short else (15 * 60, 60)
+    return ceiling + 3 * check + 60
+
+
+async def _stall_timeline(ctx: Context) -> None:
+    short = ctx.seconds < LONG_STALL_SECONDS
+    hold = (_stall_window(True) + 15) if short else LONG_STALL_SECONDS
+    if not await ctx.sleep(15.0):
+        return
+    stopped_at = datetime.now(UTC)
+    await ctx.stack.signal(STALLED, signal.SIGSTOP)
+    state = ctx.run.ledger.counts
+    paged_at = None
+    try:
+        deadline = asyncio.get_running_loop().time() + hold
+        while asyncio.get_running_loop().time() < deadline and not ctx.stop.is_set():
+            if paged_at is None and await _paging(ctx, stopped_at):
+                paged_at = datetime.now(UTC)
+            await ctx.sleep(5.0)
+    finally:
+        await ctx.stack.signal(STALLED, signal.SIGCONT)
+    state["stall_seconds"] = int((datetime.now(UTC) - stopped_at).total_seconds())
+    window = _stall_window(short)
+    ctx.invariants.row(f"a stalled {STALLED} pages within {window:g}s").check(
+        paged_at is not None and (paged_at - stopped_at).total_seconds() <= window,
+        paged_after=None if paged_at is None else round((paged_at - stopped_at).total_seconds()))
+    resolved = False
+    while not resolved and await ctx.sleep(5.0):
+        resolved = not await _paging(ctx, stopped_at)
+    if not resolved:
+        resolved = not await _paging(ctx, stopped_at)
+    ctx.invariants.row("the page resolves after recovery").check(resolved)
+
+
+async def _paging(ctx: Context, since: datetime) -> bool:
+    """An error-level condition still true that began after `since`."""
+    try:
+        alerts = await ctx.run.client.call(LIST_ALERTS, AlertQuery(level="error", limit=50))
+    except RuntimeRequestError:
+        return False
+    return any(c.still_true and c.level == "error" and c.last_seen >= since for c in alerts.conditions)
+
+
+# ---- disk-pressure --------------------------------------------------------------------------
+
+PRESSURE_ORPHANS, PRESSURE_ORPHAN_BYTES = 20, 50_000_000  # 1 GB the fleet leaves for nobody
+
+
+def _pressure_env(free: int, _short: bool) -> dict[str, str]:
+    """Thresholds around what the orphans take: their bytes push the volume under the low mark, and
+    removing about half of them brings it back over the high one (other writers' noise fits in the
+    other half)."""
+    total = PRESSURE_ORPHANS * PRESSURE_ORPHAN_BYTES
+    return {"ZIMMER_SWEEPER_FREE_LOW_BYTES": str(max(0, free - total * 3 // 4)),
+            "ZIMMER_SWEEPER_FREE_HIGH_BYTES": str(max(0, free - total // 2)),
+            "ZIMMER_SWEEPER_FREE_CHECK_SECONDS": "5"}
+
+
+async def _pressure_expect(ctx: Context) -> None:
+    """The sweeper's own account (disk_health, as the Health page reads it): a reclaim ran and reached
+    its target, and the host is out of pressure. The volume's free bytes now are not the measure:
+    every other writer on it moves them."""
+    host, reclaim, pressure = None, None, None
+    for _ in range(12):
+        try:
+            health = await ctx.run.client.call(DISK_HEALTH, DiskHealthQuery())
+            host = next((h for h in health.hosts if h.host == ctx.run.config.host), None)
+        except RuntimeRequestError:
+            host = None
+        reclaim = next((r for r in host.runs if r.job == "reclaim_space"), None) if host else None
+        pressure = host.pressure if host else None
+        if reclaim is not None and reclaim.finished_at is not None and pressure == "ok":
+            break
+        await asyncio.sleep(5.0)
+    ctx.invariants.row("the sweeper reclaims the disk back above its target").check(
+        reclaim is not None and reclaim.counts.get("reached", 1) != 0 and pressure == "ok",
+        pressure=pressure, reclaim=reclaim.note if reclaim else None)
+    gone = [p for p in ctx.run.orphans if not ctx.run.fleet.disk.exists(p)]
+    ctx.invariants.row("orphaned clones are reclaimed under pressure").check(bool(gone), reclaimed=len(gone),
+                                                                            left=len(ctx.run.orphans) - len(gone))
+
+
 SHORT = PROFILES["short"]
 DEMO = PROFILES["demo"]
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -164,4 +270,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("outage", "kill -9 of NATS, PostgreSQL and each service mid-run; no report lost or doubled",
              DEMO, SHORT, minutes=10, short_minutes=2.0, healthy=False, needs_owned_stack=True,
              timeline=_outage_timeline, expect=_outage_expect),
+    Scenario("stall", f"SIGSTOP of {STALLED} past its lane's ceiling, then SIGCONT: a page, then its resolution",
+             DEMO, SHORT, minutes=LONG_STALL_SECONDS / 60 + 5, short_minutes=3.5, healthy=False, needs_owned_stack=True,
+             timeline=_stall_timeline, stack_env=_stall_env),
+    Scenario("disk-pressure", "the fleet's orphans fill the clones volume; the sweeper reclaims them, never a live clone",
+             DEMO.with_(orphan_clones=PRESSURE_ORPHANS, orphan_bytes=PRESSURE_ORPHAN_BYTES),
+             SHORT.with_(orphan_clones=PRESSURE_ORPHANS, orphan_bytes=PRESSURE_ORPHAN_BYTES),
+             minutes=5, short_minutes=1.0, needs_owned_stack=True, expect=_pressure_expect, stack_env=_pressure_env),
 )}

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -40,13 +40,14 @@ def scheduled_entries(env: Environment, schedule: Iterable[ScheduleEntry] = SCHE
 class HealthReporter:
     def __init__(self, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], clock: Clock, env: Environment, *,
                  schedule: Iterable[ScheduleEntry] = SCHEDULE, disabled_keys: Iterable[str] = (),
-                 metrics: HealthMetrics | None = None):
+                 metrics: HealthMetrics | None = None, ceilings: Mapping[str, timedelta] | None = None):
         self._bus = bus
         self._engine = engine
         self.engine = engine  # the monitor reads its open conditions through it
         self.clock = clock
         self.entries = scheduled_entries(env, schedule)
         self.disabled_keys = frozenset(disabled_keys)
+        self.ceilings = dict(ceilings or {})
         self.metrics = metrics
         self._inflight: asyncio.Future[h.HealthReport] | None = None
 
@@ -65,7 +66,8 @@ class HealthReporter:
             readings, cron_health = await asyncio.wait_for(self._read(now), REPORT_BUDGET_SECONDS)
         except (TimeoutError, asyncio.TimeoutError):
             problem = f"JetStream and the health records did not answer within {REPORT_BUDGET_SECONDS:g}s"
-            readings = Readings(now=now, consumers=[], claimed_runs=[], heartbeats=[], readable=False, problem=problem)
+            readings = Readings(now=now, consumers=[], claimed_runs=[], heartbeats=[], readable=False, problem=problem,
+                                ceilings=self.ceilings)
             cron_health = h.CronHealth(readable=False, problem=problem, status="critical")
         report = await self._assemble(readings, cron_health, now)
         if self.metrics is not None:
@@ -74,7 +76,7 @@ class HealthReporter:
         return report
 
     async def _read(self, now: datetime) -> tuple[Readings, h.CronHealth]:
-        readings = await health_reader.read_readings(self._bus(), self._engine(), now)
+        readings = replace(await health_reader.read_readings(self._bus(), self._engine(), now), ceilings=self.ceilings)
         if not readings.readable:
             return readings, h.CronHealth(readable=False, problem=readings.problem, status="critical")
         try:
@@ -135,7 +137,7 @@ class HealthReporter:
                 disabled = bool({entry.key, f"{split_host_service(entry.service)[0]}.{entry.job}"} & self.disabled_keys)
                 lane = by_consumer.get(lane_consumer(entry))
                 keys.append(cron.judge_key(entry, record, now, lower, seen, disabled=disabled,
-                                           exempt=entry.freshness_exempt, ceiling=queues.execution_ceiling(entry.lane),
+                                           exempt=entry.freshness_exempt, ceiling=queues.execution_ceiling(entry.lane, self.ceilings),
                                            lane_paused=bool(lane and lane.paused)))
         return cron.cron_health(keys)
 

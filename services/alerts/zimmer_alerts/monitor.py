@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -177,7 +179,8 @@ class HealthMonitor:
 
 
 def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset(),
-                  interval: float = CHECK_INTERVAL_SECONDS) -> HealthMonitor:
+                  interval: float = CHECK_INTERVAL_SECONDS,
+                  ceilings: Mapping[str, timedelta] | None = None) -> HealthMonitor:
     """Wire the report's RPC and the monitor loop into the alerts service (called from build)."""
     assert service.pager is not None, "attach_pager first"
 
@@ -191,7 +194,7 @@ def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset(),
 
     metrics = HealthMetrics(service.metrics.registry)
     reporter = HealthReporter(bus, engine, service.clock, service.settings.env, disabled_keys=disabled_keys,
-                              metrics=metrics)
+                              metrics=metrics, ceilings=ceilings)
     monitor = HealthMonitor(reporter, service.pager, metrics)
 
     @service.rpc(h.SYSTEM_HEALTH)

@@ -44,7 +44,7 @@ def build(settings: Settings, clock: Clock | None = None, alert_settings: AlertS
     attach_pager(service)
     config = alert_settings or AlertSettings()
     # The health report's RPC and the monitor that pages on it (issue 15).
-    attach_health(service, config.disabled_keys(), config.health_check_seconds)
+    attach_health(service, config.disabled_keys(), config.health_check_seconds, config.lane_ceilings())
     metrics = AlertMetrics(service.metrics.registry)
     # Queue recovery mode and queued-message maintenance (issue 15): their RPCs and the expiry job.
     service.recovery = attach_recovery(service, service.metrics.registry)  # type: ignore[attr-defined]

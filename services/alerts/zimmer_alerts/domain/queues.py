@@ -11,6 +11,7 @@ num_ack_pending, pool = max_ack_pending (shared by every replica of the service,
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -64,8 +65,11 @@ def threshold_for(lane: str) -> LaneThreshold:
     return LANE_THRESHOLDS.get(lane, DEFAULT_LANE_THRESHOLD)
 
 
-def execution_ceiling(lane: str) -> timedelta | None:
-    """Only job lanes have a designed hold; a lane without one is never judged wedged."""
+def execution_ceiling(lane: str, ceilings: Mapping[str, timedelta] | None = None) -> timedelta | None:
+    """Only job lanes have a designed hold; a lane without one is never judged wedged. `ceilings`:
+    the deployment's own, where it set one (a drill's short ceiling), else the seed's."""
+    if ceilings and lane in ceilings:
+        return ceilings[lane]
     return LANES[lane].execution_ceiling if lane in LANES else None
 
 
@@ -153,7 +157,7 @@ def _lane_statistics(lane: str, consumers: list[ConsumerReading], runs: list[Cla
     finished = [c.last_finished_at for c in consumers if c.last_finished_at is not None]
     last_finished = max(finished, default=None)
     threshold = threshold_for(lane)
-    ceiling = execution_ceiling(lane)
+    ceiling = execution_ceiling(lane, readings.ceilings)
     rate = readings.finished_last_hour_by_lane.get(lane)
     return LaneStatistics(
         lane=lane,
@@ -287,7 +291,7 @@ class _Wedge:
 
 def _wedge_of(c: ConsumerReading, readings: Readings, live_ids: set[str]) -> _Wedge | None:
     """The five conjuncts, judged on one consumer (its max_ack_pending is the pool its replicas share)."""
-    ceiling = execution_ceiling(c.lane)
+    ceiling = execution_ceiling(c.lane, readings.ceilings)
     if ceiling is None or c.pool is None or c.ready <= 0 or c.claimed < c.pool or not live_ids:
         return None
     # Runs of live instances only: a dead process's claims are JetStream's to redeliver, not a wedge.

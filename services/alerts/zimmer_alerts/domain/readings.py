@@ -5,7 +5,8 @@ zimmer_alerts.domain.queues, .cron and .workers are functions of these and a `no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,5 @@ class Readings:
     finished_last_hour_by_lane: dict[str, int] = field(default_factory=dict)
     readable: bool = True
     problem: str | None = None
+    # This deployment's lane execution ceilings where they differ from the seed's (ZIMMER_ALERT_LANE_CEILINGS).
+    ceilings: Mapping[str, timedelta] = field(default_factory=dict)
