@@ -49,7 +49,12 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
         parts = [scenario.timeline(context(run))] if scenario.timeline is not None else []
         if config.github_port is not None:
             parts.append(read_the_fake_github(stack.nats_url, stop))
-        await asyncio.gather(*parts)
+        row = invariants.row("the scenario's timeline ran to its end")
+        try:
+            await asyncio.gather(*parts)
+            row.check(True)
+        except Exception as exc:  # noqa: BLE001 - a broken timeline fails the scenario, with its reason
+            row.check(False, error=f"{type(exc).__name__}: {exc}")
 
     rss: dict[str, dict[str, int]] = {}
     warm_up = max(60.0, 0.1 * length * 60)  # RSS growth is measured from here (caches filled, pools open)

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -71,7 +72,10 @@ class OwnedStack(ExternalStack):
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "zimmer_cli", "up", "--no-sim", "--data-dir", str(self.data),
                  "--port", str(self.port)], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=die_with_parent)  # a killed driver leaves no stack running
+                start_new_session=True,
+                # A killed driver leaves no stack running. Not from a helper thread: the death signal
+                # follows the thread that forked, and a prefetching thread ends long before the run.
+                preexec_fn=die_with_parent if threading.current_thread() is threading.main_thread() else None)
         if not _ready_within(self.url, READY_SECONDS, self.proc):
             self.stop()
             raise RuntimeError(f"the scenario's stack was not ready within {READY_SECONDS:g}s; "

@@ -44,13 +44,14 @@ class SimAccount:
     seven_day: SimWindow
     status: Status = "active"
     reauth_at: datetime | None = None  # when a lost credential comes back
+    back_at: datetime | None = None  # when it last came back
     resets: int = 0
 
     def tick(self, now: datetime) -> None:
         self.resets += int(self.five_hour.roll(now))
         self.seven_day.roll(now)
         if self.status == "needs_reauth" and self.reauth_at is not None and now >= self.reauth_at:
-            self.status, self.reauth_at = "active", None
+            self.status, self.reauth_at, self.back_at = "active", None, now
 
     def charge(self, dollars: float) -> None:
         self.five_hour.spent += dollars

@@ -25,9 +25,18 @@ from zimmer_sim.profile import CLAUDE_MODELS, CODEX_MODELS, GENESIS_MIX, Profile
 log = logging.getLogger("zimmer_sim.fleet")
 TRIGGER_GENESES = ("slack", "github_issue", "schedule")
 LEVELS = (("verbose", 0.3), ("info", 0.55), ("warning", 0.1), ("error", 0.05))
+LOG_MARK = "[sim] "  # the fleet's own lines: the control plane writes notes of its own into a timeline
 GATED_KINDS = ("first_start", "follow_up", "wake", "restart")
 RETRIES = 5  # a request the control plane did not answer is repeated with its key this many times
 GIVE_UP = ("not_found", "conflict", "invalid", "refused")
+
+
+def choose_arrival(rng: random.Random, profile: Profile) -> tuple[str, str, str]:
+    """Where the next session comes from and what runs it: (genesis, runtime, model)."""
+    genesis = rng.choices(list(GENESIS_MIX), weights=list(GENESIS_MIX.values()))[0]
+    if rng.random() < profile.codex_share:
+        return genesis, "codex", rng.choice(CODEX_MODELS)
+    return genesis, "claude_code", rng.choice(CLAUDE_MODELS)
 
 
 class Fleet:
@@ -61,10 +70,9 @@ class Fleet:
     async def arrive(self) -> SessionRecord | None:
         """One session arrives: from a trigger (slack, github_issue, schedule) or spawned (web_ui, api)."""
         self._arrivals += 1
-        n, rng = self._arrivals, self.rng
-        genesis = rng.choices(list(GENESIS_MIX), weights=list(GENESIS_MIX.values()))[0]
-        codex = rng.random() < self.profile.codex_share
-        runtime, model = ("codex", rng.choice(CODEX_MODELS)) if codex else ("claude_code", rng.choice(CLAUDE_MODELS))
+        n = self._arrivals
+        genesis, runtime, model = choose_arrival(self.rng, self.profile)
+        codex = runtime == "codex"
         key, prompt = f"{self.name}-{self.seed}-arrival-{n}", f"sim:{n}:task"
         if genesis in self._triggers and not codex:
             call = lambda: self.client.call(FIRE_TRIGGER, FireTrigger(  # noqa: E731
@@ -82,6 +90,8 @@ class Fleet:
         self.ledger.counts["spawned"] += 1
         if result.turn is not None:
             self.ledger.outcomes[result.turn.outcome] += 1
+            if result.turn.outcome in ("admitted", "passed"):
+                self.ledger.admitted[prompt] = (record.session_id, utc_now())
         return record
 
     def adopt(self, view: spot.SessionView, *, spawned: bool = False, arrival: int | None = None) -> SessionRecord:
@@ -140,6 +150,8 @@ class Fleet:
         if start.turn_kind == "restart":
             self.ledger.restarts.append((asyncio.get_running_loop().time(), record.session_id, record.precedence))
         self._idle_since.pop(record.session_id, None)
+        if self.ledger.parked.pop(record.session_id, None) is not None:
+            self.ledger.counts["auth_unparked"] += 1
         self.ledger.turn_started(record)
         self._turns[record.session_id] = asyncio.create_task(self._turn(record), name=f"turn-{record.session_id}")
 
@@ -222,7 +234,7 @@ class Fleet:
         if record.account:
             self.accounts.accounts[record.account].charge(dollars)
         lines = [LogLine(sid, rng.choices([lv for lv, _ in LEVELS], weights=[w for _, w in LEVELS])[0],
-                         f"turn {record.turns} request {n}: {tokens_in} in, {tokens_out} out ({i + 1})")
+                         f"{LOG_MARK}turn {record.turns} request {n}: {tokens_in} in, {tokens_out} out ({i + 1})")
                  for i in range(rng.randint(*p.log_lines_per_request))]
         await self.client.send_log_lines(lines)
         self.ledger.log_lines[sid] += len(lines)
@@ -260,12 +272,15 @@ class Fleet:
                                                                       idempotency_key=key))
         if decision is not None:
             self.ledger.turn_latencies.append(loop.time() - asked)
+            if decision.starts:
+                self.ledger.admitted[prompt] = (record.session_id, utc_now())
             record.sent_prompts.append(prompt)
             self.ledger.outcomes[decision.outcome] += 1
 
     async def _park(self, record: SessionRecord) -> None:
         if await self._retry(lambda: self.client.park_for_auth_outage(record.session_id, record.account)):
             self.ledger.counts["auth_parks"] += 1
+            self.ledger.parked[record.session_id] = (utc_now(), record.account)
 
     async def archive(self, record: SessionRecord) -> None:
         record.archived = True

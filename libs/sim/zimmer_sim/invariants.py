@@ -11,7 +11,7 @@ line readable once, no backlog issue started twice.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +19,12 @@ from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery
 from zimmer_common.contracts.logs import GET_SESSION_LOGS, LogQuery
 from zimmer_common.contracts.spot_policy import GET_COSTS, CostsQuery, CostsView
 from zimmer_runtime import RuntimeRequestError
+from zimmer_sim.fleet import LOG_MARK
 from zimmer_sim.runner import FleetRun
 
 SETTLE_SECONDS = 60.0  # the end's checks wait this long at most for the last reports to land
+ANSWER_TIMEOUT = 5.0  # one question to the control plane; the checks' own deadlines bound the rest
+COMMAND_SLACK = 30.0  # an admitted turn's command reaches the fleet within this (outages included)
 LOG_SESSIONS_CHECKED = 200  # a long run's log check reads this many sessions' timelines, not all
 
 
@@ -74,6 +77,9 @@ class Invariants:
         for problem in run.ledger.prompt_order_violations():
             prompts.violations.append(problem)
         prompts.checks += sum(len(s.delivered_prompts) for s in run.ledger.sessions.values())
+        started = self.row("an admitted turn's start_turn reaches the runtime")
+        started.checks += len(run.ledger.admitted)
+        started.violations += run.ledger.admitted_never_started(datetime.now(UTC) - timedelta(seconds=COMMAND_SLACK))
         await run.client.flush(timeout=30)
         await self._spend(run)
         await self._logs(run)
@@ -96,7 +102,8 @@ class Invariants:
         start = self.costs_at_start.spend_five_hour_dollars if self.costs_at_start else 0.0
         expected = 0.0
         got = None
-        for _ in range(int(SETTLE_SECONDS)):
+        deadline = asyncio.get_running_loop().time() + SETTLE_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
             costs = await _answer(run, GET_COSTS, CostsQuery())
             if costs is not None:
                 expected = _dollars(run.ledger.tokens, costs)
@@ -108,17 +115,26 @@ class Invariants:
                   expected_dollars=round(expected, 6), costs_dollars=None if got is None else round(got, 6))
 
     async def _logs(self, run: FleetRun) -> None:
+        """Each session's timeline holds every line the fleet sent, once (the control plane's own
+        notes in it, a pause or a resume, are not the fleet's and are not counted)."""
         row = self.row("every log line sent is readable once")
-        sessions = sorted(run.ledger.log_lines)[-LOG_SESSIONS_CHECKED:]
-        for sid in sessions:
-            sent = run.ledger.log_lines[sid]
-            read = None
-            for _ in range(int(SETTLE_SECONDS)):
-                read = await _count_lines(run, sid)
-                if read == sent:
-                    break
-                await asyncio.sleep(1.0)
-            row.check(read == sent, session_id=sid, sent=sent, read=read)
+        sent = {sid: run.ledger.log_lines[sid] for sid in sorted(run.ledger.log_lines)[-LOG_SESSIONS_CHECKED:]}
+        read: dict[int, tuple[int, int] | None] = {}
+        deadline = asyncio.get_running_loop().time() + SETTLE_SECONDS
+        pending = list(sent)
+        while pending:
+            for sid in pending:
+                if asyncio.get_running_loop().time() > deadline:
+                    break  # what is still unread counts as unreadable
+                read[sid] = await _fleet_lines(run, sid)
+            pending = [sid for sid in pending if read.get(sid) != (sent[sid], sent[sid])]
+            if not pending or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(2.0)
+        for sid, n in sent.items():
+            got = read.get(sid)
+            row.check(got == (n, n), session_id=sid, sent=n, read=None if got is None else got[0],
+                      distinct=None if got is None else got[1])
 
     def failed(self) -> bool:
         return any(row.violations for row in self.table.values())
@@ -143,24 +159,24 @@ def _dollars(tokens: dict[str, list[int]], costs: CostsView) -> float:
     return total
 
 
-async def _count_lines(run: FleetRun, session_id: int) -> int | None:
-    ids: list[int] = []
+async def _fleet_lines(run: FleetRun, session_id: int) -> tuple[int, int] | None:
+    """(the fleet's lines in the session's timeline, how many distinct), or None when unreadable."""
+    messages: list[str] = []
     cursor = None
     while True:
         page = await _answer(run, GET_SESSION_LOGS, LogQuery(session_id=session_id, cursor=cursor, limit=1000,
                                                              levels=["verbose", "info", "warning", "error"]))
         if page is None:
             return None
-        ids += [line.id for line in page.lines]
+        messages += [line.message for line in page.lines if line.message.startswith(LOG_MARK)]
         if page.next_cursor is None:
-            break
+            return len(messages), len(set(messages))
         cursor = page.next_cursor
-    return len(set(ids)) if len(set(ids)) == len(ids) else -len(ids)  # negative: some line read twice
 
 
 async def _answer(run: FleetRun, spec: Any, payload: Any) -> Any:
     try:
-        return await run.client.call(spec, payload)
+        return await run.client.call(spec, payload, timeout=ANSWER_TIMEOUT)
     except RuntimeRequestError:
         return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 
@@ -44,6 +45,9 @@ class Ledger:
     max_running: int = 0
     restarts: list[tuple[float, int, int]] = field(default_factory=list)  # (monotonic, session, precedence)
     stop_reasons: Counter[str] = field(default_factory=Counter)
+    # Prompts the gate admitted (or passed): their start_turn was committed with the answer.
+    admitted: dict[str, tuple[int, datetime]] = field(default_factory=dict)  # prompt: (session, when)
+    parked: dict[int, tuple[datetime, str | None]] = field(default_factory=dict)  # auth parks not yet started again
     turn_latencies: list[float] = field(default_factory=list)  # seconds per request_turn answer (retries included)
     tokens: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # model: [in, out]
 
@@ -71,13 +75,13 @@ class Ledger:
                               "delivered": s.delivered_prompts})
         return found
 
-    def undelivered_prompts(self) -> dict[int, list[str]]:
-        """Prompts asked for and never started (fine mid-run: held, or the session archived)."""
-        out = {}
-        for s in self.sessions.values():
-            missing = [p for p in s.sent_prompts if p not in s.delivered_prompts]
-            if missing:
-                out[s.session_id] = missing
+    def admitted_never_started(self, before: datetime) -> list[dict[str, Any]]:
+        """Prompts admitted before `before` whose start_turn never reached the fleet: lost commands."""
+        out = []
+        for prompt, (sid, at) in self.admitted.items():
+            record = self.sessions.get(sid)
+            if at < before and record is not None and prompt not in record.delivered_prompts:
+                out.append({"session_id": sid, "prompt": prompt, "admitted_at": at.isoformat()})
         return out
 
     def summary(self) -> dict[str, Any]:
