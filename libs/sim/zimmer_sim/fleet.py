@@ -53,6 +53,9 @@ class Fleet:
         self._arrivals = 0
         self.max_sessions: int | None = None  # the policy's cap, as last read (the invariant checks set it)
         self.closing = False
+        # Quiet: no new sessions, and a finished turn is followed by nothing (a scenario lets the
+        # pool drain, so a reset shows as room and the paused come back).
+        self.quiet = False
 
     # ---- arrivals -----------------------------------------------------------------------
 
@@ -78,9 +81,10 @@ class Fleet:
             call = lambda: self.client.call(FIRE_TRIGGER, FireTrigger(  # noqa: E731
                 trigger_id=self._triggers[genesis], prompt=prompt, title=f"sim {genesis} #{n}", idempotency_key=key))
         else:
+            precedence = self.rng.randint(*self.profile.precedences) if self.profile.precedences else None
             call = lambda: self.client.call(spot.SPAWN, spot.SpawnSession(  # noqa: E731
                 genesis=genesis, runtime=runtime, harness=runtime, model=model, title=f"sim {genesis} #{n}",
-                prompt=prompt, idempotency_key=key))
+                prompt=prompt, idempotency_key=key, precedence=precedence))
         result = await self._retry(call)
         if result is None:
             self.ledger.counts["spawn_failed"] += 1
@@ -243,7 +247,9 @@ class Fleet:
     async def _after_turn(self, record: SessionRecord) -> None:
         rng, p, sid = self._rngs[record.session_id], self.profile, record.session_id
         roll = rng.random()
-        if roll < p.p_follow_up:
+        if self.quiet:
+            self._idle_since[sid] = asyncio.get_running_loop().time()
+        elif roll < p.p_follow_up:
             await asyncio.sleep(rng.uniform(*p.think_seconds))
             await self._ask(record, "follow_up", f"sim:{sid}:follow-up-{record.turns}")
         elif roll < p.p_follow_up + p.p_sleep:

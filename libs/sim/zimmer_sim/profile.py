@@ -51,6 +51,9 @@ class Profile:
     large_clone_bytes: int = 2_000_000
     orphan_clones: int = 3  # directories left on disk with no session, made old
     orphan_bytes: int = 4096  # in each
+    # Spawned sessions declare a precedence drawn from this range (None: the default, 0), so a
+    # resume order is something to check.
+    precedences: tuple[int, int] | None = None
     github: bool = True
     github_every: float = 6.0
     extra: dict[str, Any] = field(default_factory=dict)

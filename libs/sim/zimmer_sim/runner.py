@@ -119,7 +119,7 @@ async def run_fleet(config: SimConfig, stop: asyncio.Event, *, every: Check | No
 
 
 async def _arrive(fleet: Fleet) -> None:
-    if fleet.live_sessions() < fleet.profile.sessions:
+    if not fleet.quiet and fleet.live_sessions() < fleet.profile.sessions:
         await fleet.arrive()
 
 

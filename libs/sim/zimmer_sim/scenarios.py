@@ -84,16 +84,34 @@ async def _steady_expect(ctx: Context) -> None:
 # ---- quota-crunch ---------------------------------------------------------------------------
 
 async def _crunch_timeline(ctx: Context) -> None:
-    """The ceiling sweep runs every 5 minutes on its schedule; a short run asks for it more often,
-    as an operator can (`zimmer jobs run spot-gate.ceiling_sweep`)."""
-    while await ctx.sleep(10.0):
+    """Fill the pool until the gate holds spot work and the ceiling sweep pauses some (or half the
+    run), then let it drain:
+    the fleet goes quiet, the window resets, and the sweep resumes the paused. The sweep runs every
+    5 minutes on its schedule; the run asks for it every 5 seconds, as an operator can (`zimmer jobs
+    run spot-gate.ceiling_sweep`)."""
+    loop = asyncio.get_running_loop()
+    quiet_by = loop.time() + ctx.seconds / 2
+    while await ctx.sleep(5.0):
         await ctx.stack.run_job("spot-gate.ceiling_sweep")
+        filled = ctx.run.ledger.counts["stopped"] > 0 and ctx.run.ledger.outcomes["held"] > 0
+        if not ctx.run.fleet.quiet and (filled or loop.time() > quiet_by):
+            ctx.run.fleet.quiet = True
+            ctx.run.ledger.counts["quiet_after_seconds"] = int(ctx.seconds - (quiet_by - loop.time()) - ctx.seconds / 2)
 
 
 async def _crunch_expect(ctx: Context) -> None:
     ledger, rows = ctx.run.ledger, ctx.invariants
-    rows.row("spot work is held as the pool nears its reserve").check(ledger.outcomes["held"] > 0,
-                                                                       held=ledger.outcomes["held"])
+    held_sessions = 0
+    ids = sorted(ledger.sessions)[-500:]
+    if ids:
+        try:  # the control plane's own count: sessions it held at least once (any turn kind)
+            listed = await ctx.run.client.call(spot.LIST_SESSIONS, spot.SessionQuery(ids=ids, limit=500))
+            held_sessions = sum(1 for s in listed.sessions if s.spot_hold_count > 0)
+        except RuntimeRequestError:
+            pass
+    rows.row("spot work is held as the pool nears its reserve").check(
+        ledger.outcomes["held"] > 0 or held_sessions > 0, held_answers=ledger.outcomes["held"],
+        held_sessions=held_sessions)
     # The fleet never stops a turn itself and nobody archives its running sessions here: every
     # stop_turn is the ceiling sweep's pause (its reason is the gate's sentence).
     rows.row("the ceiling sweep pauses running spot sessions").check(ledger.counts["stopped"] > 0,
@@ -195,42 +213,53 @@ def _stall_window(short: bool) -> float:
 
 
 async def _stall_timeline(ctx: Context) -> None:
+    """SIGSTOP the service, wait for the page (or the window to pass), SIGCONT, wait for the page to
+    resolve; then the run ends: what it set out to show is shown."""
     short = ctx.seconds < LONG_STALL_SECONDS
-    hold = (_stall_window(True) + 15) if short else LONG_STALL_SECONDS
+    window = _stall_window(short)
+    loop = asyncio.get_running_loop()
     if not await ctx.sleep(15.0):
         return
     stopped_at = datetime.now(UTC)
     await ctx.stack.signal(STALLED, signal.SIGSTOP)
-    state = ctx.run.ledger.counts
-    paged_at = None
+    paged_after, pages = None, []
     try:
-        deadline = asyncio.get_running_loop().time() + hold
-        while asyncio.get_running_loop().time() < deadline and not ctx.stop.is_set():
-            if paged_at is None and await _paging(ctx, stopped_at):
-                paged_at = datetime.now(UTC)
+        # The long form holds the stall past the seed's ceiling whatever it sees; the short one
+        # lets go once the page is in.
+        until = loop.time() + (window if short else LONG_STALL_SECONDS)
+        while loop.time() < until and not ctx.stop.is_set():
+            if paged_after is None and (pages := await _paging(ctx, stopped_at)):
+                paged_after = (datetime.now(UTC) - stopped_at).total_seconds()
+                if short:
+                    break
             await ctx.sleep(5.0)
     finally:
         await ctx.stack.signal(STALLED, signal.SIGCONT)
-    state["stall_seconds"] = int((datetime.now(UTC) - stopped_at).total_seconds())
-    window = _stall_window(short)
+    counts = ctx.run.ledger.counts
+    counts["stall_seconds"] = int((datetime.now(UTC) - stopped_at).total_seconds())
+    if paged_after is not None:
+        counts["stall_paged_after_seconds"] = int(paged_after)
     ctx.invariants.row(f"a stalled {STALLED} pages within {window:g}s").check(
-        paged_at is not None and (paged_at - stopped_at).total_seconds() <= window,
-        paged_after=None if paged_at is None else round((paged_at - stopped_at).total_seconds()))
+        paged_after is not None and paged_after <= window, paged_after=paged_after, pages=pages)
+    ctx.run.ledger.counts.update({f"page: {title}"[:120]: 1 for title in pages})
     resolved = False
     while not resolved and await ctx.sleep(5.0):
         resolved = not await _paging(ctx, stopped_at)
-    if not resolved:
-        resolved = not await _paging(ctx, stopped_at)
+    resolved = resolved or not await _paging(ctx, stopped_at)
+    if resolved:
+        counts["stall_resolved_after_seconds"] = int((datetime.now(UTC) - stopped_at).total_seconds())
     ctx.invariants.row("the page resolves after recovery").check(resolved)
+    await ctx.sleep(20.0)  # the fleet takes turns again before the run ends
+    ctx.stop.set()
 
 
-async def _paging(ctx: Context, since: datetime) -> bool:
-    """An error-level condition still true that began after `since`."""
+async def _paging(ctx: Context, since: datetime) -> list[str]:
+    """The error-level conditions still true and seen after `since`: their titles."""
     try:
         alerts = await ctx.run.client.call(LIST_ALERTS, AlertQuery(level="error", limit=50))
     except RuntimeRequestError:
-        return False
-    return any(c.still_true and c.level == "error" and c.last_seen >= since for c in alerts.conditions)
+        return []
+    return [c.title for c in alerts.conditions if c.still_true and c.level == "error" and c.last_seen >= since]
 
 
 # ---- disk-pressure --------------------------------------------------------------------------
@@ -281,10 +310,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              SHORT.with_(sessions=8, capacity_five_hour=100_000.0, capacity_seven_day=1_000_000.0),
              minutes=10, short_minutes=1.0, expect=_steady_expect),
     Scenario("quota-crunch", "the pool fills to its reserve: holds, ceiling pauses, a reset, resumes in precedence order",
-             DEMO.with_(accounts=2, capacity_five_hour=8.0, five_hour_cycle_seconds=240, codex_share=0.0, p_archive=0.1),
-             SHORT.with_(accounts=2, capacity_five_hour=2.0, five_hour_cycle_seconds=75, codex_share=0.0, p_archive=0.05,
-                         sessions=8),
-             minutes=10, short_minutes=2.0, timeline=_crunch_timeline, expect=_crunch_expect),
+             DEMO.with_(accounts=2, capacity_five_hour=8.0, five_hour_cycle_seconds=240, codex_share=0.0, p_archive=0.1,
+                        precedences=(0, 50)),
+             SHORT.with_(accounts=2, capacity_five_hour=2.0, five_hour_cycle_seconds=60, codex_share=0.0, p_archive=0.3,
+                         p_follow_up=0.55, sessions=8, precedences=(0, 50)),
+             minutes=10, short_minutes=2.5, timeline=_crunch_timeline, expect=_crunch_expect),
     Scenario("auth-outage", "accounts lose their credentials; sessions park, and run again once they are back",
              DEMO.with_(p_auth_outage=0.15), SHORT.with_(p_auth_outage=0.35, auth_outage_seconds=(5.0, 12.0)),
              minutes=10, short_minutes=1.5, timeline=_auth_timeline, expect=_auth_expect),
