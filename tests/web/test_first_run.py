@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from test_zimmer_up import Run  # noqa: E402 - the e2e tests' `zimmer up` driver
+from test_zimmer_up import Run, _zimmer  # noqa: E402 - the e2e tests' `zimmer up` driver
 
 pytestmark = pytest.mark.e2e
 
@@ -49,6 +49,8 @@ async def test_a_fresh_zimmer_up_shows_live_sessions_and_spend_within_a_minute(t
         run.wait_ready()
         up_at = time.monotonic()
         assert "A simulated fleet is attached" in run.stdout(), run.logs()
+        status = _zimmer("status", "--data-dir", str(run.data_dir), run=run)
+        assert status.returncode == 0 and "(simulated fleet)" in status.stdout, status.stdout + status.stderr
         token = json.loads((run.data_dir / "credentials.json").read_text())["operator_token"]
         page = await browser.new_page()
         await page.goto(f"{run.url}/signin")

@@ -183,6 +183,7 @@ def up(data_dir: DataDir = None,
             "servers": servers,
             "services": {c.name: {**c.info(), "metrics_port": (c.env or {}).get("ZIMMER_METRICS_PORT")}
                          for c in supervisor.children if c.kind == "service"},
+            "fleet": {c.name: c.info() for c in supervisor.children if c.kind == "fleet"},
         }, indent=2))
         staged.replace(runtime_file)
 
@@ -338,6 +339,10 @@ def status(data_dir: DataDir = None,
         if server.get("last_exit"):
             line += f"  (last exit: {', '.join(f'{k} {v}' for k, v in server['last_exit'].items())})"
         typer.echo(line)
+    for name, proc in ((runtime or {}).get("fleet") or {}).items():  # the simulated fleet: no ping, no health
+        alive = bool(proc.get("pid")) and psutil.pid_exists(proc["pid"])
+        typer.echo(f"{name:11s} pid {proc.get('pid') or '-':>7}  {'alive' if alive else 'gone '}  "
+                   f"restarts {proc.get('restarts', 0)}  (simulated fleet)")
     for name in START_ORDER:
         proc = (runtime or {}).get("services", {}).get(name, {})
         pid = proc.get("pid")

@@ -29,7 +29,7 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
                        name=f"sim-{name}", host=getattr(stack, "host", "sim-host"), clones_dir=stack.clones_dir,
                        transcripts_dir=getattr(stack, "transcripts_dir", None),
                        github_port=getattr(stack, "github_port", None))
-    invariants = Invariants(healthy=scenario.healthy)
+    invariants = Invariants(healthy=scenario.healthy, owned_backlog=bool(getattr(stack, "owned", False)))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -89,7 +89,17 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
                           finish=finish)
     return {"scenario": name, "short": short, "minutes": round((time.monotonic() - started) / 60, 2), "seed": seed,
             "passed": not invariants.failed(), "invariants": invariants.report(), "fleet": run.ledger.summary(),
-            "rss": _rss_growth(rss), "table": invariants.text()}
+            "rss": _rss_growth(rss), "github": _github_summary(run), "table": invariants.text()}
+
+
+def _github_summary(run: Any) -> dict[str, int] | None:
+    if run.github is None:
+        return None
+    gh = run.github.ledger
+    return {"issues_opened": gh.issues_opened, "appended": len(gh.appended), "pulled": len(gh.pulled),
+            "removed_by_pulls": len(gh.removed), "prs_opened": gh.prs_opened, "prs_merged": gh.prs_merged,
+            "prs_abandoned": gh.prs_abandoned, "issues_closed": gh.issues_closed, "append_errors": gh.append_errors,
+            "pull_errors": gh.pull_errors, "start_failures": gh.start_failures}
 
 
 def _rss_growth(samples: dict[str, dict[str, int]]) -> dict[str, dict[str, float | None]]:

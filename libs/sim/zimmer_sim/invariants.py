@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery
+from zimmer_common.contracts.backlog import GET_ITEMS, ItemQuery
 from zimmer_common.contracts.logs import GET_SESSION_LOGS, LogQuery
 from zimmer_common.contracts.spot_policy import GET_COSTS, CostsQuery, CostsView
 from zimmer_runtime import RuntimeRequestError
@@ -45,6 +46,7 @@ class Invariants:
     """`healthy`: nothing may page (a scenario that breaks the system on purpose says False)."""
 
     healthy: bool = True
+    owned_backlog: bool = False  # the run's stack is its own: nothing but the fleet fed its backlog
     table: dict[str, Invariant] = field(default_factory=dict)
     costs_at_start: CostsView | None = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -87,6 +89,8 @@ class Invariants:
             twice = run.github.ledger.started_twice()  # type: ignore[attr-defined]
             row = self.row("no backlog issue is started twice")
             row.check(not twice, keys=twice)
+            if self.owned_backlog:
+                await self._backlog_counts(run)
 
     def _fleet_rows(self, run: FleetRun) -> None:
         counts = run.ledger.counts
@@ -136,6 +140,27 @@ class Invariants:
             row.check(got == (n, n), session_id=sid, sent=n, read=None if got is None else got[0],
                       distinct=None if got is None else got[1])
 
+    async def _backlog_counts(self, run: FleetRun) -> None:
+        """On a backlog only this run fed: its queue is exactly what the fleet appended and neither
+        pulled nor removed, and its claimed count the pulled sessions the fleet has not archived."""
+        gh = run.github.ledger  # type: ignore[attr-defined]
+        row = self.row("the backlog's counts equal the fleet's view")
+        expected_queue = gh.appended - set(gh.pulled) - set(gh.removed)
+        pulled_sessions = {sid for ids in gh.sessions.values() for sid in ids}
+        expected_claimed = sum(1 for sid in pulled_sessions
+                               if not (run.ledger.sessions.get(sid) and run.ledger.sessions[sid].archived))
+        queue, claimed = None, None
+        deadline = asyncio.get_running_loop().time() + SETTLE_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            queue, claimed = await _backlog_view(run)
+            if queue == expected_queue and claimed == expected_claimed:
+                break
+            await asyncio.sleep(2.0)
+        row.check(queue == expected_queue and claimed == expected_claimed,
+                  queue_only_in_backlog=sorted((queue or set()) - expected_queue)[:10],
+                  queue_only_in_fleet=sorted(expected_queue - (queue or set()))[:10],
+                  claimed=claimed, expected_claimed=expected_claimed)
+
     def failed(self) -> bool:
         return any(row.violations for row in self.table.values())
 
@@ -172,6 +197,20 @@ async def _fleet_lines(run: FleetRun, session_id: int) -> tuple[int, int] | None
         if page.next_cursor is None:
             return len(messages), len(set(messages))
         cursor = page.next_cursor
+
+
+async def _backlog_view(run: FleetRun) -> tuple[set[str] | None, int | None]:
+    """The backlog's queued keys and its claimed count, as it answers them."""
+    keys: set[str] = set()
+    offset: int | None = 0
+    claimed = None
+    while offset is not None:
+        page = await _answer(run, GET_ITEMS, ItemQuery(status="queued", limit=1000, offset=offset))
+        if page is None:
+            return None, None
+        keys |= {item.key for item in page.items}
+        claimed, offset = page.counts.claimed, page.next_offset
+    return keys, claimed
 
 
 async def _answer(run: FleetRun, spec: Any, payload: Any) -> Any:

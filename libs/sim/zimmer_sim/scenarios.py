@@ -93,6 +93,10 @@ async def _crunch_timeline(ctx: Context) -> None:
     quiet_by = loop.time() + ctx.seconds / 2
     while await ctx.sleep(5.0):
         await ctx.stack.run_job("spot-gate.ceiling_sweep")
+        restarts = ctx.run.ledger.restarts
+        if ctx.run.fleet.quiet and restarts and loop.time() - restarts[0][0] > 15.0 and ctx.seconds < 300:
+            ctx.stop.set()  # the short form has shown the whole cycle: a sweep's batch and what follows it
+            return
         filled = ctx.run.ledger.counts["stopped"] > 0 and ctx.run.ledger.outcomes["held"] > 0
         if not ctx.run.fleet.quiet and (filled or loop.time() > quiet_by):
             ctx.run.fleet.quiet = True
@@ -317,7 +321,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              minutes=10, short_minutes=2.5, timeline=_crunch_timeline, expect=_crunch_expect),
     Scenario("auth-outage", "accounts lose their credentials; sessions park, and run again once they are back",
              DEMO.with_(p_auth_outage=0.15), SHORT.with_(p_auth_outage=0.35, auth_outage_seconds=(5.0, 12.0)),
-             minutes=10, short_minutes=1.5, timeline=_auth_timeline, expect=_auth_expect),
+             minutes=10, short_minutes=1.25, timeline=_auth_timeline, expect=_auth_expect),
     Scenario("outage", "kill -9 of NATS, PostgreSQL and each service mid-run; no report lost or doubled",
              DEMO, SHORT, minutes=10, short_minutes=2.0, healthy=False, needs_owned_stack=True,
              timeline=_outage_timeline, expect=_outage_expect),
