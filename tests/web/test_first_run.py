@@ -1,6 +1,7 @@
 """The first run shows the system at work (issue 28 #3): `zimmer up` exactly as `python3 dev.py run`
 starts it, with its simulated fleet attached, and within a minute of "Zimmer is up" the operator
-pages show running sessions on /sessions and spend on /costs, read in headless Chromium."""
+pages show running sessions on /sessions, spend and burn rates on /costs and the fake GitHub's issues
+queued on /issues, read in headless Chromium."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ async def _spend(page: Any) -> str | None:
     return text if text and text != "$0.00" else None
 
 
+async def _burn_rates(page: Any) -> int:
+    return await page.locator("#burn tbody tr").count()
+
+
+async def _queued_issues(page: Any) -> list[str]:
+    return await page.locator("tr[data-key][data-id] a[href^='https://github.com/']").evaluate_all(
+        "links => links.map(a => a.textContent)")
+
+
 async def test_a_fresh_zimmer_up_shows_live_sessions_and_spend_within_a_minute(tmp_path: Path, browser: Any) -> None:
     run = Run(tmp_path / ".zimmer", tmp_path, "first-run", sim=True)
     run.start()
@@ -61,6 +71,10 @@ async def test_a_fresh_zimmer_up_shows_live_sessions_and_spend_within_a_minute(t
         assert running, f"no running session on /sessions within {LIVE_WITHIN:g}s of Zimmer is up\n{run.logs()}"
         spend = await _reload_until(page, f"{run.url}/costs", _spend, up_at + LIVE_WITHIN)
         assert spend, f"no spend on /costs within {LIVE_WITHIN:g}s of Zimmer is up\n{run.logs()}"
+        burn = await _reload_until(page, f"{run.url}/costs", _burn_rates, up_at + LIVE_WITHIN)
+        assert burn, f"no burn rate on /costs within {LIVE_WITHIN:g}s of Zimmer is up\n{run.logs()}"
+        queue = await _reload_until(page, f"{run.url}/issues", _queued_issues, up_at + LIVE_WITHIN)
+        assert queue, f"no queued GitHub issue on /issues within {LIVE_WITHIN:g}s of Zimmer is up\n{run.logs()}"
         assert run.stop() == 0, run.logs()
     finally:
         run.kill_everything()

@@ -44,11 +44,11 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
         return contexts[0]
 
     async def timeline(run: FleetRun) -> None:
-        from zimmer_cli.sim_cmd import read_the_fake_github
+        from zimmer_cli.sim_cmd import ask_for_the_fleets_jobs
 
         parts = [scenario.timeline(context(run))] if scenario.timeline is not None else []
         if config.github_port is not None:
-            parts.append(read_the_fake_github(stack.nats_url, stop))
+            parts.append(ask_for_the_fleets_jobs(stack.nats_url, stop))
         row = invariants.row("the scenario's timeline ran to its end")
         try:
             await asyncio.gather(*parts)

@@ -126,7 +126,7 @@ async def _run(config: Any, minutes: float | None, quiet: bool) -> dict[str, Any
 
     async def github_jobs(run: FleetRun) -> None:
         if config.github_port is not None:
-            await read_the_fake_github(config.nats_url, stop)
+            await ask_for_the_fleets_jobs(config.nats_url, stop)
 
     run = await run_fleet(config, stop, every=progress, check_every=2.0, beside=github_jobs)
     if not quiet:
@@ -140,17 +140,20 @@ async def _run(config: Any, minutes: float | None, quiet: bool) -> dict[str, Any
 
 # The backlog reads GitHub only in production and staging (its API budget is money in development).
 # The simulated fleet's GitHub costs nothing, so while one is served the fleet asks for those jobs
-# itself, more often than production's cadence so the Issues page changes within minutes.
-GITHUB_JOBS = (("backlog.github_snapshot", 60.0), ("backlog.liveness_sweep", 300.0))
+# itself, more often than production's cadence so the Issues page changes within minutes; and for
+# the burn rates (every 20 minutes on schedule), so the Costs page has them in the first minute, and
+# the ceiling sweep (every 5), so a quota cycle of a few minutes shows its pauses and resumes.
+FLEET_JOBS = (("backlog.github_snapshot", 60.0), ("backlog.liveness_sweep", 300.0),
+              ("spot-gate.burn_rate_recompute", 60.0), ("spot-gate.ceiling_sweep", 60.0))
 
 
-async def read_the_fake_github(nats_url: str, stop: asyncio.Event) -> None:
+async def ask_for_the_fleets_jobs(nats_url: str, stop: asyncio.Event) -> None:
     from zimmer_cli.jobs_cmd import run_job
 
     log = logging.getLogger("zimmer_sim")
-    due = {key: time.monotonic() + 15.0 for key, _ in GITHUB_JOBS}
+    due = {key: time.monotonic() + 15.0 for key, _ in FLEET_JOBS}
     while not stop.is_set():
-        for key, every in GITHUB_JOBS:
+        for key, every in FLEET_JOBS:
             if time.monotonic() >= due[key]:
                 due[key] = time.monotonic() + every
                 try:

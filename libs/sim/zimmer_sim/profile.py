@@ -64,7 +64,7 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     # `zimmer up`'s attached fleet: enough to fill every page within a minute, a quota cycle in ten.
-    "demo": Profile(),
+    "demo": Profile(turn_seconds=(15.0, 60.0)),
     # The test suite's short forms: quick turns, few sessions.
     "short": Profile(sessions=6, spawn_every=(0.5, 2.0), turn_seconds=(2.0, 6.0), request_every=(0.5, 1.5),
                      think_seconds=(0.5, 3.0), sleep_seconds=(3.0, 8.0), idle_archive_seconds=20.0,
