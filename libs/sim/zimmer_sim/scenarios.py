@@ -228,14 +228,15 @@ async def _stall_timeline(ctx: Context) -> None:
     await ctx.stack.signal(STALLED, signal.SIGSTOP)
     paged_after, pages = None, []
     try:
-        # The long form holds the stall past the seed's ceiling whatever it sees; the short one
-        # lets go once the page is in.
-        until = loop.time() + (window if short else LONG_STALL_SECONDS)
+        # The long form holds the stall past the seed's ceiling whatever it sees, and on until the
+        # page is in (at most its window); the short one lets go once the page is in.
+        held_at_least = loop.time() + (0 if short else LONG_STALL_SECONDS)
+        until = loop.time() + window
         while loop.time() < until and not ctx.stop.is_set():
             if paged_after is None and (pages := await _paging(ctx, stopped_at)):
                 paged_after = (datetime.now(UTC) - stopped_at).total_seconds()
-                if short:
-                    break
+            if paged_after is not None and loop.time() >= held_at_least:
+                break
             await ctx.sleep(5.0)
     finally:
         await ctx.stack.signal(STALLED, signal.SIGCONT)
@@ -326,7 +327,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              DEMO, SHORT, minutes=10, short_minutes=2.0, healthy=False, needs_owned_stack=True,
              timeline=_outage_timeline, expect=_outage_expect),
     Scenario("stall", f"SIGSTOP of {STALLED} past its lane's ceiling, then SIGCONT: a page, then its resolution",
-             DEMO, SHORT, minutes=LONG_STALL_SECONDS / 60 + 5, short_minutes=3.5, healthy=False, needs_owned_stack=True,
+             DEMO, SHORT, minutes=_stall_window(False) / 60 + 5, short_minutes=3.5, healthy=False, needs_owned_stack=True,
              timeline=_stall_timeline, stack_env=_stall_env),
     Scenario("disk-pressure", "the fleet's orphans fill the clones volume; the sweeper reclaims them, never a live clone",
              DEMO.with_(orphan_clones=PRESSURE_ORPHANS, orphan_bytes=PRESSURE_ORPHAN_BYTES),
