@@ -97,15 +97,19 @@ class OwnedStack(ExternalStack):
         return await asyncio.to_thread(_ready_within, self.url, timeout, self.proc)
 
     def rss(self) -> dict[str, int]:
-        """Resident bytes of each server and service now (PostgreSQL: its postmaster and backends)."""
+        """Resident bytes of each server and service now. PostgreSQL is its postmaster and every
+        backend, summed as PSS: each of them maps the same shared buffers, which RSS would count
+        once per backend."""
         import psutil
 
         runtime, found = self._runtime(), {}
         for name, entry in {**runtime.get("servers", {}), **runtime.get("services", {})}.items():
             try:
                 proc = psutil.Process(int(entry["pid"]))
-                procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
-                found[name] = sum(p.memory_info().rss for p in procs)
+                if name == "postgres":
+                    found[name] = sum(p.memory_full_info().pss for p in [proc, *proc.children(recursive=True)])
+                else:
+                    found[name] = proc.memory_info().rss
             except (psutil.Error, KeyError, TypeError, ValueError):
                 continue
         return found
