@@ -51,6 +51,9 @@ class Profile:
     large_clone_bytes: int = 2_000_000
     orphan_clones: int = 3  # directories left on disk with no session, made old
     orphan_bytes: int = 4096  # in each
+    # Work comes in bursts: for this share of every 5-hour cycle (its end) the fleet is quiet, so the
+    # pool drains, the window's reset shows as room and the ceiling sweep resumes what it paused.
+    quiet_share: float = 0.0
     # Spawned sessions declare a precedence drawn from this range (None: the default, 0), so a
     # resume order is something to check.
     precedences: tuple[int, int] | None = None
@@ -64,7 +67,7 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     # `zimmer up`'s attached fleet: enough to fill every page within a minute, a quota cycle in ten.
-    "demo": Profile(turn_seconds=(15.0, 60.0)),
+    "demo": Profile(turn_seconds=(15.0, 60.0), quiet_share=0.4),
     # The test suite's short forms: quick turns, few sessions.
     "short": Profile(sessions=6, spawn_every=(0.5, 2.0), turn_seconds=(2.0, 6.0), request_every=(0.5, 1.5),
                      think_seconds=(0.5, 3.0), sleep_seconds=(3.0, 8.0), idle_archive_seconds=20.0,

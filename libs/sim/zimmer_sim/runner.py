@@ -100,6 +100,9 @@ async def run_fleet(config: SimConfig, stop: asyncio.Event, *, every: Check | No
         ]
         if run.github is not None:
             loops.append(_every(stop, run.github.step, lambda: profile.github_every))  # type: ignore[attr-defined]
+        if profile.quiet_share > 0:
+            started = asyncio.get_running_loop().time()
+            loops.append(_every(stop, lambda: _duty_cycle(fleet, started), lambda: 5.0))
         if every is not None:
             loops.append(_every(stop, lambda: every(run), lambda: check_every))
         if beside is not None:
@@ -121,6 +124,13 @@ async def run_fleet(config: SimConfig, stop: asyncio.Event, *, every: Check | No
 async def _arrive(fleet: Fleet) -> None:
     if not fleet.quiet and fleet.live_sessions() < fleet.profile.sessions:
         await fleet.arrive()
+
+
+async def _duty_cycle(fleet: Fleet, started: float) -> None:
+    """Quiet for the last `quiet_share` of every simulated 5-hour cycle, busy for the rest."""
+    cycle = fleet.profile.five_hour_cycle_seconds
+    into = (asyncio.get_running_loop().time() - started) % cycle
+    fleet.quiet = into >= cycle * (1 - fleet.profile.quiet_share)
 
 
 async def _read_policy(fleet: Fleet) -> None:

@@ -307,7 +307,7 @@ async def _pressure_expect(ctx: Context) -> None:
 
 
 SHORT = PROFILES["short"]
-DEMO = PROFILES["demo"]
+DEMO = PROFILES["demo"].with_(quiet_share=0.0)  # a scenario's timeline decides when the fleet is quiet
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     # Accounts with room for the whole run: steady is the fleet at work, not the pool running dry.
     Scenario("steady", "40 sessions of mixed classes taking turns; nothing pages",
