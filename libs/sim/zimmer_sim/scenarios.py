@@ -18,6 +18,7 @@ from typing import Protocol
 from zimmer_common.contracts import spot
 from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery
 from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealthQuery
+from zimmer_common.contracts.spot_policy import GET_POLICY, PolicyQuery
 from zimmer_runtime import RuntimeRequestError
 from zimmer_sim.invariants import Invariants
 from zimmer_sim.profile import PROFILES, Profile
@@ -164,11 +165,21 @@ async def _auth_expect(ctx: Context) -> None:
     row = ctx.invariants.row("a parked session runs again once its account is back")
     row.checks += counts["auth_unparked"]
     now = datetime.now(UTC)
+    try:  # a spot park comes back through the spot queue: only when the gate has room for spot work
+        spot_room = (await ctx.run.client.call(GET_POLICY, PolicyQuery())).decision.allowed
+    except RuntimeRequestError:
+        spot_room = True
     for sid, (parked_at, name) in ctx.run.ledger.parked.items():
         account = accounts.get(name or "")
         back = account.back_at if account is not None and account.status == "active" else None
-        if back is not None and back > parked_at and (now - back).total_seconds() > UNPARK_SLACK_SECONDS:
-            row.check(False, session_id=sid, account=name, back_for_seconds=round((now - back).total_seconds()))
+        if back is None or back <= parked_at or (now - back).total_seconds() <= UNPARK_SLACK_SECONDS:
+            continue
+        record = ctx.run.ledger.sessions.get(sid)
+        if record is not None and record.spot_class and not spot_room:
+            ctx.run.ledger.counts["spot_parks_waiting_for_room"] += 1  # the seed's rule, not a stuck park
+            continue
+        row.check(False, session_id=sid, account=name, back_for_seconds=round((now - back).total_seconds()),
+                  spot=bool(record and record.spot_class), spot_room=spot_room)
 
 
 # ---- outage ---------------------------------------------------------------------------------
