@@ -4,6 +4,7 @@ snapshot then read what the world did on GitHub."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from dataclasses import replace
@@ -147,3 +148,26 @@ async def test_a_merged_issue_is_seen_by_the_liveness_sweep(stack, stack_setup, 
     assert {k: items[k].liveness_state for k in world.ledger.removed} == {
         k: "issue_closed" if k in closed else "pr_merged_issue_open" for k in world.ledger.removed}
     assert world.started_twice() == []
+
+
+class FailingStarts(DownBacklog):
+    """A backlog that answers every pull with its item's start failed, retry-safe: what it says while
+    spot-gate is down (the stall scenario's 17 minutes)."""
+
+    async def call(self, spec: Any, payload: Any, *, timeout: float | None = None) -> Any:
+        if spec.op != c.PULL.op:
+            return await super().call(spec, payload, timeout=timeout)
+        self.calls.append((spec.op, payload.model_dump_json()))
+        await asyncio.sleep(0)  # an answer over the wire yields: a loop of them can be timed out
+        return SimpleNamespace(started=[], removed=[], failed=[SimpleNamespace(key="api#1", retry_safe=True)])
+
+
+async def test_a_start_that_keeps_failing_is_retried_once_a_step_not_in_a_loop() -> None:
+    backlog = FailingStarts()
+    with FakeGithub("token") as gh:
+        world = GithubWorld(gh, backlog, random.Random(3), rates=replace(STILL, pull=1.0), run_id="t")  # type: ignore[arg-type]
+        for _ in range(10):
+            await asyncio.wait_for(world.step(), timeout=10)  # before the fix, one step never ended
+    pulls = [body for op, body in backlog.calls if op == c.PULL.op]
+    assert 10 <= len(pulls) <= 20  # each step: its own pull by count, and the one retry the last answer asked for
+    assert world.ledger.start_failures == len(pulls)

@@ -260,8 +260,10 @@ class GithubWorld:
                 self._to_append.append(item)  # the same request, so the same idempotency key
 
     async def _pull(self) -> None:
-        """Send the pulls waiting, oldest first; a retry-safe failure waits for the next step."""
-        while self._to_pull:
+        """Send the pulls waiting, oldest first, each once a step: a retry-safe failure, and the pull
+        by keys an answer's retry-safe `failed` asks for, wait for the next step. (Sent at once, a
+        start that keeps failing while spot-gate is down was a pull loop: 86,434 in a 17-minute stall.)"""
+        for _ in range(len(self._to_pull)):
             request = self._to_pull[0]
             try:
                 result = await self.client.call(c.PULL, request, timeout=PULL_TIMEOUT)
