@@ -67,9 +67,9 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     # `zimmer up`'s attached fleet: enough to fill every page within a minute, a quota cycle in ten.
-    # Two $100 accounts: a dozen sessions fill 80 % of them in about three minutes, and a session's
-    # burn over the gate's 10-minute look-ahead still fits after a reset, so resumes can happen.
-    "demo": Profile(turn_seconds=(15.0, 60.0), quiet_share=0.4, accounts=2, capacity_five_hour=100.0),
+    # Three $30 accounts: a dozen sessions bring the gate to hold spot work and the ceiling sweep to
+    # pause it within about four minutes.
+    "demo": Profile(turn_seconds=(15.0, 60.0), quiet_share=0.4),
     # The test suite's short forms: quick turns, few sessions.
     "short": Profile(sessions=6, spawn_every=(0.5, 2.0), turn_seconds=(2.0, 6.0), request_every=(0.5, 1.5),
                      think_seconds=(0.5, 3.0), sleep_seconds=(3.0, 8.0), idle_archive_seconds=20.0,
