@@ -326,6 +326,8 @@ class Fleet:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             self.ledger.counts["task_errors"] += 1
+            # ERROR without a page: the simulator is a runtime, outside the control plane, with no
+            # pager; its log (logs/sim.log under zimmer up) and the ledger's task_errors carry it.
             log.error("a simulated session's task failed", exc_info=task.exception())
 
     async def close(self) -> None:

@@ -160,6 +160,8 @@ async def _every(stop: asyncio.Event, action: Callable[[], Awaitable[object]], i
         try:
             await action()
         except Exception:  # noqa: BLE001 - a loop of the fleet must go on
+            # ERROR without a page: the simulator is a runtime, outside the control plane, with no
+            # pager; its log carries it, and the loop goes on.
             log.exception("a simulated fleet loop failed; it goes on")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval())
