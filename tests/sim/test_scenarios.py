@@ -8,7 +8,6 @@ so the six cost about their run times plus one start-up, not six start-ups more.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from zimmer_cli.scenario_cmd import run_scenario
-from zimmer_cli.scenario_stack import OwnedStack
+from zimmer_cli.scenario_stack import OwnedStack, free_bytes
 from zimmer_sim.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.e2e
@@ -41,8 +40,7 @@ class Prefetch:
         def start() -> None:
             try:
                 root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
-                st = os.statvfs(root)
-                env = scenario.stack_env(st.f_bavail * st.f_frsize, True) if scenario.stack_env else {}
+                env = scenario.stack_env(free_bytes(root), True) if scenario.stack_env else {}
                 stack = OwnedStack(root, env)
                 box["stack"] = stack
                 stack.start()

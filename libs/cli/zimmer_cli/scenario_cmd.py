@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import sys
@@ -112,14 +111,9 @@ def _rss_growth(samples: dict[str, dict[str, int]]) -> dict[str, dict[str, float
     return out
 
 
-def _free(path: Path) -> int:
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
-
-
 def scenario_main(name: str, *, short: bool, minutes: float | None, seed: int, nats_url: str | None,
                   url: str | None, json_out: Path | None, keep: bool) -> None:
-    from zimmer_cli.scenario_stack import ExternalStack, OwnedStack
+    from zimmer_cli.scenario_stack import ExternalStack, OwnedStack, free_bytes
     from zimmer_sim.scenarios import SCENARIOS
 
     if name not in SCENARIOS:
@@ -135,7 +129,7 @@ def scenario_main(name: str, *, short: bool, minutes: float | None, seed: int, n
     root = Path(tempfile.mkdtemp(prefix=f"zimmer-scenario-{name}-")) if owned else None
     stack: Any = ExternalStack(nats_url or "", url)
     if root is not None:
-        stack = OwnedStack(root, scenario.stack_env(_free(root), short) if scenario.stack_env else {})
+        stack = OwnedStack(root, scenario.stack_env(free_bytes(root), short) if scenario.stack_env else {})
     result: dict[str, Any] = {}
     try:
         if root is not None:

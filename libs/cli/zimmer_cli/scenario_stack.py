@@ -42,9 +42,7 @@ class ExternalStack:
         return await asyncio.to_thread(_ready_within, self.url, timeout)
 
     def free_bytes(self) -> int:
-        path = self.clones_dir or Path(".")
-        st = os.statvfs(path)
-        return st.f_bavail * st.f_frsize
+        return free_bytes(self.clones_dir or Path("."))
 
 
 class OwnedStack(ExternalStack):
@@ -123,6 +121,12 @@ class OwnedStack(ExternalStack):
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes an unprivileged writer may still use on the volume holding `path`."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
 
 
 def _ready_within(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:

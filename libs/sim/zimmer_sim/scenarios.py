@@ -91,7 +91,8 @@ async def _crunch_timeline(ctx: Context) -> None:
     5 minutes on its schedule; the run asks for it every 5 seconds, as an operator can (`zimmer jobs
     run spot-gate.ceiling_sweep`)."""
     loop = asyncio.get_running_loop()
-    quiet_by = loop.time() + ctx.seconds / 2
+    began = loop.time()
+    quiet_by = began + ctx.seconds / 2
     while await ctx.sleep(5.0):
         await ctx.stack.run_job("spot-gate.ceiling_sweep")
         restarts = ctx.run.ledger.restarts
@@ -101,7 +102,7 @@ async def _crunch_timeline(ctx: Context) -> None:
         filled = ctx.run.ledger.counts["stopped"] > 0 and ctx.run.ledger.outcomes["held"] > 0
         if not ctx.run.fleet.quiet and (filled or loop.time() > quiet_by):
             ctx.run.fleet.quiet = True
-            ctx.run.ledger.counts["quiet_after_seconds"] = int(ctx.seconds - (quiet_by - loop.time()) - ctx.seconds / 2)
+            ctx.run.ledger.counts["quiet_after_seconds"] = int(loop.time() - began)
 
 
 async def _crunch_expect(ctx: Context) -> None:
