@@ -191,3 +191,21 @@ async def test_auth_outage_parks_two_populations_neither_starts_the_others(spot)
     assert (await session(spot, boss.id)).status == "running"
     policy = await spot.bus.request(c.GET_SESSION, c.SessionRef(session_id=sleeper.id))
     assert policy.paused_by == "auth_outage" and "auth outage" in (policy.pause_sentence or "")
+
+
+@pytest.mark.parametrize("late", ["needs_input", "waiting"])
+async def test_a_report_that_lands_after_the_park_keeps_it_parked_and_resumable(spot, late: str) -> None:  # type: ignore[no-untyped-def]
+    # The runtime reports the turn's end over ingest and parks over RPC: the park may land first
+    # (found by `zimmer sim --scenario auth-outage`: sessions moved to needs_input, never resumed).
+    from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn
+
+    await spot.app.record_reading(QuotaReadingIn(
+        account="acct-0", status="active", read_at=spot.clock.now(),
+        five_hour=WindowReadingIn(utilization=0.1, resets_at=spot.clock.now() + HOUR),
+        seven_day=WindowReadingIn(utilization=0.1, resets_at=spot.clock.now() + 48 * HOUR)))
+    boss = await spawn(spot, genesis="web_ui")
+    await spot.bus.request(c.PARK_FOR_AUTH_OUTAGE, c.ParkForAuthOutage(session_id=boss.id, account="acct-0"))
+    kept = await spot.app.report_status(SessionStatusReport(session_id=boss.id, status=late))
+    assert (kept.status, kept.paused_by) == ("waiting", "auth_outage")
+    assert await spot.app.parks.unpark() == [boss.id]
+    assert (await session(spot, boss.id)).status == "running"

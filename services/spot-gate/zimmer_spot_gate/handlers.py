@@ -233,6 +233,12 @@ class SpotGate:
             await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
                 session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
             return view
+        if before.paused_by is not None and before.status == SessionStatus.WAITING.value and wanted in (
+                SessionStatus.NEEDS_INPUT.value, SessionStatus.WAITING.value):
+            # A report the runtime sent before it learned of the pause (the status report travels
+            # over ingest, a park over RPC: either may land first). The paused session stays in
+            # waiting, where its resume looks for it; moved to needs_input it would never resume.
+            return await self._view(conn, req.session_id)
         if before.status == RUNNING and wanted == SessionStatus.NEEDS_INPUT.value:
             queued = await store.pop_enqueued(conn, req.session_id)
             if queued is not None:
