@@ -41,3 +41,22 @@ def test_a_job_tick_names_its_lane_and_a_per_host_job_its_host() -> None:
 def test_up_offers_to_leave_the_simulated_fleet_out() -> None:
     result = runner.invoke(app, ["up", "--help"])
     assert result.exit_code == 0 and "--no-sim" in result.output and "ZIMMER_SIM=off" in result.output
+
+
+def _unserved_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(120)
+def test_a_bus_nobody_serves_is_one_error_line_and_exit_1_not_a_wait_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nats-py applies max_reconnect_attempts to the first connect as well: with -1 (reconnect
+    # forever, right once connected) `zimmer jobs run` against a dead address never returned.
+    monkeypatch.delenv("ZIMMER_NATS_URL", raising=False)
+    result = runner.invoke(app, ["jobs", "run", "spot-gate.ceiling_sweep", "--nats-url",
+                                 f"nats://127.0.0.1:{_unserved_port()}"])
+    assert result.exit_code == 1, result.output
+    assert "error: cannot connect to NATS" in result.output and "Traceback" not in result.output

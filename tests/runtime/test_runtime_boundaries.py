@@ -114,3 +114,18 @@ def test_commands_decode_by_subject_and_refuse_what_they_cannot_read() -> None:
     assert isinstance(decode_command(START_TURN, b"not json"), Undecodable)
     newer = body.replace(b'"version":1', b'"version":2')
     assert "newer" in decode_command(START_TURN, newer).reason  # type: ignore[union-attr]
+
+
+@pytest.mark.timeout(60)
+async def test_a_first_connect_to_an_address_nobody_serves_gives_up_after_its_attempts() -> None:
+    # nats-py applies max_reconnect_attempts to the first connect too: -1 there never returned.
+    import socket
+
+    from zimmer_runtime import RuntimeClient, RuntimeRequestError
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(RuntimeRequestError) as refused:
+        await RuntimeClient.connect(RuntimeConfig([f"nats://127.0.0.1:{port}"], connect_attempts=2))
+    assert refused.value.code == "unavailable" and refused.value.details == {"sent": False}

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Annotated
+from collections.abc import Coroutine
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -17,6 +18,7 @@ from zimmer_common.settings import HOST_PATTERN
 jobs_app = typer.Typer(help="Background jobs: run one now; per-host schedules.", no_args_is_help=True)
 NatsUrl = Annotated[str, typer.Option(envvar="ZIMMER_NATS_URL", help="NATS server(s), comma-separated")]
 Service = Annotated[str, typer.Option(help="The service whose per-host jobs these are")]
+T = TypeVar("T")
 
 
 @jobs_app.command("run")
@@ -27,7 +29,7 @@ def run(key: Annotated[str, typer.Argument(help="service.job, as the Health page
                                                  "must be named)")] = None) -> None:
     """Ask for a run of a job now, outside its schedule (it coalesces with a tick already waiting, and
     runs under the job's usual singleton lock)."""
-    seq = asyncio.run(run_job(nats_url, key, host))
+    seq = _answer(run_job(nats_url, key, host))
     typer.echo(f"{key} enqueued (stream sequence {seq})")
 
 
@@ -61,7 +63,7 @@ async def run_job(nats_url: str, key: str, host: str | None = None) -> int:
 @jobs_app.command("hosts")
 def hosts(nats_url: NatsUrl = "nats://127.0.0.1:4222", service: Service = "sweeper") -> None:
     """List the hosts with per-host schedules installed, and their jobs."""
-    found = asyncio.run(_hosts(nats_url, service))
+    found = _answer(_hosts(nats_url, service))
     if not found:
         typer.echo(f"no host has per-host schedules of {service}")
     for host, jobs in sorted(found.items()):
@@ -77,8 +79,19 @@ def forget_host(host: Annotated[str, typer.Argument(help="The retired host")],
 
     if not re.match(HOST_PATTERN, host):
         raise typer.BadParameter(f"{host!r} is not a host name (lower case letters, digits, '-' and '_')")
-    removed, consumers = asyncio.run(_forget(nats_url, service, host))
+    removed, consumers = _answer(_forget(nats_url, service, host))
     typer.echo(f"forgot {host}: {removed} schedule(s), {consumers} lane consumer(s) removed")
+
+
+def _answer(call: Coroutine[Any, Any, T]) -> T:
+    """Run `call`; a refusal (NATS unreachable, JetStream not answering) is one line and exit 1."""
+    from zimmer_common.errors import ZimmerError
+
+    try:
+        return asyncio.run(call)
+    except ZimmerError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from None
 
 
 async def _connect(nats_url: str):  # type: ignore[no-untyped-def]

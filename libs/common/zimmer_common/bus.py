@@ -87,7 +87,9 @@ async def connect_nats(servers: list[str], name: str, *, attempts: int = 10,
                 servers=servers,
                 name=name,
                 connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                max_reconnect_attempts=-1,
+                # Bounded here: nats-py applies this to the first connect too, and -1 made a
+                # connect to an address nobody serves loop forever. Once connected: forever.
+                max_reconnect_attempts=1,
                 reconnect_time_wait=1,
                 allow_reconnect=True,
                 pending_size=0,
@@ -95,6 +97,7 @@ async def connect_nats(servers: list[str], name: str, *, attempts: int = 10,
                 reconnected_cb=_on_reconnect,
                 error_cb=_on_error,
             )
+            nc.options["max_reconnect_attempts"] = -1
             outages.of(MESSAGE_BUS).recovered()
             return nc
         except Exception as exc:  # noqa: BLE001 - connection errors come in many shapes

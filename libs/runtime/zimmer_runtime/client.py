@@ -119,7 +119,9 @@ class RuntimeClient:
         for attempt in range(1, cfg.connect_attempts + 1):
             try:
                 nc = await nats.connect(servers=cfg.servers, name=cfg.name, connect_timeout=cfg.connect_timeout,
-                                        allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                        # Bounded: nats-py applies it to the first connect too (-1 there
+                                        # never returned for an address nobody serves); forever once connected.
+                                        allow_reconnect=True, max_reconnect_attempts=1, reconnect_time_wait=0.5,
                                         # Nothing buffered by nats-py while disconnected: reports wait in our
                                         # own bounded buffer, and a request fails at once instead of leaving late.
                                         pending_size=0, disconnected_cb=disconnected, reconnected_cb=reconnected,
@@ -131,6 +133,7 @@ class RuntimeClient:
         else:
             raise RuntimeRequestError("unavailable", f"cannot connect to NATS at {cfg.servers}: {last!r}",
                                       {"sent": False})
+        nc.options["max_reconnect_attempts"] = -1
         metrics.connected.set(1)
         client = cls(nc, cfg, metrics, closing)
         holder.append(client)
