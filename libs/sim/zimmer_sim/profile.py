@@ -15,6 +15,7 @@ from typing import Any
 GENESIS_MIX: dict[str, float] = {"slack": 0.2, "github_issue": 0.25, "schedule": 0.15, "web_ui": 0.15, "api": 0.25}
 CLAUDE_MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5")
 CODEX_MODELS = ("gpt-5-codex", "gpt-5.1-codex-mini")
+WEEK_IN_FIVE_HOUR_WINDOWS = 7 * 24 / 5
 # Dollars per million tokens (input, output): the simulator's own estimate of what a request
 # costs an account, to make its utilization climb with the spend routed to it.
 SIM_PRICES: dict[str, tuple[float, float]] = {
@@ -42,9 +43,12 @@ class Profile:
     auth_outage_seconds: tuple[float, float] = (20.0, 60.0)
     accounts: int = 3
     capacity_five_hour: float = 30.0  # dollars a 5-hour window holds, per account
-    capacity_seven_day: float = 600.0
+    # The week is compressed as much as the 5-hour window (33.6 of them to a week) and holds what
+    # a fleet that fills every 5-hour window at twice its sustainable pace would spend: left at
+    # real length, its pacing curve ($/min sustainable over days) held every session the moment
+    # the gate priced the fleet's burn.
+    capacity_seven_day: float = 4_000.0
     five_hour_cycle_seconds: float = 480.0  # the simulated window "ends" this long after it starts
-    seven_day_cycle_seconds: float = 7 * 24 * 3600.0
     reading_every: float = 15.0  # unasked quota readings
     log_lines_per_request: tuple[int, int] = (1, 4)
     large_clone_share: float = 0.1  # clones with a large file in them (bytes below)
@@ -61,6 +65,10 @@ class Profile:
     github_every: float = 6.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def seven_day_cycle_seconds(self) -> float:
+        return self.five_hour_cycle_seconds * WEEK_IN_FIVE_HOUR_WINDOWS
+
     def with_(self, **changes: Any) -> Profile:
         return replace(self, **changes)
 
@@ -69,7 +77,8 @@ PROFILES: dict[str, Profile] = {
     # `zimmer up`'s attached fleet: enough to fill every page within a minute, a quota cycle in ten.
     # Three $30 accounts: a dozen sessions bring the gate to hold spot work and the ceiling sweep to
     # pause it within about four minutes.
-    "demo": Profile(turn_seconds=(15.0, 60.0), quiet_share=0.4),
+    # Spawns declare precedences 0–50, so the sweep's resumes come in an order worth reading.
+    "demo": Profile(turn_seconds=(15.0, 60.0), quiet_share=0.4, precedences=(0, 50)),
     # The test suite's short forms: quick turns, few sessions.
     "short": Profile(sessions=6, spawn_every=(0.5, 2.0), turn_seconds=(2.0, 6.0), request_every=(0.5, 1.5),
                      think_seconds=(0.5, 3.0), sleep_seconds=(3.0, 8.0), idle_archive_seconds=20.0,
