@@ -134,3 +134,32 @@ async def test_server_without_jetstream_is_refused(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+async def test_a_batch_reads_every_ack_and_names_the_stream_that_did_not_answer(bus: Bus) -> None:
+    # A stream-leader election answers 503 to every publish of a batch: the first refusal used to
+    # end the wait with the other acks unread, each an ERROR "Future exception was never
+    # retrieved" when collected (641 after one election), and the cause read "no stream takes
+    # the subject".
+    import gc
+
+    from zimmer_common.streams import provision_streams
+
+    await provision_streams(bus)
+    unretrieved: list[dict] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    try:
+        batch = [("zimmer.ops.evt.batch_test", b"{}", "batch-ok-1"),
+                 *[(f"zimmer.ingest_nowhere.{i}", b"{}", f"batch-lost-{i}") for i in range(20)],
+                 ("zimmer.ops.evt.batch_test", b"{}", "batch-ok-2")]
+        with pytest.raises(ZimmerError) as info:
+            await bus.publish_many(batch)
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert "stored 2 of a batch of 22" in info.value.message
+        assert "stream ZIMMER_EVENTS has no leader (or takes no zimmer.ingest_nowhere.0)" in info.value.message
+        gc.collect()
+        await asyncio.sleep(0)
+        assert not unretrieved, unretrieved
+    finally:
+        loop.set_exception_handler(None)

@@ -33,12 +33,13 @@ from pydantic import BaseModel, ValidationError
 
 from zimmer_common import deadline
 from zimmer_common.contracts.envelope import EventEnvelope, Payload, RpcReply, RpcSpec, TypedRpcReply
+from zimmer_common.contracts.subjects import stream_of
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
 from zimmer_common.outage import MESSAGE_BUS, Outages
 from zimmer_common.paging import PageFn, page_or_log
-from zimmer_common.pubacks import PublishAcks
+from zimmer_common.pubacks import NoStreamAnswered, PublishAcks
 
 log = logging.getLogger("zimmer.bus")
 ADMIN_TIMEOUT_SECONDS = 15.0
@@ -363,12 +364,23 @@ class Bus:
                     tokens.append(token)
                     futures.append(future)
                     await self.nc.publish(subject, body, reply=acks.prefix + token, headers={"Nats-Msg-Id": msg_id})
-                return [await future for future in futures]
-        except Exception as exc:  # noqa: BLE001 - timed out, refused, disconnected: all mean "not all stored"
+                # Every ack is read, refusals too: one left unread after the first failure was an
+                # ERROR "Future exception was never retrieved" at its collection, 641 of them after
+                # one stream-leader election.
+                answers = await asyncio.gather(*futures, return_exceptions=True)
+        except Exception as exc:  # noqa: BLE001 - timed out, disconnected: all mean "not all stored"
             raise unavailable(MESSAGE_BUS, f"JetStream did not ack a batch of {len(messages)}: {exc!r}") from None
         finally:
             for token in tokens:
                 acks.forget(token)
+        refused = [(messages[i][0], a) for i, a in enumerate(answers) if isinstance(a, BaseException)]
+        if refused:
+            subject, why = refused[0]
+            cause = (f"stream {stream_of(subject)} has no leader (or takes no {subject})"
+                     if isinstance(why, NoStreamAnswered) else f"{subject}: {why}")
+            raise unavailable(MESSAGE_BUS, f"JetStream stored {len(messages) - len(refused)} of a batch of "
+                                           f"{len(messages)}: {cause}")
+        return [int(a) for a in answers]  # type: ignore[arg-type]
 
     async def publish_event(self, subject: str, event_type: str, payload: Payload, *, event_id: str,
                             occurred_at: datetime | None = None) -> int:

@@ -18,7 +18,12 @@ import json
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
-NO_RESPONDERS = "503"  # the status of a reply nobody sent: no stream takes the subject
+NO_RESPONDERS = "503"  # the status of a reply nobody sent: no stream leader took the message
+
+
+class NoStreamAnswered(RuntimeError):
+    """Nobody stored the message: its stream has no leader (an election, or a lost quorum), or no
+    stream takes its subject."""
 
 
 class PublishAcks:
@@ -49,7 +54,7 @@ class PublishAcks:
         if future is None or future.done():
             return  # nobody waits for it any more
         if msg.headers and msg.headers.get("Status") == NO_RESPONDERS:
-            future.set_exception(RuntimeError("no stream takes the subject"))
+            future.set_exception(NoStreamAnswered("no stream leader answered"))
             return
         try:
             ack = json.loads(msg.data)

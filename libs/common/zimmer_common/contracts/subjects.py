@@ -27,6 +27,16 @@ class Stream(StrEnum):
     JOBS = "ZIMMER_JOBS"
 
 
+def stream_of(subject: str) -> Stream:
+    """The stream that stores `subject` (streams.stream_configs: commands to runtimes, ingest, job
+    ticks; every other subject published to JetStream is an event)."""
+    for prefix, stream in (("zimmer.runtime.cmd.", Stream.RUNTIME), ("zimmer.ingest.", Stream.INGEST),
+                           ("zimmer.jobs.", Stream.JOBS)):
+        if subject.startswith(prefix):
+            return stream
+    return Stream.EVENTS
+
+
 def host_ctx(ctx: str, host: str) -> str:
     """The context of a service's per-host jobs (the sweeper's disk sweeps, one sweeper per
     runtime host): their ticks, schedules and lane consumers carry the host, so every host's
