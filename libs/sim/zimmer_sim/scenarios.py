@@ -96,7 +96,7 @@ async def _crunch_timeline(ctx: Context) -> None:
     while await ctx.sleep(5.0):
         await ctx.stack.run_job("spot-gate.ceiling_sweep")
         restarts = ctx.run.ledger.restarts
-        if ctx.run.fleet.quiet and restarts and loop.time() - restarts[0][0] > 15.0 and ctx.seconds < 300:
+        if ctx.run.fleet.quiet and restarts and loop.time() - restarts[0][0] > 8.0 and ctx.seconds < 300:
             ctx.stop.set()  # the short form has shown the whole cycle: a sweep's batch and what follows it
             return
         filled = ctx.run.ledger.counts["stopped"] > 0 and ctx.run.ledger.outcomes["held"] > 0
@@ -234,7 +234,7 @@ async def _stall_timeline(ctx: Context) -> None:
     short = ctx.seconds < LONG_STALL_SECONDS
     window = _stall_window(short)
     loop = asyncio.get_running_loop()
-    if not await ctx.sleep(15.0):
+    if not await ctx.sleep(15.0):  # the fleet at work before the stall
         return
     stopped_at = datetime.now(UTC)
     await ctx.stack.signal(STALLED, signal.SIGSTOP)
@@ -266,7 +266,7 @@ async def _stall_timeline(ctx: Context) -> None:
     if resolved:
         counts["stall_resolved_after_seconds"] = int((datetime.now(UTC) - stopped_at).total_seconds())
     ctx.invariants.row("the page resolves after recovery").check(resolved)
-    await ctx.sleep(20.0)  # the fleet takes turns again before the run ends
+    await ctx.sleep(8.0 if short else 20.0)  # the fleet takes turns again before the run ends
     ctx.stop.set()
 
 
@@ -325,7 +325,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("steady", "40 sessions of mixed classes taking turns; nothing pages",
              DEMO.with_(sessions=40, capacity_five_hour=100_000.0, capacity_seven_day=1_000_000.0),
              SHORT.with_(sessions=8, capacity_five_hour=100_000.0, capacity_seven_day=1_000_000.0),
-             minutes=10, short_minutes=0.75, expect=_steady_expect),
+             minutes=10, short_minutes=0.6, expect=_steady_expect),
     Scenario("quota-crunch", "the pool fills to its reserve: holds, ceiling pauses, a reset, resumes in precedence order",
              DEMO.with_(accounts=2, capacity_five_hour=8.0, five_hour_cycle_seconds=240, codex_share=0.0, p_archive=0.1,
                         precedences=(0, 50)),
@@ -334,7 +334,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              minutes=10, short_minutes=2.5, timeline=_crunch_timeline, expect=_crunch_expect),
     Scenario("auth-outage", "accounts lose their credentials; sessions park, and run again once they are back",
              DEMO.with_(p_auth_outage=0.15), SHORT.with_(p_auth_outage=0.35, auth_outage_seconds=(5.0, 12.0)),
-             minutes=10, short_minutes=1.0, timeline=_auth_timeline, expect=_auth_expect),
+             minutes=10, short_minutes=0.8, timeline=_auth_timeline, expect=_auth_expect),
     Scenario("outage", "kill -9 of NATS, PostgreSQL and each service mid-run; no report lost or doubled",
              DEMO, SHORT, minutes=10, short_minutes=1.5, healthy=False, needs_owned_stack=True,
              timeline=_outage_timeline, expect=_outage_expect),
@@ -344,5 +344,5 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("disk-pressure", "the fleet's orphans fill the clones volume; the sweeper reclaims them, never a live clone",
              DEMO.with_(orphan_clones=PRESSURE_ORPHANS, orphan_bytes=PRESSURE_ORPHAN_BYTES),
              SHORT.with_(orphan_clones=PRESSURE_ORPHANS, orphan_bytes=PRESSURE_ORPHAN_BYTES),
-             minutes=5, short_minutes=0.75, needs_owned_stack=True, expect=_pressure_expect, stack_env=_pressure_env),
+             minutes=5, short_minutes=0.6, needs_owned_stack=True, expect=_pressure_expect, stack_env=_pressure_env),
 )}
