@@ -4,6 +4,7 @@ real local HTTP server standing in for GitHub's contents API."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import json
 import os
 import subprocess
@@ -300,3 +301,15 @@ async def test_the_import_holds_queued_items_to_todays_key_rules(engine, tmp_pat
     assert "key" in report.skipped[1].detail and "payload.prompt" in report.skipped[2].detail
     imported = await rows(engine)
     assert (imported["k1"].key, imported["k5"].key) == ("zimmer#30", "zimmer#32")
+
+
+async def test_no_source_configured_is_nothing_to_import_not_an_error(engine, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    # The production compose file sets neither variable: each start logged two ERROR lines and
+    # paged "Work backlog import failed" for a deployment that simply keeps its backlog in Zimmer.
+    monkeypatch.delenv("WORK_BACKLOG_SOURCE_PATH", raising=False)
+    monkeypatch.delenv("WORK_BACKLOG_GITHUB_REPO", raising=False)
+    with caplog.at_level(logging.INFO, logger="zimmer.backlog.import"):
+        assert await import_once_at_start(engine, Settings(env=Environment.PRODUCTION, api_key="k-real-1",
+                                                           operator_token="t-real-1")) is None
+    assert await runs(engine) == []
+    assert [r.levelname for r in caplog.records] == ["INFO"] and "nothing to import" in caplog.records[0].message

@@ -30,6 +30,7 @@ from zimmer_backlog.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, Git
 from zimmer_backlog.tables import import_runs, items
 from zimmer_common.contracts.backlog import Cost, canonical_key, issue_rule_violation
 from zimmer_common.contracts.fields import payload_too_large
+from zimmer_common.logs import kv
 from zimmer_common.settings import Environment, Settings
 
 log = logging.getLogger("zimmer.backlog.import")
@@ -352,7 +353,14 @@ async def import_once_at_start(engine: AsyncEngine, settings: Settings) -> Impor
     """The one-time start-up task: import unless a run has already finished without error, so a
     restart reads neither the file nor GitHub again. Replicas starting together queue on an
     advisory lock and the later ones find the finished run. Raises ImportSourceUnavailable in
-    production when the source cannot be read (after recording the run)."""
+    production when the source cannot be read (after recording the run). With no source
+    configured there is nothing to import: not an error, nothing recorded, nothing paged (a
+    deployment that keeps its backlog only in Zimmer sets neither variable)."""
+    source = resolve_source(None)
+    if isinstance(source, NoSource):
+        log.info("no work backlog import source configured; nothing to import at start",
+                 extra=kv(variables=[SOURCE_PATH_VAR, "WORK_BACKLOG_GITHUB_REPO"]))
+        return None
     async with engine.connect() as conn:
         await conn.execute(text("SELECT pg_advisory_lock(hashtext(:k))"), {"k": IMPORT_LOCK})
         await conn.commit()
@@ -362,7 +370,7 @@ async def import_once_at_start(engine: AsyncEngine, settings: Settings) -> Impor
             await conn.commit()
             if done:
                 return None
-            return await import_backlog(engine, source=resolve_source(None), env=settings.env)
+            return await import_backlog(engine, source=source, env=settings.env)
         finally:
             await conn.execute(text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": IMPORT_LOCK})
             await conn.commit()
