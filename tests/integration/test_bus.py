@@ -163,3 +163,35 @@ async def test_a_batch_reads_every_ack_and_names_the_stream_that_did_not_answer(
         assert not unretrieved, unretrieved
     finally:
         loop.set_exception_handler(None)
+
+
+async def test_a_request_whose_bus_dies_under_it_names_the_bus_not_the_service(tmp_path: Path) -> None:
+    # kill -9 of nats-server with appends in flight: they were answered 503 `dependency: backlog`.
+    port = free_port()
+    proc = subprocess.Popen([nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if port_open("127.0.0.1", port):
+                break
+            await asyncio.sleep(0.05)
+        server = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="s", rpc_timeout=2)
+        client = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="c", rpc_timeout=2)
+        arrived = asyncio.Event()
+
+        async def handle(req: Echo) -> Echoed:
+            arrived.set()
+            await asyncio.sleep(30)
+            return Echoed(text=req.text)
+
+        await server.serve(ECHO, handle)
+        asking = asyncio.create_task(client.request(ECHO, Echo(text="x"), timeout=2.0))
+        await asyncio.wait_for(arrived.wait(), 5)
+        proc.kill()
+        with pytest.raises(ZimmerError) as info:
+            await asking
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert info.value.details["dependency"] == "message bus" and info.value.details["sent"] is True
+    finally:
+        proc.kill()
+        proc.wait()

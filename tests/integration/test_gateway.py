@@ -28,6 +28,7 @@ async def test_probes(stack) -> None:  # type: ignore[no-untyped-def]
         assert not_ready.headers["content-type"] == PROBLEM
         body = not_ready.json()
         assert body["missing"] == ["sweeper"] and "sweeper" in body["detail"] and body["status"] == 503
+        assert (body["code"], body["retry_safe"], body["dependency"]) == ("unavailable", True, "sweeper")
         assert body["services"]["sweeper"]["error"] == "unavailable"
 
 

@@ -194,6 +194,8 @@ async def test_nats_killed_and_restarted_under_load(settings_factory, database_u
             async with httpx.AsyncClient(base_url=url, timeout=15) as http:
                 ready = await http.get("/readyz")
                 assert ready.status_code == 503 and "message bus" in ready.json()["missing"]
+                assert {k: ready.json()[k] for k in ("code", "retry_safe", "dependency")} == {
+                    "code": "unavailable", "retry_safe": True, "dependency": "message bus"}
             await asyncio.sleep(3)  # the load keeps asking while NATS is down
             server = await asyncio.to_thread(start_nats, store, port=port)
             load.mark("restart")
@@ -201,6 +203,10 @@ async def test_nats_killed_and_restarted_under_load(settings_factory, database_u
             await asyncio.sleep(1)
             load.stop()
             await running
+            # Appends in flight when NATS died waited for an answer the bus lost: they name the bus
+            # (they were `dependency: backlog`, the service that never heard them).
+            named = {p.get("dependency") for p in load.problems if p.get("code") == "unavailable"}
+            assert named <= {"message bus"}, load.problems[:5]
             await asyncio.sleep(3)  # past every deadline: anything that could still commit late would have
             tallies = await check_nothing_late_and_nothing_twice(load, database_url)
             await retry_refused_with_their_keys(load, url, database_url)
@@ -240,6 +246,7 @@ async def test_postgres_killed_and_restarted_under_load(settings_factory, tmp_pa
             async with httpx.AsyncClient(base_url=url, timeout=15) as http:
                 ready = await wait_until("readyz to notice", lambda: _not_ready(http))
             assert any(m.startswith("database (") for m in ready["missing"]), ready
+            assert (ready["code"], ready["retry_safe"], ready["dependency"]) == ("unavailable", True, "database"), ready
             await asyncio.sleep(3)
             proc = await _restart_postmaster(layout, log)
             load.mark("restart")

@@ -53,3 +53,42 @@ def test_a_dependency_that_never_failed_is_not_named() -> None:
     outages = Outages()
     outages.of(DATABASE).recovered()  # the first connection: it was never down
     assert outages.naming(REFUSAL) == REFUSAL
+
+
+def _election_refusals() -> list[BaseException]:
+    from nats import errors as nats_errors
+    from nats.js import errors as js_errors
+
+    return [js_errors.ServiceUnavailableError(),
+            js_errors.APIError(code=503, description="JetStream system temporarily unavailable"),
+            js_errors.APIError(code=409, description="Leadership Change"),
+            js_errors.NoStreamResponseError(), nats_errors.NoRespondersError()]
+
+
+@pytest.mark.parametrize("exc", _election_refusals(), ids=repr)
+def test_jetstream_refusals_of_an_election_are_the_buss_outage(exc: BaseException) -> None:
+    # A stream-leader election: each consumer's fetch failed once a second with one of these, and
+    # each was a WARNING "fetch failed" (105 lines in 6 s) instead of the bus's outage: one ERROR,
+    # then a summary every 30 s.
+    assert outage.classify(exc) == MESSAGE_BUS
+
+
+def test_a_jetstream_refusal_of_the_request_itself_is_not_an_outage() -> None:
+    from nats.js import errors as js_errors
+
+    assert outage.classify(js_errors.NotFoundError(code=404, description="consumer not found")) is None
+    assert outage.classify(js_errors.BadRequestError(code=400, description="bad request")) is None
+
+
+def test_an_answer_ends_an_outage_the_connection_never_saw() -> None:
+    # During an election the connection stays up, so no reconnect callback ends the outage: the
+    # first answered publish or fetch does.
+    outages = Outages()
+    outages.answered(MESSAGE_BUS)  # nothing down: nothing to end
+    assert outages.down() == []
+    outages.report(_election_refusals()[0], where="consumer")
+    assert outages.down() == [MESSAGE_BUS]
+    outages.answered(DATABASE)
+    assert outages.down() == [MESSAGE_BUS]
+    outages.answered(MESSAGE_BUS)
+    assert outages.down() == []

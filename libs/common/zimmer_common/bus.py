@@ -304,6 +304,10 @@ class Bus:
         except (NatsTimeoutError, asyncio.TimeoutError):
             # Sent, unanswered: past its deadline it can no longer take effect; it may have just
             # before its answer was lost, which a retry with the same idempotency key tells.
+            if not self.nc.is_connected or self.outages.of(MESSAGE_BUS).lately():
+                # The connection dropped while it waited: the bus lost the answer, not the service.
+                raise unavailable(MESSAGE_BUS, f"message bus unavailable: {spec.op} to {spec.ctx} got no answer"
+                                  + SENT_UNANSWERED, sent=True) from None
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.ctx} did not answer {spec.op} within {budget:.2g}s"
                               + SENT_UNANSWERED, {"dependency": spec.ctx, "retry_safe": True, "sent": True}) from None
         except NoRespondersError:
@@ -339,6 +343,7 @@ class Bus:
                                         timeout=timeout if timeout is not None else self.rpc_timeout)
         except Exception as exc:  # noqa: BLE001 - timed out, no responders, disconnected: not stored
             raise unavailable(MESSAGE_BUS, f"JetStream did not ack {subject}: {exc!r}") from None
+        self.outages.answered(MESSAGE_BUS)
         return ack.seq
 
     async def publish_many(self, messages: list[tuple[str, bytes, str]], *, timeout: float | None = None) -> list[int]:
@@ -380,6 +385,7 @@ class Bus:
                      if isinstance(why, NoStreamAnswered) else f"{subject}: {why}")
             raise unavailable(MESSAGE_BUS, f"JetStream stored {len(messages) - len(refused)} of a batch of "
                                            f"{len(messages)}: {cause}")
+        self.outages.answered(MESSAGE_BUS)
         return [int(a) for a in answers]  # type: ignore[arg-type]
 
     async def publish_event(self, subject: str, event_type: str, payload: Payload, *, event_id: str,

@@ -29,7 +29,7 @@ from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
-from zimmer_common.outage import Outages
+from zimmer_common.outage import MESSAGE_BUS, Outages
 from zimmer_common.outbox import claim_message
 from zimmer_common.paging import PageFn, page_or_log
 
@@ -126,6 +126,7 @@ class DurableConsumer:
                     continue
                 if msgs is None:
                     break  # stopping
+                self.outages.answered(MESSAGE_BUS)
                 for msg in msgs:
                     await self.process(msg)
         finally:

@@ -42,7 +42,7 @@ from zimmer_common.contracts.subjects import (
 from zimmer_common.lanes import LANES, Lane
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
-from zimmer_common.outage import Outages
+from zimmer_common.outage import MESSAGE_BUS, Outages
 from zimmer_common.paging import PageFn, page_or_log
 from zimmer_common.schedule import ScheduleEntry
 
@@ -199,6 +199,7 @@ class JobRunner:
                         log.warning("fetch failed", extra=kv(lane=lane.name, error=repr(exc)))
                     await asyncio.sleep(1)
                     continue
+                self.outages.answered(MESSAGE_BUS)
                 msg = msgs[0]
                 task = asyncio.create_task(self._run_guarded(lane, msg))
                 key = id(task)

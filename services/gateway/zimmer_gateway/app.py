@@ -95,16 +95,14 @@ def create_app(service: Service) -> FastAPI:
         within 2 s with its own database answering `SELECT 1`. `missing` names what is not:
         `message bus`, a service, or `database (<service>)`."""
         if service.bus is None or not service.ready:
-            return problem(503, "the gateway itself is still starting", instance=request.url.path, missing=["gateway"])
+            return _not_ready(request, "the gateway itself is still starting", ["gateway"])
         if not service.bus.nc.is_connected:
-            return problem(503, "not ready: message bus unavailable", instance=request.url.path,
-                           missing=["message bus"], dependency="message bus", headers={"Retry-After": "1"})
+            return _not_ready(request, "not ready: message bus unavailable", ["message bus"])
         answers = await ping_peers(service)
         missing = sorted(_missing(n, a) for n, a in answers.items() if isinstance(a, ZimmerError) or not a.ready)
         described = {n: _describe(a) for n, a in answers.items()}
         if missing:
-            return problem(503, f"not ready: {', '.join(missing)}", instance=request.url.path, missing=missing,
-                           services=described, headers={"Retry-After": "1"})
+            return _not_ready(request, f"not ready: {', '.join(missing)}", missing, services=described)
         return {"ready": True, "message_bus": "up", "services": described}
 
     @app.get("/metrics", tags=["probes"], summary="Prometheus metrics of the gateway", response_class=PlainTextResponse,
@@ -167,6 +165,15 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _not_ready(request: Request, detail: str, missing: list[str], **extra: Any) -> Any:
+    """A 503 like every other outage answer (DESIGN §5): `code`, `retry_safe`, and the
+    `dependency` that is down: the message bus, the database, or the first service missing."""
+    dependency = next((m for m in missing if m == "message bus"), None) or next(
+        ("database" for m in missing if m.startswith("database (")), missing[0])
+    return problem(503, detail, instance=request.url.path, code="unavailable", retry_safe=True,
+                   dependency=dependency, missing=missing, headers={"Retry-After": "1"}, **extra)
 
 
 def _missing(name: str, answer: PingReply | ZimmerError) -> str:
