@@ -7,6 +7,7 @@ registry through `ServiceMetrics.registry`.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from typing import Any
@@ -74,7 +75,17 @@ class ServiceMetrics:
         """Serve this registry on its own port; returns the bound port, None when disabled."""
         if port < 0:
             return None
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or port == 0:
+                raise
+            # Metrics are not worth a replica: a second one on the host (the default 9100 is
+            # everyone's) would exit here. It serves on a free port instead, named in this line,
+            # in "metrics listening" and in the "ready" line, for whoever scrapes it.
+            server, _thread = start_http_server(0, addr=host, registry=self.registry)
+            log.warning("metrics port in use; serving metrics on a free port instead",
+                        extra={"fields": {"port_wanted": port, "port": server.server_address[1]}})
         self._http = server
         bound = server.server_address[1]
         log.info("metrics listening", extra={"fields": {"port": bound}})
