@@ -166,3 +166,25 @@ async def test_a_servers_first_sighting_stays_and_prune_bounds_the_records(engin
         assert await hr.prune(conn, T0) == (1, 1)
         assert await hr.nats_started_at(conn, "NSERVER1") == T0
     assert [r["run_id"] for r in await rows(engine)] == ["2"]
+
+
+async def test_a_graceful_stop_retires_the_instance_and_a_restart_brings_it_back(engine: AsyncEngine) -> None:
+    # A gracefully stopped instance stayed registered for an hour (10 processes read 18/18).
+    def beat(at: object, *, stopping: bool = False) -> Heartbeat:
+        return Heartbeat(service="spot-gate", instance_id="spot-gate-2", version="1", at=at,  # type: ignore[arg-type]
+                         uptime_seconds=30, lanes=[], interval_seconds=5.0, stopping=stopping)
+
+    async def seen() -> list[tuple[str, float]]:
+        async with engine.connect() as conn:
+            return [(h.instance_id, h.interval_seconds) for h in await hr.heartbeats(conn, T0 - M)]
+
+    for b in (beat(T0), beat(T0 + 5 * S, stopping=True)):
+        async with engine.begin() as conn:
+            await hr.record_heartbeat(conn, b)
+    assert await seen() == []
+    async with engine.begin() as conn:
+        await hr.record_heartbeat(conn, beat(T0 + 2 * S))  # a beat older than the stop, arriving late
+    assert await seen() == []
+    async with engine.begin() as conn:
+        await hr.record_heartbeat(conn, beat(T0 + 40 * S))  # the same stable id, started again
+    assert await seen() == [("spot-gate-2", 5.0)]

@@ -78,3 +78,31 @@ def test_active_never_exceeds_registered(beats: list[tuple[str, str, int]]) -> N
     stats = worker_statistics([beat(s, i, a * S) for s, i, a in beats], T0)
     assert 0 <= stats.active <= stats.registered == len(stats.instances) <= len({(s, i) for s, i, _ in beats})
     assert all((T0 - i.last_heartbeat_at) < REGISTERED_FOR for i in stats.instances)
+
+
+def test_two_missed_beats_read_down_by_each_instances_own_cadence() -> None:
+    # A replica killed with kill -9 read "10/10 workers" 2.5 minutes later: "active" is the seed's
+    # 5 minutes; up/down is two of the instance's own intervals.
+    fast = Heartbeat("spot-gate", "s1", "1", T0 - 31 * S, T0 - M5, interval_seconds=15.0)
+    slow = Heartbeat("spot-gate", "s2", "1", T0 - 31 * S, T0 - M5, interval_seconds=30.0)
+    late = Heartbeat("backlog", "b1", "1", T0 - 29 * S, T0 - M5, interval_seconds=15.0)  # one slipped beat
+    stats = worker_statistics([fast, slow, late], T0)
+    assert {i.instance_id: (i.state, i.active) for i in stats.instances} == {
+        "s1": ("down", True), "s2": ("up", True), "b1": ("up", True)}
+    assert {k: (v.up, v.registered) for k, v in stats.by_service.items()} == {"spot-gate": (1, 2), "backlog": (1, 1)}
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.sampled_from(["backlog", "spot-gate", "alerts"]), st.sampled_from(["1", "2", "3"]),
+                          st.integers(0, 2 * 3600), st.sampled_from([5.0, 15.0, 30.0])), max_size=12))
+def test_per_service_counts_add_up(beats: list[tuple[str, str, int, float]]) -> None:
+    stats = worker_statistics([Heartbeat(s, i, "1", T0 - ago * S, T0 - 3 * 3600 * S, interval_seconds=every)
+                               for s, i, ago, every in beats], T0)
+    assert sum(v.registered for v in stats.by_service.values()) == stats.registered
+    for service, counts in stats.by_service.items():
+        mine = [i for i in stats.instances if i.service == service]
+        assert counts.registered == len(mine) and counts.up == sum(i.state == "up" for i in mine)
+        assert all(i.active for i in mine if i.state == "up")  # up is the stricter reading
+
+
+M5 = timedelta(minutes=5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import sys
 import textwrap
@@ -64,6 +65,26 @@ async def test_heartbeat_carries_identity(settings_factory) -> None:  # type: ig
     finally:
         await service.stop()
         await nc.close()
+
+
+async def test_a_graceful_stop_sends_the_retiring_beat_last(settings_factory) -> None:  # type: ignore[no-untyped-def]
+    # Without it a stopped instance stayed "registered" (then down) for an hour in Health.
+    service = build("sweeper", settings_factory(heartbeat_interval_seconds=0.2))
+    nc = await nats.connect(service.settings.nats_url)
+    sub = await nc.subscribe(HEARTBEAT)
+    await service.start()
+    try:
+        first = EventEnvelope.model_validate_json((await sub.next_msg(timeout=5)).data)
+        assert (first.data["stopping"], first.data["interval_seconds"]) == (False, 0.2)
+    finally:
+        await service.stop()
+    beats = []
+    with contextlib.suppress(nats.errors.TimeoutError):
+        while True:
+            beats.append(EventEnvelope.model_validate_json((await sub.next_msg(timeout=1)).data).data)
+    await nc.close()
+    assert beats and beats[-1]["stopping"] is True and beats[-1]["instance_id"] == service.settings.instance_id
+    assert [b for b in beats if b["stopping"]] == [beats[-1]]
 
 
 async def test_migrate_is_idempotent_and_concurrent_safe(database_url: str) -> None:

@@ -5,6 +5,7 @@ alerts service stopped the page still renders and says the report could not be c
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -95,4 +96,40 @@ async def test_the_alerts_panel_offers_older_issues(stack, browser) -> None:  # 
     assert sorted(t for t in titles if t.startswith("Panel issue")) == sorted(f"Panel issue {n}" for n in range(12))
     assert len(titles) == len(set(titles))
     assert await page.get_by_role("link", name="Newest issues").count() == 1
+    assert await accessibility_problems(page) == []
+
+
+async def test_each_service_says_how_many_of_its_instances_are_up(stack, browser) -> None:  # type: ignore[no-untyped-def]
+    # Two kills read 10/10 workers 2.5 minutes later, and a graceful stop was never retired: now a
+    # replica two beats late reads down, a stopped one is gone, and each service says "N of M up".
+    from datetime import timedelta
+
+    import httpx
+
+    from zimmer_common.contracts.ops import HEARTBEAT, Heartbeat
+
+    services, base = stack
+    bus = services["spot-gate"].bus
+    dead = Heartbeat(service="spot-gate", instance_id="spot-gate-killed", version="1", lanes=[], uptime_seconds=60,
+                     at=services["spot-gate"].clock.now() - timedelta(seconds=40), interval_seconds=15.0)
+    await bus.publish_event(HEARTBEAT, "heartbeat", dead, occurred_at=dead.at, event_id="heartbeat.test.killed")
+    await services["sweeper"].stop()  # graceful: its last beat retires it
+    headers = {"Authorization": f"Bearer {OPERATOR}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as http:
+        for _ in range(100):  # the heartbeats reach the alerts service through its consumer
+            listed = (await http.get("/api/v1/services")).json()
+            states = {(i["service"], i["instance_id"]): i["state"] for i in listed["instances"] or []}
+            if ("spot-gate", "spot-gate-killed") in states and not any(s == "sweeper" for s, _ in states):
+                break
+            await asyncio.sleep(0.1)
+    assert states[("spot-gate", "spot-gate-killed")] == "down"
+    assert states[("spot-gate", services["spot-gate"].settings.instance_id)] == "up"
+    assert listed["instances_up"]["spot-gate"] == {"up": 1, "registered": 2}
+    assert "sweeper" not in listed["instances_up"]
+    page = await browser.new_page()
+    await sign_in(page, base)
+    assert await page.locator('[data-service-instances="spot-gate"]').inner_text() == "1 of 2 spot-gate instances up"
+    assert "bad" in (await page.locator('[data-service-instances="spot-gate"]').get_attribute("class") or "")
+    assert await page.locator('tr[data-instance="spot-gate-killed"] [data-state]').inner_text() == "down"
+    assert await page.locator('[data-service-instances="sweeper"]').count() == 0
     assert await accessibility_problems(page) == []

@@ -84,6 +84,7 @@ class Service:
         self._tasks: list[asyncio.Task[Any]] = []
         self._started_at = time.monotonic()
         self._stopping = asyncio.Event()
+        self._beating = False  # heartbeats started: a graceful stop sends the retiring one
 
     # ---- wiring (before start) -------------------------------------------------------
 
@@ -175,6 +176,7 @@ class Service:
         for hook in self._on_start:
             await hook(self)
         self.spawn(self._heartbeat_loop(), "heartbeat")
+        self._beating = True
         self.ready = True
         self.metrics.ready.labels(self.name).set(1)
         log.info("ready", extra=kv(metrics_port=self.metrics_port))
@@ -209,6 +211,8 @@ class Service:
             await consumer.stop(grace=2.0)
         if self.bus:
             await self.bus.stop_serving(grace=2.0)
+            if self._beating:
+                await self._retire()
         self._stopping.set()
         if self.relay:
             self.relay.stop()
@@ -277,12 +281,28 @@ class Service:
             self.outages.of(DATABASE).failed(exc, where="ping")
             return False
 
+    def _heartbeat(self, *, stopping: bool = False) -> Heartbeat:
+        return Heartbeat(service=self.name, instance_id=self.settings.instance_id, version=__version__,
+                         at=self.clock.now(), uptime_seconds=round(self.uptime, 3),
+                         lanes=sorted({lane.name for r in (self.runner, self.host_runner) if r for lane in r.lanes}),
+                         interval_seconds=self.settings.heartbeat_interval_seconds, stopping=stopping)
+
+    async def _retire(self) -> None:
+        """The last beat of a graceful stop: the monitor retires this instance at once instead of
+        counting it registered, then down, for an hour. Bounded and best effort: a stop that
+        cannot say so is read down after two missed beats all the same."""
+        assert self.bus is not None
+        beat = self._heartbeat(stopping=True)
+        try:
+            await self.bus.publish_event(HEARTBEAT, "heartbeat", beat, occurred_at=beat.at, event_id=(
+                f"heartbeat.{self.name}.{self.settings.instance_id}.stopping.{time.time_ns()}"))
+        except Exception as exc:  # noqa: BLE001 - the process is going away either way
+            log.warning("retiring heartbeat not published", extra=kv(error=repr(exc)))
+
     async def _heartbeat_loop(self) -> None:
         assert self.bus is not None
         while not self._stopping.is_set():
-            beat = Heartbeat(service=self.name, instance_id=self.settings.instance_id, version=__version__,
-                             at=self.clock.now(), uptime_seconds=round(self.uptime, 3),
-                             lanes=sorted({lane.name for r in (self.runner, self.host_runner) if r for lane in r.lanes}))
+            beat = self._heartbeat()
             try:
                 await self.bus.publish_event(HEARTBEAT, "heartbeat", beat, occurred_at=beat.at,
                                              event_id=f"heartbeat.{self.name}.{self.settings.instance_id}.{int(time.time())}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import socket
-import uuid
 from enum import StrEnum
 from pathlib import Path
 
@@ -33,7 +32,10 @@ class ConfigurationError(RuntimeError):
 
 
 def _default_instance_id() -> str:
-    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    """The host name: stable across restarts, so a restarted instance is the same worker, not a new
+    one registered for an hour (a container's host name is its id; replicas sharing a host set
+    ZIMMER_INSTANCE_ID, as `zimmer up` does)."""
+    return socket.gethostname() or "instance"
 
 
 

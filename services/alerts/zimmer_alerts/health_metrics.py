@@ -36,6 +36,8 @@ class HealthMetrics:
         self.cron_behind = gauge("zimmer_cron_key_behind", "1 for each key read overdue or stale", ("key", "state"))
         self.workers_active = gauge("zimmer_workers_active", "Service instances with a heartbeat in the last 5 min")
         self.workers_registered = gauge("zimmer_workers_registered", "Service instances registered (seen in 1 h)")
+        self.instances = gauge("zimmer_service_instances", "Registered instances of each service, up or down "
+                               "(down: two heartbeat intervals missed)", ("service", "state"))
         self.last_check = gauge("zimmer_health_monitor_last_check_timestamp_seconds",
                                 "When the health monitor last completed a check (unix time)")
         self.report_seconds = Histogram("zimmer_health_report_seconds", "Time to compute one health report",
@@ -73,6 +75,10 @@ class HealthMetrics:
         self._behind = behind
         self.workers_active.set(report.workers.active)
         self.workers_registered.set(report.workers.registered)
+        self.instances.clear()  # a service whose instances all retired drops out
+        for service, n in report.workers.by_service.items():
+            self.instances.labels(service, "up").set(n.up)
+            self.instances.labels(service, "down").set(n.registered - n.up)
 
     def _lane_series(self, q: h.QueueStatistics) -> None:
         seen = {lane.lane for lane in q.lanes}

@@ -75,14 +75,18 @@ async def record_job_run(conn: AsyncConnection, event: ops.JobRun) -> None:
 
 
 async def record_heartbeat(conn: AsyncConnection, beat: ops.Heartbeat) -> None:
-    """Keep each instance's newest beat; an older one arriving late is ignored."""
+    """Keep each instance's newest beat; an older one arriving late is ignored. A stopping beat
+    retires the instance; a live beat after it (the same id started again) brings it back."""
     started_at = beat.at - timedelta(seconds=beat.uptime_seconds)
     stmt = insert(heartbeat_rows).values(service=beat.service, instance_id=beat.instance_id, version=beat.version,
-                                         at=beat.at, started_at=started_at, lanes=list(beat.lanes))
+                                         at=beat.at, started_at=started_at, lanes=list(beat.lanes),
+                                         interval_seconds=beat.interval_seconds,
+                                         retired_at=beat.at if beat.stopping else None)
     new, old = stmt.excluded, heartbeat_rows.c
     stmt = stmt.on_conflict_do_update(
         index_elements=[old.service, old.instance_id],
-        set_={"version": new.version, "at": new.at, "started_at": new.started_at, "lanes": new.lanes},
+        set_={"version": new.version, "at": new.at, "started_at": new.started_at, "lanes": new.lanes,
+              "interval_seconds": new.interval_seconds, "retired_at": new.retired_at},
         where=new.at > old.at)
     await conn.execute(stmt)
 
@@ -159,10 +163,13 @@ async def key_records(conn: AsyncConnection, keys: Iterable[str],
 
 
 async def heartbeats(conn: AsyncConnection, since: datetime) -> list[Heartbeat]:
-    """Each instance's newest beat, for those that beat at or after `since`."""
+    """Each instance's newest beat, for those that beat at or after `since` and were not retired
+    by a graceful stop since."""
     h = heartbeat_rows.c
-    rows = await conn.execute(select(heartbeat_rows).where(h.at >= since).order_by(h.service, h.instance_id))
-    return [Heartbeat(r.service, r.instance_id, r.version, r.at, r.started_at, tuple(r.lanes or ())) for r in rows]
+    rows = await conn.execute(select(heartbeat_rows).where(h.at >= since, h.retired_at.is_(None))
+                              .order_by(h.service, h.instance_id))
+    return [Heartbeat(r.service, r.instance_id, r.version, r.at, r.started_at, tuple(r.lanes or ()),
+                      r.interval_seconds) for r in rows]
 
 
 async def finished_last_hour_by_lane(conn: AsyncConnection, now: datetime) -> dict[str, int]:

@@ -1,12 +1,13 @@
 """The health records' tables (migration 0002), declared once as in zimmer_alerts.tables: job runs
-merged from job_run events, each instance's newest heartbeat, the NATS servers seen. Indexes and
+merged from job_run events, each instance's newest heartbeat (and whether a graceful stop retired
+it, migration 0009), the NATS servers seen. Indexes and
 checks live in the migration; zimmer_alerts.health_records holds the queries."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, Text
+from sqlalchemy import Boolean, Double, Text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlmodel import SQLModel
 
@@ -41,6 +42,8 @@ class HeartbeatRow(SQLModel, table=True):
     at: datetime = col(TIMESTAMPTZ)
     started_at: datetime = col(TIMESTAMPTZ)
     lanes: list[str] = col(ARRAY(Text), default="'{}'")
+    interval_seconds: float = col(Double, default="15")
+    retired_at: datetime | None = col(TIMESTAMPTZ, null=True)
 
 
 class NatsServerRow(SQLModel, table=True):

@@ -14,6 +14,7 @@ from starlette.responses import PlainTextResponse
 from starlette.staticfiles import StaticFiles
 
 from zimmer_common import __version__
+from zimmer_common.contracts.health import SYSTEM_HEALTH, HealthQuery, WorkerStatistics
 from zimmer_common.contracts.ops import PingReply, PingRequest, ping_rpc
 from zimmer_common.contracts.subjects import CONTEXTS
 from zimmer_common.errors import ZimmerError
@@ -117,13 +118,21 @@ def create_app(service: Service) -> FastAPI:
         return {"service": "gateway", "version": __version__, "instance_id": service.settings.instance_id,
                 "uptime_seconds": round(service.uptime, 3), "realm": realm.value}
 
-    @app.get("/api/v1/services", tags=["system"], summary="Ping every service (operator only)",
+    @app.get("/api/v1/services", tags=["system"], summary="Ping every service, and every instance's state (operator only)",
              responses=problem_responses(403))
     async def services(_realm: Realm = Depends(operator_only),
                        timeout: float = Query(READY_TIMEOUT_SECONDS, gt=0, le=10,
                                               description="Seconds to wait for each service")) -> dict[str, Any]:
-        answers = await ping_peers(service, timeout)
-        return {"services": {n: _describe(a) for n, a in answers.items()}}
+        """`services`: each service's answer to a ping (whichever replica answers it). `instances`:
+        every instance that sent a heartbeat in the last hour and was not retired by a graceful
+        stop, `up` or `down` (two of its heartbeat intervals missed), and `instances_up` per service
+        ("2 of 2"), as the alerts service reads them; null with `instances_problem` when it cannot."""
+        answers, workers = await asyncio.gather(ping_peers(service, timeout), _workers(service))
+        body: dict[str, Any] = {"services": {n: _describe(a) for n, a in answers.items()}}
+        if isinstance(workers, str):
+            return {**body, "instances": None, "instances_up": None, "instances_problem": workers}
+        return {**body, "instances": [i.model_dump(mode="json") for i in workers.instances],
+                "instances_up": {k: v.model_dump() for k, v in workers.by_service.items()}}
 
     install_openapi(app)
     ONE_VALUE_EACH = [Depends(single_valued_query)]  # a scalar query parameter given twice is a 422
@@ -165,6 +174,14 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+async def _workers(service: Any) -> WorkerStatistics | str:
+    """The alerts service's reading of the instances, or why there is none."""
+    try:
+        return (await service.bus.request(SYSTEM_HEALTH, HealthQuery())).workers
+    except ZimmerError as exc:
+        return exc.message
 
 
 def _not_ready(request: Request, detail: str, missing: list[str], **extra: Any) -> Any:

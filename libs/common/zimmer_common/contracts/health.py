@@ -125,13 +125,23 @@ class WorkerInstance(Payload):
     version: str
     last_heartbeat_at: datetime
     started_at: datetime
-    active: bool
+    active: bool  # a heartbeat within 5 minutes (seed 003's "N active")
+    # up: a heartbeat within two of its own intervals; down: missed two (a replica killed or hung).
+    state: Literal["up", "down"] = "up"
+
+
+class ServiceInstances(Payload):
+    """'2 of 2 spot-gate instances up': a service's registered instances and how many are up."""
+
+    up: int
+    registered: int
 
 
 class WorkerStatistics(Payload):
     active: int
     registered: int
     instances: list[WorkerInstance]
+    by_service: dict[str, ServiceInstances] = {}
 
 
 class QueueRecoveryStatus(Payload):

@@ -37,6 +37,10 @@ class Heartbeat(Payload):
     at: datetime
     uptime_seconds: float
     lanes: list[str]
+    # The cadence this instance beats at: two of them without a beat and it reads down.
+    interval_seconds: float = 15.0
+    # The last beat of a graceful stop: the instance is retired at once, not left to read down.
+    stopping: bool = False
 
 
 class JobRunState(StrEnum):

@@ -56,6 +56,7 @@ class Heartbeat:
     at: datetime
     started_at: datetime
     lanes: tuple[str, ...] = ()
+    interval_seconds: float = 15.0  # its cadence: two missed beats read down
 
 
 @dataclass(frozen=True)
