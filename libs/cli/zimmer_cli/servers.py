@@ -12,16 +12,20 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import httpx
+
 from zimmer_cli.embedded import (
     PG_START_TIMEOUT,
     PG_STOP_TIMEOUT,
     PgLayout,
     nats_argv,
+    nats_server_binary,
     pg_accepts_connections,
     port_open,
     running_postmaster,
 )
 from zimmer_cli.supervisor import NATS_TIER, POSTGRES_TIER, Child
+from zimmer_cli.topology import NatsNode
 
 NATS = "nats-server"
 POSTGRES = "postgres"
@@ -51,3 +55,24 @@ def postgres_child(layout: PgLayout, log_path: Path) -> Child:
 
     child.ready_check = ready
     return child
+
+
+def nats_cluster_child(node: NatsNode, log_path: Path) -> Child:
+    """One node of `zimmer up --cluster`'s NATS cluster. Ready once it listens, its monitoring
+    endpoint calls it healthy and it knows the JetStream meta leader: before that a stream with
+    three replicas cannot be created, and a node that restarts is back only when it rejoined."""
+    node.store.mkdir(parents=True, exist_ok=True)
+
+    def ready() -> bool:
+        if not port_open("127.0.0.1", node.client_port):
+            return False
+        try:
+            healthy = httpx.get(f"{node.monitor_url}/healthz", timeout=1.0).status_code == 200
+            meta = httpx.get(f"{node.monitor_url}/jsz", timeout=1.0).json().get("meta_cluster") or {}
+        except (httpx.HTTPError, ValueError):
+            return False
+        return healthy and bool(meta.get("leader"))
+
+    return Child(node.name, node.argv(nats_server_binary()), None, log_path, kind="server", tier=NATS_TIER,
+                 ready_check=ready, ready_timeout=NATS_READY_TIMEOUT, stop_signal=signal.SIGTERM, stop_timeout=5.0,
+                 kill_leftovers=True)
