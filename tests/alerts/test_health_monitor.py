@@ -112,3 +112,36 @@ async def test_a_page_about_many_keys_fits_its_bound_and_names_them() -> None:
     assert keys[0] in page["message"] and "more" in page["message"]
     Page(title=page["title"], level="error", source="alerts", fingerprint=page["fingerprint"],  # valid as sent
          message=page["message"], context=page["context"], occurred_at=NOW)
+
+
+def with_cluster(status: str, summary: str = "ZIMMER_JOBS 2 of 3 replicas current; offline: n3") -> h.HealthReport:
+    nats = h.ClusterHealth(readable=True, status=status, servers_offline=["n3"] if status != "ok" else [],
+                           summary=summary if status != "ok" else "whole",
+                           streams=[h.StreamReplicas(stream="ZIMMER_JOBS", expected=3, current=2 if status != "ok" else 3,
+                                                     leader="n1")])
+    return report().model_copy(update={"cluster": nats})
+
+
+async def test_a_degraded_cluster_pages_after_five_minutes_once_and_resolves_when_whole() -> None:
+    # One of three nodes down read "ok" everywhere: now it pages once it has lasted 5 minutes
+    # (an election or a node's restart settles well within them), and resolves when whole.
+    from zimmer_alerts.monitor import CLUSTER_CONDITION, CLUSTER_GRACE_SECONDS, CLUSTER_TITLE
+
+    clock = [0.0]
+    pager = RecordingPager()
+    m = HealthMonitor(Reports(with_cluster("warning"), with_cluster("warning"), with_cluster("warning"),  # type: ignore[arg-type]
+                              with_cluster("ok"), with_cluster("warning")), pager, monotonic=lambda: clock[0])
+    await m.check_once()
+    clock[0] += CLUSTER_GRACE_SECONDS - 1
+    await m.check_once()
+    assert pager.pages == []  # not yet five minutes
+    clock[0] += 2
+    await m.check_once()
+    [page] = pager.pages
+    assert (page["title"], page["condition_key"]) == (CLUSTER_TITLE, CLUSTER_CONDITION)
+    assert "offline: n3" in page["message"] and page["context"]["servers_offline"] == ["n3"]
+    await m.check_once()
+    assert pager.pages[-1]["still_true"] is False and "whole again" in pager.pages[-1]["message"]
+    clock[0] += 60
+    await m.check_once()  # degraded again: its five minutes start over
+    assert len(pager.pages) == 2

@@ -45,6 +45,9 @@ async def test_the_health_page_shows_lanes_cron_workers_and_the_ledger(stack, br
     assert "inference" in await page.locator("[data-ready-count]").inner_text()  # the head of line's lane
     assert await page.locator('#queues tr[data-lane="events"]').count() == 1
     assert await page.locator("[data-cron-status]").get_attribute("data-cron-status") == "ok"
+    # One server, every stream at one replica: the cluster panel reads whole (issue 29 #4).
+    assert await page.locator("[data-cluster-status]").get_attribute("data-cluster-status") == "ok"
+    assert await page.locator('#nats-cluster tr[data-stream="ZIMMER_EVENTS"] [data-replicas]').inner_text() == "1 of 1"
     active, registered = (int(n) for n in (await page.locator("[data-workers]").get_attribute("data-workers")
                                             or "0/0").split("/"))
     assert active >= 1 and registered >= active

@@ -63,13 +63,15 @@ class HealthReporter:
         t0 = time.perf_counter()
         now = self.clock.now()
         try:
-            readings, cron_health = await asyncio.wait_for(self._read(now), REPORT_BUDGET_SECONDS)
+            (readings, cron_health), nats = await asyncio.wait_for(
+                asyncio.gather(self._read(now), health_reader.read_cluster(self._bus())), REPORT_BUDGET_SECONDS)
         except (TimeoutError, asyncio.TimeoutError):
             problem = f"JetStream and the health records did not answer within {REPORT_BUDGET_SECONDS:g}s"
             readings = Readings(now=now, consumers=[], claimed_runs=[], heartbeats=[], readable=False, problem=problem,
                                 ceilings=self.ceilings)
             cron_health = h.CronHealth(readable=False, problem=problem, status="critical")
-        report = await self._assemble(readings, cron_health, now)
+            nats = h.ClusterHealth(readable=False, problem=problem, status="critical", summary=problem)
+        report = await self._assemble(readings, cron_health, nats, now)
         if self.metrics is not None:
             self.metrics.observe(report)
             self.metrics.report_seconds.observe(time.perf_counter() - t0)
@@ -92,7 +94,8 @@ class HealthReporter:
             cron_health = h.CronHealth(readable=False, problem=f"{type(exc).__name__}: {exc}", status="critical")
         return readings, cron_health
 
-    async def _assemble(self, readings: Readings, cron_health: h.CronHealth, now: datetime) -> h.HealthReport:
+    async def _assemble(self, readings: Readings, cron_health: h.CronHealth, nats: h.ClusterHealth,
+                        now: datetime) -> h.HealthReport:
         worker_stats = workers.worker_statistics(readings.heartbeats, now)
         stats = queues.queue_statistics(readings)
         verdict = queues.queue_verdict(stats, readings, worker_stats)
@@ -101,10 +104,11 @@ class HealthReporter:
                 recovery = await recovery_status(conn, now)
         except Exception:  # noqa: BLE001 - unknown is reported as off; the banner says nothing
             recovery = h.QueueRecoveryStatus(active=False)
-        status = overall.overall_status(verdict, cron_health, worker_stats, stats.readable)
+        status = overall.worst(overall.overall_status(verdict, cron_health, worker_stats, stats.readable), nats.status)
         summary = overall.summary_prose(status, stats, verdict, cron_health, worker_stats, recovery)
+        summary += f"\nNATS cluster: {nats.status}: {nats.summary}"
         return h.HealthReport(generated_at=now, overall_status=status, summary=summary, queue=stats, verdict=verdict,
-                              cron=cron_health, workers=worker_stats, queue_recovery_mode=recovery)
+                              cron=cron_health, workers=worker_stats, queue_recovery_mode=recovery, cluster=nats)
 
     async def _cron(self, readings: Readings, entries: list[ScheduleEntry], waiting: dict[str, datetime],
                     now: datetime) -> h.CronHealth:

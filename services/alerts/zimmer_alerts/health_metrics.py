@@ -38,6 +38,13 @@ class HealthMetrics:
         self.workers_registered = gauge("zimmer_workers_registered", "Service instances registered (seen in 1 h)")
         self.instances = gauge("zimmer_service_instances", "Registered instances of each service, up or down "
                                "(down: two heartbeat intervals missed)", ("service", "state"))
+        self.stream_replicas = gauge("zimmer_nats_stream_replicas", "Each JetStream stream's replicas: configured "
+                                     "(expected) and caught up with its leader (current)", ("stream", "state"))
+        self.stream_leader = gauge("zimmer_nats_stream_has_leader", "1 while the stream has a leader (0: its writes "
+                                   "are refused)", ("stream",))
+        self.servers_offline = gauge("zimmer_nats_servers_offline", "NATS servers a stream's leader reports offline")
+        self.cluster_status = gauge("zimmer_nats_cluster_status", "The NATS cluster: 0 ok, 1 warning "
+                                    "(under-replicated), 2 critical (a stream leaderless or unreadable)")
         self.last_check = gauge("zimmer_health_monitor_last_check_timestamp_seconds",
                                 "When the health monitor last completed a check (unix time)")
         self.report_seconds = Histogram("zimmer_health_report_seconds", "Time to compute one health report",
@@ -75,10 +82,21 @@ class HealthMetrics:
         self._behind = behind
         self.workers_active.set(report.workers.active)
         self.workers_registered.set(report.workers.registered)
+        self._cluster(report.cluster)
         self.instances.clear()  # a service whose instances all retired drops out
         for service, n in report.workers.by_service.items():
             self.instances.labels(service, "up").set(n.up)
             self.instances.labels(service, "down").set(n.registered - n.up)
+
+    def _cluster(self, nats: h.ClusterHealth | None) -> None:
+        if nats is None:
+            return
+        self.cluster_status.set(STATUS_VALUE[nats.status])
+        self.servers_offline.set(len(nats.servers_offline))
+        for s in nats.streams:
+            self.stream_replicas.labels(s.stream, "expected").set(s.expected)
+            self.stream_replicas.labels(s.stream, "current").set(s.current)
+            self.stream_leader.labels(s.stream).set(1 if s.leader else 0)
 
     def _lane_series(self, q: h.QueueStatistics) -> None:
         seen = {lane.lane for lane in q.lanes}

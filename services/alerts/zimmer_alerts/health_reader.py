@@ -21,8 +21,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_alerts import health_records
+from zimmer_alerts.domain import cluster
 from zimmer_alerts.domain.readings import ConsumerReading, Readings
 from zimmer_common.bus import Bus
+from zimmer_common.contracts.health import ClusterHealth, StreamReplicas
 from zimmer_common.contracts.subjects import (
     CONTEXTS, SCHEDULE_PREFIX, Stream, ctx_of, host_service, job_subject, schedule_subject, service_of_ctx)
 from zimmer_common.errors import ZimmerError
@@ -235,6 +237,24 @@ async def nats_server_identity(bus: Bus) -> str:
     if not server_id:
         raise HealthReadError("the NATS connection carries no server_id")
     return str(server_id)
+
+
+# ---- the cluster ---------------------------------------------------------------------------------
+
+
+async def read_cluster(bus: Bus) -> ClusterHealth:
+    """Every stream's leader and replicas (issue 29 #4), one STREAM.INFO each, in parallel. A
+    stream JetStream will not describe is named unreadable: that is what an election looks like."""
+    async def one(stream: Stream) -> StreamReplicas | tuple[str, str]:
+        try:
+            info = await _api(bus, f"STREAM.INFO.{stream.value}", {})
+        except HealthReadError as exc:
+            return stream.value, str(exc)
+        return cluster.stream_replicas(stream.value, info or {})
+
+    answers = await asyncio.gather(*(one(s) for s in Stream))
+    return cluster.cluster_health([a for a in answers if isinstance(a, StreamReplicas)],
+                                  dict(a for a in answers if isinstance(a, tuple)))
 
 
 # ---- everything the rules read ------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -47,6 +47,9 @@ SOURCE = "alerts/health_monitor"
 CRON_TITLE = "Cron schedule stale"
 CRON_CONDITION = "health:cron_stale"
 UNREADABLE_TITLE = "Health monitor cannot read"
+CLUSTER_TITLE = "NATS cluster degraded"
+CLUSTER_CONDITION = "health:nats_cluster"
+CLUSTER_GRACE_SECONDS = 300.0  # a leader election or a node's restart settles well within it
 
 
 CRON_KEYS_IN_PAGE = 5  # with reasons; the rest by name (every reading is live in get_system_health)
@@ -94,6 +97,8 @@ class HealthMonitor:
     # reaches it through the outbox and the alerts consumer, a moment later).
     reported: set[str] = field(default_factory=set)
     resolved: set[str] = field(default_factory=set)
+    cluster_degraded_since: float | None = None  # monotonic: when the cluster last stopped reading ok
+    monotonic: Callable[[], float] = time.monotonic
 
     async def check_once(self) -> h.HealthReport:
         report = await self.reporter.report()
@@ -106,9 +111,37 @@ class HealthMonitor:
             self.cron_streaks = CronStreaks()
             return report
         firing = await self.firing()
-        await self._queue(report, {k for k in firing if k != CRON_CONDITION})
+        await self._queue(report, {k for k in firing if k not in (CRON_CONDITION, CLUSTER_CONDITION)})
         await self._cron(report, CRON_CONDITION in firing)
+        await self._cluster(report, CLUSTER_CONDITION in firing)
         return report
+
+    async def _cluster(self, report: h.HealthReport, firing: bool) -> None:
+        """Page once a node has been down, or a stream under-replicated or leaderless, for
+        CLUSTER_GRACE_SECONDS; resolve when every stream is whole again."""
+        nats = report.cluster
+        if nats is None:
+            return
+        if nats.status == "ok":
+            self.cluster_degraded_since = None
+            if firing:
+                await self.pager.report(title=CLUSTER_TITLE, fingerprint=["health", "nats_cluster"], level="warning",
+                                        source=SOURCE, condition_key=CLUSTER_CONDITION, still_true=False,
+                                        message=f"the NATS cluster is whole again: {nats.summary}")
+                self.reported.discard(CLUSTER_CONDITION)
+                self.resolved.add(CLUSTER_CONDITION)
+            return
+        now = self.monotonic()
+        if self.cluster_degraded_since is None:
+            self.cluster_degraded_since = now
+        if now - self.cluster_degraded_since >= CLUSTER_GRACE_SECONDS and not firing:
+            await self.pager.report(
+                title=CLUSTER_TITLE, fingerprint=["health", "nats_cluster"], source=SOURCE,
+                condition_key=CLUSTER_CONDITION, message=bounded(f"{nats.status}: {nats.summary}", LIVE_ELSEWHERE),
+                context={"servers_offline": nats.servers_offline,
+                         "streams": {s.stream: f"{s.current}/{s.expected}" for s in nats.streams}})
+            self.reported.add(CLUSTER_CONDITION)
+            self.resolved.discard(CLUSTER_CONDITION)
 
     async def firing(self) -> set[str]:
         """The monitor's conditions still open: the ledger's, with this process's own reports and

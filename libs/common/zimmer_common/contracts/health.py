@@ -157,6 +157,30 @@ class QueueRecoveryStatus(Payload):
                                                        "(paused by hand)")
 
 
+class StreamReplicas(Payload):
+    """One JetStream stream's replicas as its leader reports them (STREAM.INFO's cluster block)."""
+
+    stream: str
+    expected: int  # the stream's configured replicas
+    current: int  # the leader and every replica caught up
+    leader: str | None  # None: no leader (an election, or a lost quorum): writes are refused
+    offline: list[str] = []  # replicas whose server is gone
+    lagging: list[str] = []  # replicas online but not caught up
+
+
+class ClusterHealth(Payload):
+    """The NATS cluster under JetStream (issue 29 #4): each stream's leader and replicas, and the
+    servers seen offline. Warning while a stream is under-replicated (one more loss from refusing
+    writes), critical while one has no leader."""
+
+    readable: bool
+    problem: str | None = None
+    status: Status = "ok"
+    streams: list[StreamReplicas] = []
+    servers_offline: list[str] = []
+    summary: str = ""
+
+
 class HealthReport(Payload):
     generated_at: datetime
     overall_status: Status
@@ -166,6 +190,7 @@ class HealthReport(Payload):
     cron: CronHealth
     workers: WorkerStatistics
     queue_recovery_mode: QueueRecoveryStatus
+    cluster: ClusterHealth | None = None  # None: not read (a report computed by an older alerts)
     # The sweeper's readings, added by the gateway (seed 003: GET /api/v1/health carries
     # log_retention_health; issue 16: the disk): neither is counted in overall_status. Each is
     # None with its *_problem saying why when the sweeper did not answer.
