@@ -92,3 +92,35 @@ async def test_a_node_down_reads_under_replicated_and_its_return_reads_whole(clu
         await until(bus, lambda h: h.status == "ok" and all(s.current == 3 for s in h.streams), "whole again")
     finally:
         await bus.close()
+
+
+async def test_a_node_without_its_quorum_is_jetstream_not_answering_not_jetstream_disabled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A replica restarting while a killed node rejoined waited 15 s for JetStream's INFO and exited
+    # with "has JetStream disabled" (and paged "Service failed to start"): JetStream was on, its
+    # cluster had no meta leader yet. Now it is waited for, and past the bound named the bus's outage.
+    from zimmer_common import streams
+    from zimmer_common.errors import ErrorCode, ZimmerError
+
+    from zimmer_common import bus as bus_module
+
+    monkeypatch.setattr(streams, "JETSTREAM_WAIT_SECONDS", 3.0)
+    monkeypatch.setattr(bus_module, "ADMIN_TIMEOUT_SECONDS", 1.0)
+    port, route = free_port(), free_port()
+    alone = Node("n1", tmp_path / "n1", port, route, [free_port(), free_port()])  # peers that never come
+    alone.start()
+    try:
+        for _ in range(200):
+            if port_open("127.0.0.1", port):
+                break
+            await asyncio.sleep(0.05)
+        bus = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="t", rpc_timeout=1)
+        try:
+            with pytest.raises(ZimmerError) as info:
+                await streams.check_server(bus)
+            assert info.value.code is ErrorCode.UNAVAILABLE and info.value.details["dependency"] == "message bus"
+            assert "did not answer within 3s" in info.value.message and "disabled" not in info.value.message
+        finally:
+            await bus.close()
+    finally:
+        alone.kill()

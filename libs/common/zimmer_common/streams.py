@@ -7,18 +7,23 @@ message-schedule release, with an error naming the version required.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.subjects import CONTEXTS, Stream
-from zimmer_common.errors import ZimmerError
+from zimmer_common.errors import ZimmerError, unavailable
+from zimmer_common.outage import MESSAGE_BUS
 
 log = logging.getLogger("zimmer.streams")
 
 MIN_SERVER_VERSION = (2, 12, 0)
 NS_PER_S = 1_000_000_000
 DAY = 86_400
+
+
+JETSTREAM_WAIT_SECONDS = 60.0  # a meta leader election takes seconds; a rejoining node's, a little more
 
 
 class UnsupportedServer(RuntimeError):
@@ -68,13 +73,26 @@ async def check_server(bus: Bus) -> str:
     disabled = f"NATS server {version} has JetStream disabled; start it with -js (Zimmer needs nats-server >= {need})"
     if not bus.nc._server_info.get("jetstream"):  # noqa: SLF001
         raise UnsupportedServer(disabled)
-    try:
-        info = await bus.js_api("INFO", timeout=bus.admin_timeout)
-    except ZimmerError:
-        raise UnsupportedServer(disabled) from None
-    if "error" in info:
-        raise UnsupportedServer(f"{disabled} ({info['error'].get('description')})")
-    return version
+    # JetStream is on (the server says so): a silence or a 503 is a cluster still electing its
+    # meta leader (a node rejoining, a cluster starting), not a server without it. Waited out,
+    # bounded; past the bound it is the bus's outage, never "JetStream disabled".
+    deadline = asyncio.get_running_loop().time() + JETSTREAM_WAIT_SECONDS
+    while True:
+        try:
+            info = await bus.js_api("INFO", timeout=bus.admin_timeout)
+            error = info.get("error")
+            why = None if not error else f"{error.get('description')} (code {error.get('code')})"
+            if error and error.get("code") != 503:
+                raise UnsupportedServer(f"{disabled} ({error.get('description')})")
+        except ZimmerError as exc:
+            why = exc.message
+        if why is None:
+            return version
+        if asyncio.get_running_loop().time() >= deadline:
+            raise unavailable(MESSAGE_BUS, f"JetStream on NATS server {version} did not answer within "
+                                           f"{JETSTREAM_WAIT_SECONDS:g}s: {why}")
+        log.info("waiting for JetStream to answer", extra={"fields": {"why": why}})
+        await asyncio.sleep(1.0)
 
 
 async def provision_streams(bus: Bus, replicas: int = 1) -> None:
