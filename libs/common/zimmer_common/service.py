@@ -175,8 +175,8 @@ class Service:
             await self.host_runner.start()
         for hook in self._on_start:
             await hook(self)
-        self.spawn(self._heartbeat_loop(), "heartbeat")
         self._beating = True
+        self.spawn(self._heartbeat_loop(), "heartbeat")
         self.ready = True
         self.metrics.ready.labels(self.name).set(1)
         log.info("ready", extra=kv(metrics_port=self.metrics_port))
@@ -292,6 +292,7 @@ class Service:
         counting it registered, then down, for an hour. Bounded and best effort: a stop that
         cannot say so is read down after two missed beats all the same."""
         assert self.bus is not None
+        self._beating = False  # the loop sends no beat after this one: a later one would un-retire it
         beat = self._heartbeat(stopping=True)
         try:
             await self.bus.publish_event(HEARTBEAT, "heartbeat", beat, occurred_at=beat.at, event_id=(
@@ -301,7 +302,7 @@ class Service:
 
     async def _heartbeat_loop(self) -> None:
         assert self.bus is not None
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and self._beating:
             beat = self._heartbeat()
             try:
                 await self.bus.publish_event(HEARTBEAT, "heartbeat", beat, occurred_at=beat.at,
