@@ -92,3 +92,25 @@ def test_an_answer_ends_an_outage_the_connection_never_saw() -> None:
     assert outages.down() == [MESSAGE_BUS]
     outages.answered(MESSAGE_BUS)
     assert outages.down() == []
+
+
+def test_an_outage_that_flaps_is_one_error_until_it_stays_away(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    # A failover: consumers on a stream whose leader is being elected fail while others answer,
+    # so the bus's outage ended and began again every second, an ERROR each time (17 in a minute
+    # in one sweeper). Back for less than REOPEN_SECONDS and down again is the same outage.
+    import logging
+
+    now = [1000.0]
+    monkeypatch.setattr(outage.time, "monotonic", lambda: now[0])
+    bus = Outages().of(MESSAGE_BUS)
+    with caplog.at_level(logging.INFO, logger="zimmer.outage"):
+        for _ in range(10):
+            bus.failed("ServiceUnavailableError")
+            now[0] += 0.5
+            bus.recovered()
+            now[0] += 0.5
+        now[0] += outage.REOPEN_SECONDS + 1
+        bus.failed("connection refused")  # a new outage, long after: its own ERROR
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 2 and bus.down

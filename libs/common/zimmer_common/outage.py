@@ -27,6 +27,8 @@ SUMMARY_SECONDS = 30.0
 # request's deadline is a few seconds (`rpc_timeout_seconds`, 5 by default), so one refused just
 # after the database came back spent its time waiting on it while it was away.
 AFTERMATH_SECONDS = 10.0
+# A failure this soon after the dependency came back is the same outage flapping, not a new one.
+REOPEN_SECONDS = SUMMARY_SECONDS
 
 
 def classify(exc: BaseException) -> str | None:
@@ -108,6 +110,12 @@ class Outage:
         if self.metrics is not None:
             self.metrics.dependency_failures.labels(self.dependency).inc()
             self.metrics.dependency_up.labels(self.dependency).set(0)
+        if self.down_since is None and self.recovered_at is not None and now - self.recovered_at < REOPEN_SECONDS:
+            # Back for a moment, then down again: the same outage flapping (during an election
+            # one stream answers while another's leader is still being chosen). Its ERROR was
+            # logged; the summaries carry on.
+            self.down_since, self._summarised_at, self._summarised_failures, self.failures = now, now, 0, 1
+            return
         if self.down_since is None:
             self.down_since = now
             self._summarised_at = now

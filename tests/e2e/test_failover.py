@@ -1,0 +1,210 @@
+"""The failover suite's short form (issue 29) on `zimmer up --cluster`: under steady load through
+both gateways, with an `Idempotency-Key` on every write and a retry after every refusal, SIGKILL
+the JetStream meta leader's node, the leader of ZIMMER_EVENTS, one replica of backlog, spot-gate,
+alerts and the gateway, and PostgreSQL, one after another. The supervisor restarts each.
+
+Then: every write a gateway acknowledged is there exactly once (an append's item once, a spawn's
+session once per key), nothing answered 500, Health said the cluster was degraded while a node was
+down and reads it whole again, both gateways are ready, and no process logged an ERROR flood.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from test_zimmer_up import ITEMS
+from test_zimmer_up_cluster import ClusterRun, _meta_leader
+
+pytestmark = pytest.mark.e2e
+
+WRITE_DEADLINE = 90.0  # one write retried across every outage of the run, with the same key
+SETTLE = 6.0  # seconds between kills: each outage seen on its own
+# An outage is one ERROR line per process: the bus (the node, the stream leader), the database, and
+# one for a killed replica's own restart. (Before: 15-17 a minute in a sweeper, one per flap.)
+ERRORS_PER_PROCESS = 4
+
+
+class Load:
+    """Appends and spawns, alternating gateways, each retried with its key until a 2xx."""
+
+    def __init__(self, urls: list[str], api_key: str):
+        self.urls = urls
+        self.headers = {"Authorization": f"Bearer {api_key}"}
+        self.stop = threading.Event()
+        self.acked: dict[str, dict[str, Any]] = {}  # key -> the first 2xx body
+        self.answers: dict[str, list[str]] = defaultdict(list)  # key -> every answer, in order
+        self.statuses: Counter[int] = Counter()
+        self.unfinished: list[str] = []
+        self.refused: dict[str, str] = {}
+        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(3)]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(WRITE_DEADLINE + 30)
+
+    def _run(self, worker: int) -> None:
+        n = 0
+        with httpx.Client(timeout=10) as http:
+            while not self.stop.is_set():
+                n += 1
+                key = f"w{worker}-{n}"
+                if n % 3 == 0:
+                    path, body = "/api/v1/sessions", {"genesis": "schedule", "precedence": 5, "start": False,
+                                                      "title": key}
+                else:
+                    number = (worker + 1) * 100_000 + n
+                    path, body = ITEMS, {"key": f"acme#{number}", "estimated_cost": "small", "title": key,
+                                         "issue_url": f"https://github.com/acme/acme/issues/{number}"}
+                self._write(http, key, path, body, worker + n)
+                time.sleep(0.1)
+
+    def _write(self, http: httpx.Client, key: str, path: str, body: dict[str, Any], turn: int) -> None:
+        end = time.monotonic() + WRITE_DEADLINE
+        while time.monotonic() < end:
+            url = self.urls[turn % 2]
+            turn += 1
+            try:
+                r = http.post(f"{url}{path}", json=body, headers={**self.headers, "Idempotency-Key": key})
+            except httpx.HTTPError as exc:
+                self.answers[key].append(f"{url}: {type(exc).__name__}")
+                time.sleep(0.5)
+                continue
+            self.statuses[r.status_code] += 1
+            self.answers[key].append(f"{url}: {r.status_code}")
+            if r.is_success:
+                self.acked[key] = {"path": path, "body": r.json()}
+                return
+            if r.status_code == 500 or (400 <= r.status_code < 500 and r.status_code not in (409, 429)):
+                self.refused[key] = r.text[:300]  # a refusal no retry changes: the assertion names it
+                return
+            time.sleep(0.5)  # 503 (or 429/409 while a first attempt may still run): the same key again
+        self.unfinished.append(key)
+
+
+def _health(url: str, token: str) -> dict[str, Any] | None:
+    try:
+        r = httpx.get(f"{url}/api/v1/health", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        return r.json() if r.status_code == 200 else None
+    except httpx.HTTPError:
+        return None
+
+
+def _events_leader(run: ClusterRun, token: str) -> str:
+    def leader() -> str | None:
+        for url in run.urls:
+            report = _health(url, token)
+            for s in ((report or {}).get("cluster") or {}).get("streams", []):
+                if s["stream"] == "ZIMMER_EVENTS" and s["leader"]:
+                    return str(s["leader"])
+        return None
+
+    return run.wait_for("Health to name the leader of ZIMMER_EVENTS", leader, 30.0)
+
+
+def _every(url: str, field: str, headers: dict[str, str], limit: int, **params: str) -> list[dict[str, Any]]:
+    """Every row of a listing, following `next_offset`."""
+    rows: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = httpx.get(url, params={**params, "limit": limit, "offset": offset}, headers=headers, timeout=30).json()
+        rows += page[field]
+        offset = page.get("next_offset")
+    return rows
+
+
+def _error_lines(logs: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for log in sorted(logs.glob("*.log")):
+        if log.stem.startswith(("nats", "postgres")):
+            continue
+        lines = [line for line in log.read_text(errors="replace").splitlines() if '"level": "ERROR"' in line]
+        found[log.stem] = lines
+    return found
+
+
+def test_every_acknowledged_write_survives_the_kills_once(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    run = ClusterRun(data_dir, tmp_path, "failover")
+    try:
+        run.start()
+        runtime = run.wait_cluster_ready()
+        creds = json.loads((data_dir / "credentials.json").read_text())
+        token = creds["operator_token"]
+        load = Load(run.urls, creds["api_key"])
+        load.start()
+        run.wait_for("the load to be acknowledged", lambda: len(load.acked) >= 10, 60.0)
+
+        # 1. The meta leader's node: Health says the cluster is degraded while it is down.
+        node = _meta_leader(runtime)
+        os.kill(runtime["servers"][node]["pid"], signal.SIGKILL)
+        degraded = run.wait_for(f"Health to read {node} offline", lambda: next(
+            (r for url in run.urls if (r := _health(url, token)) and (r.get("cluster") or {}).get("status") != "ok"
+             and r["overall_status"] != "ok"), None), 45.0)
+        print(f"while {node} was down: {degraded['cluster']['summary']}")
+        time.sleep(SETTLE)
+
+        # 2. The leader of ZIMMER_EVENTS (once the cluster is whole again, so it is a new election).
+        run.wait_for("the cluster whole again", lambda: any(
+            ((_health(url, token) or {}).get("cluster") or {}).get("status") == "ok" for url in run.urls), 90.0)
+        leader = _events_leader(run, token)
+        current = run.runtime() or runtime
+        os.kill(current["servers"][leader]["pid"], signal.SIGKILL)
+        time.sleep(SETTLE)
+
+        # 3. One replica of every service, then PostgreSQL.
+        for name in ("backlog-1", "spot-gate-2", "alerts-1", "gateway-2", "postgres"):
+            current = run.runtime() or current
+            pid = (current["services"].get(name) or current["servers"].get(name) or {}).get("pid")
+            assert pid, f"no pid for {name} in runtime.json"
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(SETTLE)
+
+        time.sleep(SETTLE)
+        load.finish()
+
+        # Recovered by themselves: both gateways ready, the cluster whole.
+        for url in run.urls:
+            run.wait_for(f"{url}/readyz == 200", lambda url=url: run.ready_at(url), 90.0)
+        run.wait_for("Health to read the cluster whole", lambda: ((_health(run.urls[0], token) or {}).get("cluster")
+                                                                 or {}).get("status") == "ok", 90.0)
+
+        assert load.statuses[500] == 0 and not load.refused, load.refused
+        assert not load.unfinished, {k: load.answers[k] for k in load.unfinished}
+        retried = sum(1 for v in load.answers.values() if len(v) > 1)
+        print(f"answers {dict(load.statuses)}; {len(load.acked)} writes acknowledged, {retried} after a retry")
+
+        # Every acknowledged append is one item; every acknowledged spawn one session per key.
+        headers = {"Authorization": f"Bearer {token}"}
+        keys = Counter(i["key"] for i in _every(run.urls[0] + ITEMS, "items", headers, 1000))
+        appended = [a["body"]["item"]["key"] for a in load.acked.values() if a["path"] == ITEMS]
+        assert appended and all(keys[k] == 1 for k in appended), {k: keys[k] for k in appended if keys[k] != 1}
+        spawned = {k: a["body"]["session"]["id"] for k, a in load.acked.items() if a["path"] != ITEMS}
+        assert spawned and len(set(spawned.values())) == len(spawned)
+        titles = Counter(s["title"] for s in _every(run.urls[1] + "/api/v1/sessions", "sessions", headers, 500,
+                                                    genesis="schedule"))
+        assert all(titles[k] == 1 for k in spawned), {k: titles[k] for k in spawned if titles[k] != 1}
+
+        # No ERROR flood: an outage is one line per process, not one per request or per second.
+        errors = _error_lines(data_dir / "logs")
+        flooded = {name: lines for name, lines in errors.items() if len(lines) > ERRORS_PER_PROCESS}
+        print({name: len(lines) for name, lines in errors.items()})
+        assert not flooded, "\n".join(f"{n}: {len(v)}\n" + "\n".join(v[:10]) for n, v in flooded.items())
+        assert not any("never retrieved" in line for lines in errors.values() for line in lines)
+        assert run.stop() == 0, f"zimmer up exited non-zero\n{run.logs()}"
+    finally:
+        run.kill_everything()
