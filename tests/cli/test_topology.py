@@ -77,3 +77,13 @@ def test_a_port_offered_twice_is_not_taken_twice(tmp_path: Path) -> None:
     for n in layout.nats_nodes:
         ports += [n.client_port, n.route_port, n.monitor_port]
     assert len(ports) == len(set(ports)) and not {18000, 18001} & set(ports)
+
+
+def test_ports_to_listen_on_are_chosen_below_the_ephemeral_range() -> None:
+    # A gateway killed under load could not bind its port again for 20 s: an outgoing connection
+    # had taken it as its local port (free_port used to draw from the ephemeral range).
+    from zimmer_cli.embedded import _ephemeral_low, free_port
+
+    low = _ephemeral_low()
+    ports = {free_port() for _ in range(20)}
+    assert all(1024 <= p < low for p in ports) and len(ports) > 1

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,9 +44,9 @@ T = TypeVar("T")
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    from zimmer_cli.embedded import free_port
+
+    return free_port()  # below the ephemeral range: a restart binds it again under load
 
 
 def _clean_env(sim: bool = False) -> dict[str, str]:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -40,9 +41,30 @@ PG_SYSTEM_USER = "pgserver"  # pgserver's choice when run as root: postgres refu
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port to listen on, kept for the life of the supervisor (a restart binds it again): chosen
+    below the kernel's ephemeral range, where no outgoing connection takes it as its local port
+    meanwhile (a gateway killed under load found its port held by a client socket and could not
+    bind it again for 20 s). The ephemeral range itself only when nothing below it is free."""
+    low = _ephemeral_low()
+    for _ in range(50):
+        port = random.randint(max(1024, low - 12_000), low - 1)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The low end of the kernel's ephemeral port range (Linux: 32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def port_open(host: str, port: int) -> bool:

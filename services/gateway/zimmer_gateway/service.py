@@ -4,6 +4,7 @@ after the bus is up and stops (bounded) before the bus closes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import uvicorn
@@ -60,6 +61,9 @@ def build(settings: Settings) -> GatewayService:
                 break
             await asyncio.sleep(0.05)
         if not server.started:
+            if serving[0].done():  # uvicorn exits (SystemExit) when it cannot bind: read, not left to the loop
+                with contextlib.suppress(BaseException):
+                    serving[0].result()
             raise RuntimeError(f"gateway HTTP server did not start on {settings.http_host}:{settings.http_port}")
         log.info("http listening", extra=kv(url=f"http://{settings.http_host}:{bound_port(server)}"))
 
