@@ -32,6 +32,12 @@ class Node:
     def start(self) -> None:
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    async def listening(self) -> None:
+        for _ in range(200):
+            if port_open("127.0.0.1", self.port):
+                return
+            await asyncio.sleep(0.05)
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
@@ -47,10 +53,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[list[Node]]:
         node.start()
     try:
         for node in nodes:
-            for _ in range(200):
-                if port_open("127.0.0.1", node.port):
-                    break
-                await asyncio.sleep(0.05)
+            await node.listening()
         yield nodes
     finally:
         for node in nodes:
@@ -99,10 +102,9 @@ async def test_a_node_without_its_quorum_is_jetstream_not_answering_not_jetstrea
     # A replica restarting while a killed node rejoined waited 15 s for JetStream's INFO and exited
     # with "has JetStream disabled" (and paged "Service failed to start"): JetStream was on, its
     # cluster had no meta leader yet. Now it is waited for, and past the bound named the bus's outage.
+    from zimmer_common import bus as bus_module
     from zimmer_common import streams
     from zimmer_common.errors import ErrorCode, ZimmerError
-
-    from zimmer_common import bus as bus_module
 
     monkeypatch.setattr(streams, "JETSTREAM_WAIT_SECONDS", 3.0)
     monkeypatch.setattr(bus_module, "ADMIN_TIMEOUT_SECONDS", 1.0)
@@ -110,10 +112,7 @@ async def test_a_node_without_its_quorum_is_jetstream_not_answering_not_jetstrea
     alone = Node("n1", tmp_path / "n1", port, route, [free_port(), free_port()])  # peers that never come
     alone.start()
     try:
-        for _ in range(200):
-            if port_open("127.0.0.1", port):
-                break
-            await asyncio.sleep(0.05)
+        await alone.listening()
         bus = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="t", rpc_timeout=1)
         try:
             with pytest.raises(ZimmerError) as info:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import time
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -115,7 +116,9 @@ async def test_queue_group_shares_requests_between_replicas(nats_url: str) -> No
             await b.close()
 
 
-async def test_server_without_jetstream_is_refused(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def lone_nats() -> AsyncIterator[tuple[int, subprocess.Popen[bytes]]]:
+    """A nats-server of its own, without JetStream: its port once it listens, and its process."""
     port = free_port()
     proc = subprocess.Popen([nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -124,6 +127,14 @@ async def test_server_without_jetstream_is_refused(tmp_path: Path) -> None:
             if port_open("127.0.0.1", port):
                 break
             await asyncio.sleep(0.05)
+        yield port, proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_server_without_jetstream_is_refused() -> None:
+    async with lone_nats() as (port, _proc):
         b = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="t", rpc_timeout=2)
         try:
             with pytest.raises((UnsupportedServer, ZimmerError)) as info:
@@ -131,9 +142,6 @@ async def test_server_without_jetstream_is_refused(tmp_path: Path) -> None:
             assert "JetStream" in str(info.value) and "2.12" in str(info.value)
         finally:
             await b.close()
-    finally:
-        proc.terminate()
-        proc.wait(5)
 
 
 async def test_a_batch_reads_every_ack_and_names_the_stream_that_did_not_answer(bus: Bus) -> None:
@@ -165,16 +173,9 @@ async def test_a_batch_reads_every_ack_and_names_the_stream_that_did_not_answer(
         loop.set_exception_handler(None)
 
 
-async def test_a_request_whose_bus_dies_under_it_names_the_bus_not_the_service(tmp_path: Path) -> None:
+async def test_a_request_whose_bus_dies_under_it_names_the_bus_not_the_service() -> None:
     # kill -9 of nats-server with appends in flight: they were answered 503 `dependency: backlog`.
-    port = free_port()
-    proc = subprocess.Popen([nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            if port_open("127.0.0.1", port):
-                break
-            await asyncio.sleep(0.05)
+    async with lone_nats() as (port, proc):
         server = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="s", rpc_timeout=2)
         client = await Bus.connect([f"nats://127.0.0.1:{port}"], service="test", instance_id="c", rpc_timeout=2)
         arrived = asyncio.Event()
@@ -192,6 +193,3 @@ async def test_a_request_whose_bus_dies_under_it_names_the_bus_not_the_service(t
             await asking
         assert info.value.code is ErrorCode.UNAVAILABLE
         assert info.value.details["dependency"] == "message bus" and info.value.details["sent"] is True
-    finally:
-        proc.kill()
-        proc.wait()
