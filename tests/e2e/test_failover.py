@@ -4,8 +4,11 @@ the JetStream meta leader's node, the leader of ZIMMER_EVENTS, one replica of ba
 alerts and the gateway, and PostgreSQL, one after another. The supervisor restarts each.
 
 Then: every write a gateway acknowledged is there exactly once (an append's item once, a spawn's
-session once per key), nothing answered 500, Health said the cluster was degraded while a node was
-down and reads it whole again, both gateways are ready, and no process logged an ERROR flood.
+session once per key) and announced exactly once (one message in ZIMMER_EVENTS per row), every job
+tick of the run ran once (none doubled, none lost, none left unfinished), a burst of spot spawns
+through both gateways with a spot-gate replica down admitted exactly the free slots, nothing
+answered 500, Health said the cluster was degraded while a node was down and reads it whole again,
+both gateways are ready, and no process logged an ERROR flood.
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from cluster_reads import audit_ticks, read_events, read_scheduled_runs
 from test_zimmer_up import ITEMS
 from test_zimmer_up_cluster import ClusterRun, _meta_leader
+from zimmer_common.contracts.backlog import ITEM_APPENDED
+from zimmer_common.contracts.spot import SESSION_CREATED
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +40,12 @@ SETTLE = 6.0  # seconds between kills: each outage seen on its own
 # An outage is one ERROR line per process: the bus (the node, the stream leader), the database, and
 # one for a killed replica's own restart. (Before: 15-17 a minute in a sweeper, one per flap.)
 ERRORS_PER_PROCESS = 4
+# Appends rotate through the three bands; a worker's appends stop at this many, so no band fills
+# (the large band holds 500 unpinned items, then answers 409 band_full, rightly).
+COSTS = ("small", "medium", "large")
+APPENDS_PER_WORKER = 450
+SLOTS = 6  # max_sessions for the spawn burst
+BURST = 40  # spot spawns at once, through both gateways, with a spot-gate replica down
 
 
 class Load:
@@ -58,22 +72,23 @@ class Load:
             t.join(WRITE_DEADLINE + 30)
 
     def _run(self, worker: int) -> None:
-        n = 0
+        n = appends = 0
         with httpx.Client(timeout=10) as http:
             while not self.stop.is_set():
                 n += 1
                 key = f"w{worker}-{n}"
-                if n % 3 == 0:
+                if n % 3 == 0 or appends >= APPENDS_PER_WORKER:
                     path, body = "/api/v1/sessions", {"genesis": "schedule", "precedence": 5, "start": False,
                                                       "title": key}
                 else:
+                    appends += 1
                     number = (worker + 1) * 100_000 + n
-                    path, body = ITEMS, {"key": f"acme#{number}", "estimated_cost": "small", "title": key,
-                                         "issue_url": f"https://github.com/acme/acme/issues/{number}"}
-                self._write(http, key, path, body, worker + n)
+                    path, body = ITEMS, {"key": f"acme#{number}", "estimated_cost": COSTS[appends % 3],
+                                         "title": key, "issue_url": f"https://github.com/acme/acme/issues/{number}"}
+                self.write(http, key, path, body, worker + n)
                 time.sleep(0.1)
 
-    def _write(self, http: httpx.Client, key: str, path: str, body: dict[str, Any], turn: int) -> None:
+    def write(self, http: httpx.Client, key: str, path: str, body: dict[str, Any], turn: int) -> None:
         end = time.monotonic() + WRITE_DEADLINE
         while time.monotonic() < end:
             url = self.urls[turn % 2]
@@ -89,10 +104,10 @@ class Load:
             if r.is_success:
                 self.acked[key] = {"path": path, "body": r.json()}
                 return
-            if r.status_code == 500 or (400 <= r.status_code < 500 and r.status_code not in (409, 429)):
+            if r.status_code == 500 or (400 <= r.status_code < 500 and r.status_code != 429):
                 self.refused[key] = r.text[:300]  # a refusal no retry changes: the assertion names it
                 return
-            time.sleep(0.5)  # 503 (or 429/409 while a first attempt may still run): the same key again
+            time.sleep(0.5)  # 503 or 429: the same key again
         self.unfinished.append(key)
 
 
@@ -137,6 +152,20 @@ def _error_lines(logs: Path) -> dict[str, list[str]]:
     return found
 
 
+def _spawn_burst(urls: list[str], api_key: str) -> Load:
+    """BURST spot spawns that start at once, alternating gateways, each retried with its key."""
+    burst = Load(urls, api_key)
+
+    def spawn(i: int) -> None:
+        with httpx.Client(timeout=10) as http:
+            burst.write(http, f"burst-{i}", "/api/v1/sessions",
+                        {"genesis": "schedule", "precedence": 5, "start": True, "title": f"burst-{i}"}, i)
+
+    with ThreadPoolExecutor(BURST) as pool:
+        list(pool.map(spawn, range(BURST)))
+    return burst
+
+
 def test_every_acknowledged_write_survives_the_kills_once(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     run = ClusterRun(data_dir, tmp_path, "failover")
@@ -145,6 +174,11 @@ def test_every_acknowledged_write_survives_the_kills_once(tmp_path: Path) -> Non
         runtime = run.wait_cluster_ready()
         creds = json.loads((data_dir / "credentials.json").read_text())
         token = creds["operator_token"]
+        headers = {"Authorization": f"Bearer {token}"}
+        policy = httpx.patch(f"{run.urls[0]}/api/v1/spot_policy", json={"max_sessions": SLOTS}, headers=headers,
+                             timeout=30)
+        assert policy.status_code == 200, policy.text
+        since = datetime.now(UTC)
         load = Load(run.urls, creds["api_key"])
         load.start()
         run.wait_for("the load to be acknowledged", lambda: len(load.acked) >= 10, 60.0)
@@ -172,10 +206,13 @@ def test_every_acknowledged_write_survives_the_kills_once(tmp_path: Path) -> Non
             pid = (current["services"].get(name) or current["servers"].get(name) or {}).get("pid")
             assert pid, f"no pid for {name} in runtime.json"
             os.kill(pid, signal.SIGKILL)
+            if name == "spot-gate-2":  # the burst meets one spot-gate replica, the other restarting
+                burst = _spawn_burst(run.urls, creds["api_key"])
             time.sleep(SETTLE)
 
         time.sleep(SETTLE)
         load.finish()
+        until = datetime.now(UTC)
 
         # Recovered by themselves: both gateways ready, the cluster whole.
         for url in run.urls:
@@ -189,7 +226,6 @@ def test_every_acknowledged_write_survives_the_kills_once(tmp_path: Path) -> Non
         print(f"answers {dict(load.statuses)}; {len(load.acked)} writes acknowledged, {retried} after a retry")
 
         # Every acknowledged append is one item; every acknowledged spawn one session per key.
-        headers = {"Authorization": f"Bearer {token}"}
         keys = Counter(i["key"] for i in _every(run.urls[0] + ITEMS, "items", headers, 1000))
         appended = [a["body"]["item"]["key"] for a in load.acked.values() if a["path"] == ITEMS]
         assert appended and all(keys[k] == 1 for k in appended), {k: keys[k] for k in appended if keys[k] != 1}
@@ -198,6 +234,31 @@ def test_every_acknowledged_write_survives_the_kills_once(tmp_path: Path) -> Non
         titles = Counter(s["title"] for s in _every(run.urls[1] + "/api/v1/sessions", "sessions", headers, 500,
                                                     genesis="schedule"))
         assert all(titles[k] == 1 for k in spawned), {k: titles[k] for k in spawned if titles[k] != 1}
+
+        # The burst admitted exactly the free slots (nothing else runs: the load's spawns do not start).
+        assert not burst.refused and not burst.unfinished, (burst.refused, burst.unfinished)
+        outcomes = Counter(a["body"]["turn"]["outcome"] for a in burst.acked.values())
+        running = _every(run.urls[0] + "/api/v1/sessions", "sessions", headers, 500, status="running")
+        print(f"burst of {BURST} against {SLOTS} free slots: {dict(outcomes)}; {len(running)} running")
+        assert outcomes["admitted"] == SLOTS and len(running) == SLOTS, (outcomes, [s["title"] for s in running])
+
+        # Each row announced exactly once: one message per row in ZIMMER_EVENTS, every id distinct.
+        nats_urls = [node["url"] for name, node in (run.runtime() or current)["servers"].items()
+                     if name.startswith("nats")]
+        items = read_events(nats_urls, ITEM_APPENDED, lambda data: int(data["item"]["id"]))
+        sessions = read_events(nats_urls, SESSION_CREATED, lambda data: int(data["session"]["id"]))
+        for read, ids in ((items, [a["body"]["item"]["id"] for a in load.acked.values() if a["path"] == ITEMS]),
+                          (sessions, [*spawned.values(), *(a["body"]["session"]["id"] for a in burst.acked.values())])):
+            assert len(set(read.envelope_ids)) == len(read.envelope_ids)
+            assert all(len(read.messages[i]) == 1 for i in ids), {i: read.messages[i] for i in ids
+                                                                  if len(read.messages[i]) != 1}
+        print(f"{len(items.envelope_ids)} item_appended and {len(sessions.envelope_ids)} session_created events")
+
+        # Every job tick of the run ran once: none doubled, none lost, none left unfinished.
+        socket_dir = (run.runtime() or current)["servers"]["postgres"]["socket_dir"]
+        ticks = audit_ticks(read_scheduled_runs(socket_dir), since, until, settle=timedelta(seconds=10))
+        print(f"{ticks.runs} scheduled job runs; missed {ticks.missed}")
+        assert ticks.runs and not ticks.doubled and not ticks.unfinished and not ticks.missed, ticks
 
         # No ERROR flood: an outage is one line per process, not one per request or per second.
         errors = _error_lines(data_dir / "logs")
