@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from zimmer_alerts.domain import snippet
+from zimmer_common import snippet
 
 HERE = str(Path(__file__).resolve().parent)
 ALNUM = string.ascii_letters + string.digits
@@ -239,7 +239,7 @@ def test_app_frames_are_found_by_package_in_an_installed_wheel(tmp_path: Path) -
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(wheel)],
                    check=True, timeout=300)
     code = (
-        "from zimmer_alerts.domain import snippet\n"
+        "from zimmer_common import snippet\n"
         "from zimmer_common.schedule import next_fire_times\n"
         "from datetime import datetime, timezone\n"
         "try:\n"

@@ -96,7 +96,7 @@ class JobRunner:
         self.bus = bus
         self.page = page  # what the runner itself cannot do (start a run, a tick it has no job for) pages
         self.outages = outages or Outages(metrics)
-        self.on_failure = on_failure  # a crashed job pages (wired at start-up; see zimmer_alerts.pager)
+        self.on_failure = on_failure  # a crashed job pages (wired at start-up; see zimmer_common.pager)
         self.ctx = ctx
         self.service = service
         # A per-host runner's runs are `service@host`'s: each host's keys are judged apart.

@@ -1,6 +1,6 @@
 """How plumbing reaches a person (seed 003 "Alerts": an ERROR record is a page, so an ERROR that
 pages nobody is a page lost): the bus, the consumers and the job runner are handed a `PageFn`, which
-the service wires to its pager (`zimmer_alerts.pager`: it logs the ERROR record and sends the page
+the service wires to its pager (`zimmer_common.pager`: it logs the ERROR record and sends the page
 durably). `page_or_log` is the one place plumbing raises an ERROR, so every ERROR it logs pages."""
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class Service:
         self.schema = schema
         self.migrations = migrations
         self.job_specs = list(jobs or [])
-        self.pager: JobFailurePager | None = None  # attached at wiring (zimmer_alerts.pager.attach_pager)
+        self.pager: JobFailurePager | None = None  # attached at wiring (zimmer_common.pager.attach_pager)
         self.schedule = schedule
         self.clock = clock or SystemClock()
         self.serve_metrics = serve_metrics

@@ -32,11 +32,11 @@ from zimmer_alerts.domain.cron import CONSECUTIVE_CRITICAL_TO_ALERT, CronStreaks
 from zimmer_alerts.domain.queues import page_body
 from zimmer_alerts.health import HealthReporter
 from zimmer_alerts.health_metrics import HealthMetrics
-from zimmer_alerts.pager import Pager
 from zimmer_common.bus import Bus
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
 from zimmer_common.paging import page_or_log
 from zimmer_common.service import Service
 

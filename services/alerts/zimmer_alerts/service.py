@@ -18,7 +18,6 @@ from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.notifier import AlertMetrics, Notifier
 from zimmer_alerts.maintenance import attach_maintenance
 from zimmer_alerts.monitor import attach_health
-from zimmer_alerts.pager import attach_pager
 from zimmer_alerts.recovery import attach_recovery
 from zimmer_alerts.sinks import Sinks
 from zimmer_common.byte_pages import answer_budget
@@ -30,6 +29,7 @@ from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 

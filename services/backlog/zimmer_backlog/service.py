@@ -31,10 +31,10 @@ from zimmer_common.contracts.spot import SESSION_CREATED, SESSION_DELETED, SESSI
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.pager import attach_pager
 from zimmer_common.paging import page_or_log
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
-from zimmer_alerts.pager import attach_pager
 
 NAME = "backlog"
 

@@ -12,10 +12,10 @@ from prometheus_client import Gauge
 
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
 from zimmer_gateway.app import PEERS, create_app, ping_peers
-from zimmer_alerts.pager import attach_pager
 
 NAME = "gateway"
 log = logging.getLogger("zimmer.gateway")

@@ -24,6 +24,7 @@ from zimmer_common.contracts.runtime import (
     INGEST_QUOTA_READING, INGEST_SESSION_STATUS, INGEST_SPEND, QuotaReadingIn, SessionStatusReport, SpendReport)
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.outbox import OutboxRelay
+from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.clones import Clones
@@ -42,7 +43,6 @@ from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.snapshot import PoolCache
 from zimmer_spot_gate.turns import TurnGate
-from zimmer_alerts.pager import attach_pager
 
 log = logging.getLogger("zimmer.spot_gate")
 NAME = "spot-gate"

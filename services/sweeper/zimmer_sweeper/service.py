@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from zimmer_alerts.pager import attach_pager
+from zimmer_common.pager import attach_pager
 from zimmer_common.budget import SweepBudget
 from zimmer_common.bus import Bus
 from zimmer_common.byte_pages import answer_budget

@@ -15,7 +15,7 @@ from zimmer_common.contracts.subjects import PAGE_SUBJECT
 
 PAGE = PAGE_SUBJECT
 Level = Literal["warning", "error"]
-SNIPPET_MAX = 1200  # the alerts domain's bound (zimmer_alerts.domain.snippet.MAX_CHARS)
+SNIPPET_MAX = 1200  # the snippet's bound (zimmer_common.snippet.MAX_CHARS)
 # An issue carries its newest notifications only: a tracker refusing every event adds a row per
 # event, and an issue must never outgrow one page of the list (issue 27 #13).
 NOTIFICATIONS_SHOWN = 20

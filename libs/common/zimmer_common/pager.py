@@ -4,7 +4,11 @@ of the sender and of the alerts service), or straight to JetStream for a service
 database. The snippet is built and redacted here, before anything leaves the process.
 
 Wired at start-up: `attach_pager(service)` in each service's `build` sets `service.pager`, which
-the job runner calls when a job crashes ("a sweep that crashes still reaches a human")."""
+the job runner calls when a job crashes ("a sweep that crashes still reaches a human").
+
+Plumbing (DESIGN §2): sending a page is a contract and a durable publish, so it lives here, beneath
+every service; what is done with a page once sent (the ledger, grouping into issues, the sinks, the
+health monitors) is the alerts service's (`zimmer_alerts`)."""
 
 from __future__ import annotations
 
@@ -14,12 +18,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from zimmer_alerts.domain.snippet import build as build_snippet
-from zimmer_alerts.domain.snippet import scrub
 from zimmer_common.contracts.alerts import ID_IN_TITLE, PAGE, SNIPPET_MAX, Level, Page
 from zimmer_common.contracts.fields import LONG_TEXT_MAX, NAME_MAX, TITLE_MAX
 from zimmer_common.outbox import emit
 from zimmer_common.service import Service
+from zimmer_common.snippet import build as build_snippet
+from zimmer_common.snippet import scrub
 
 log = logging.getLogger("zimmer.page")
 

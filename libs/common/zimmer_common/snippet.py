@@ -1,5 +1,6 @@
 """The log snippet (seed 003, "The log snippet"): raw runtime text or an exception, made safe to
-put in a page's own context field (never the prose). Pure, and it never raises.
+put in a page's own context field (never the prose). Pure, and it never raises. Plumbing: the
+pager (`zimmer_common.pager`) builds it in the sending process, before anything leaves it.
 
 - Keeps the frames worth reading: the first 8 app-owned frames and the top 2 (innermost, where
   the raise happened, usually library code); every skipped run is marked "(… N frames elided …)"
@@ -25,7 +26,7 @@ TOP_FRAME_LIMIT = 2
 CAUSE_LIMIT = 2
 MAX_CHARS = 1200
 REDACTED = "[REDACTED]"
-ROOT = str(Path(__file__).resolve().parents[4])  # the repository root in a checkout, stripped from paths
+ROOT = str(Path(__file__).resolve().parents[3])  # the repository root in a checkout, stripped from paths
 # An app-owned frame is one in a Zimmer package, decided by the module's own path segment, not by
 # where it is installed: under `pip install .` every Zimmer frame sits in site-packages too.
 APP_PACKAGE = re.compile(r"(?:^|/)(zimmer_[a-z_]+)/")
@@ -165,7 +166,7 @@ def frames(stack: Sequence[traceback.FrameSummary], root: str,
 
 
 def _path(filename: str, root: str) -> str:
-    """The path from the Zimmer package on (`zimmer_alerts/pager.py`), wherever it is installed; a
+    """The path from the Zimmer package on (`zimmer_common/pager.py`), wherever it is installed; a
     library's path with the repository root stripped."""
     found = APP_PACKAGE.search(filename.replace("\\", "/"))
     if found:
