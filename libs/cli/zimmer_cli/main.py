@@ -11,10 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from zimmer_cli.asyncapi_cmd import asyncapi
-from zimmer_cli.backlog_cmd import backlog_app
 from zimmer_cli.jobs_cmd import jobs_app
 from zimmer_cli.common import DataDir, _data_dir, _embedded_postgres, _load_factory, _settings
-from zimmer_cli.registry import SERVICES, START_ORDER
+from zimmer_cli.registry import SERVICES, START_ORDER, commands
 from zimmer_cli.sim_cmd import sim
 from zimmer_cli.up_cmd import _credentials, up  # noqa: F401 - _credentials: tests import it from here
 
@@ -161,7 +160,8 @@ async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
     return out
 
 
-app.add_typer(backlog_app, name="backlog")
+for _name, _commands in commands():  # a service's own subcommands (`zimmer backlog import`), by entry point
+    app.add_typer(_commands, name=_name)
 app.add_typer(jobs_app, name="jobs")
 app.command("asyncapi")(asyncapi)
 app.command("sim")(sim)

@@ -1,4 +1,9 @@
-"""`zimmer backlog import`: the one-time import of WORK_BACKLOG.json, with a progress bar."""
+"""`zimmer backlog import`: the one-time import of WORK_BACKLOG.json, with a progress bar.
+
+The backlog's own subcommand of `zimmer`: declared in the `zimmer.commands` entry-point group
+(pyproject.toml), which the CLI loads by group, so the CLI imports no service module by name
+(docs/architecture.md). The service's modules are imported when the command runs, not when `zimmer`
+starts."""
 
 from __future__ import annotations
 
