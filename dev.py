@@ -3,6 +3,7 @@
 
     python3 dev.py run     # start the whole system on embedded PostgreSQL + NATS
     python3 dev.py test    # run the whole test suite
+    python3 dev.py lint    # check the boundaries between packages (lint-imports; also a test)
     python3 dev.py bench   # run the benchmarks
 
 Each creates `.venv` and installs the project into it when missing or when pyproject.toml
@@ -26,6 +27,7 @@ STAMP = VENV / ".zimmer-installed"
 COMMANDS = {
     "run": [str(BIN / "zimmer"), "up"],
     "test": [str(BIN / "pytest")],
+    "lint": [str(BIN / "lint-imports"), "--no-cache"],  # [tool.importlinter] in pyproject.toml
     "bench": [str(BIN / "python"), "-m", "bench.run"],
 }
 
