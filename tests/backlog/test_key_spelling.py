@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zimmer_common.contracts.backlog import canonical_key, issue_key, issue_rule_violation
+from zimmer_backlog.domain.issues import issue_key, issue_rule_violation
+from zimmer_common.contracts.backlog import canonical_key
 
 owners = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9-]{0,10}", fullmatch=True)
 repos = st.from_regex(r"[A-Za-z0-9._-]{1,12}", fullmatch=True).filter(lambda r: "#" not in r)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
+from zimmer_backlog.domain.issues import admitted
 from zimmer_backlog.domain.ranking import AppendPlan, NeedsBand, RankedItem, plan_batch
 from zimmer_common.contracts.backlog import (
     APPEND_MANY, ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendMany, AppendManyResult,
@@ -56,7 +57,9 @@ class Backlog:
 
     async def append(self, req: AppendItem) -> AppendResult:
         """Concurrent appends are ranked together, in one transaction under the ranking lock. With
-        an idempotency key, a retry gets the first answer back and appends nothing."""
+        an idempotency key, a retry gets the first answer back and appends nothing. An append that
+        breaks seed 000's issue rules is refused before it waits (`invalid`, naming the field)."""
+        req = admitted(req)
         out = await self.batcher.submit((req, idempotency.ref_for("append_item", req)))
         if isinstance(out, ZimmerError):
             raise out
@@ -65,17 +68,31 @@ class Backlog:
     async def append_many(self, req: AppendMany) -> AppendManyResult:
         """Appends from many callers in one request (the gateway's coalesced REST appends): each
         keyed to its own caller and answered on its own, ranked with every append waiting, as if
-        each had come alone. A failure that refused all of them is the request's own answer."""
+        each had come alone. One that breaks the issue rules is refused alone (`invalid`, as
+        `append_item` would). A failure that refused all the others is the request's own answer."""
         keyed: list[Keyed] = []
-        for entry in req.appends:
+        refused: dict[int, ZimmerError] = {}
+        for i, entry in enumerate(req.appends):
+            try:
+                item = admitted(entry.item)
+            except ZimmerError as exc:
+                refused[i] = exc
+                continue
             with deadline.as_caller(entry.caller):
-                keyed.append((entry.item, idempotency.ref_for("append_item", entry.item)))
-        done = await self.batcher.submit_many(keyed)
+                keyed.append((item, idempotency.ref_for("append_item", item)))
+        done = await self.batcher.submit_many(keyed) if keyed else []
         failures = [future.exception() for future in done]
-        if all(failures):  # none was even tried to the end: nothing happened, the request's own answer says why
-            raise failures[0]  # type: ignore[misc]
-        return AppendManyResult(outcomes=[self._outcome(failure or future.result())
-                                          for future, failure in zip(done, failures, strict=True)])
+        if done and all(failures) and not refused:
+            raise failures[0]  # type: ignore[misc]  # none was even tried to the end: nothing happened
+        tried = iter(zip(done, failures, strict=True))
+        outcomes: list[AppendOutcome] = []
+        for i in range(len(req.appends)):
+            if i in refused:
+                outcomes.append(self._outcome(refused[i]))
+            else:
+                future, failure = next(tried)
+                outcomes.append(self._outcome(failure or future.result()))
+        return AppendManyResult(outcomes=outcomes)
 
     def _outcome(self, out: AppendResult | BaseException) -> AppendOutcome:
         """An append's result, the refusal its batch decided, or the failure that refused it alone

@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
+from zimmer_backlog.domain.issues import GITHUB_ISSUE_URL
 from zimmer_backlog.domain.liveness import IssueEvidence, PullRequest
-from zimmer_common.contracts.backlog import GITHUB_ISSUE_URL
 
 log = logging.getLogger("zimmer.backlog.github")
 

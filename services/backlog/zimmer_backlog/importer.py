@@ -27,8 +27,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, GithubClient, GithubUnavailable
+from zimmer_backlog.domain.issues import issue_rule_violation
 from zimmer_backlog.tables import import_runs, items
-from zimmer_common.contracts.backlog import Cost, canonical_key, issue_rule_violation
+from zimmer_common.contracts.backlog import Cost, canonical_key
 from zimmer_common.contracts.fields import payload_too_large
 from zimmer_common.logs import kv
 from zimmer_common.settings import Environment, Settings

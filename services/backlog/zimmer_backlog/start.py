@@ -20,10 +20,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog import start_rows, store
+from zimmer_backlog.domain.issues import ISSUELESS_SOURCES
 from zimmer_backlog.snapshot import snapshot_title
 from zimmer_common import deadline
 from zimmer_common.bus import Bus
-from zimmer_common.contracts.backlog import ISSUELESS_SOURCES, ITEM_STARTED, ItemEvent, ItemView, StartedItem
+from zimmer_common.contracts.backlog import ITEM_STARTED, ItemEvent, ItemView, StartedItem
 from zimmer_common.contracts.spot import SESSION_BY_KEY, SPAWN, SessionByKey, SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import emit

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import re
-
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -102,73 +100,22 @@ class ItemList(Payload):
     next_offset: int | None = NEXT_OFFSET
 
 
-GITHUB_ISSUE_URL = re.compile(
-    r"^https://github\.com/(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/(?P<repo>[A-Za-z0-9._-]{1,100})"
-    r"/issues/(?P<number>[1-9][0-9]{0,9})$")
-ISSUELESS_SOURCES = ("operator", "import")  # seed 000: "An issueless item may only come from a human or the import"
-
-
-# seed 000: "key: zimmer#498, or manual-<slug> for an item with no issue".
-MANUAL_KEY = re.compile(r"^manual-[a-z0-9][a-z0-9._-]*$")
-MANUAL_KEY_WORDS = "manual-<slug> (letters, digits, '.', '_' and '-' after 'manual-')"
-
-
 def canonical_key(key: str) -> str:
     """The one spelling of a key (issue 27): lower case, and an issue key without its owner
     (`ACME/Zimmer#1` → `zimmer#1`). Every spelling of one issue maps to one key, so one GitHub
-    issue cannot sit on the queue twice under different spellings."""
+    issue cannot sit on the queue twice under different spellings. A spelling, not a rule: which
+    keys the backlog takes (seed 000's issue rules) is its own (`zimmer_backlog.domain.issues`)."""
     name, sep, number = key.lower().rpartition("#")
     return f"{name.rpartition('/')[2]}#{number}" if sep else key.lower()
-
-
-def issue_key(issue_url: str) -> str | None:
-    """The key an issue URL gives (`repo#n`, lower case), or None for a URL that is no issue's."""
-    match = GITHUB_ISSUE_URL.match(issue_url)
-    return f"{match['repo'].lower()}#{match['number']}" if match else None
-
-
-def issue_rule_violation(key: str, issue_url: str | None, added_via: str, payload: dict[str, Any] | None = None,
-                         *, will_start: bool = True) -> tuple[tuple[str, ...], str] | None:
-    """(field path, why) when an item breaks seed 000's issue rules, else None. The one place the
-    rule lives (REST, MCP, RPC and the import all validate AppendItem; the database keeps CHECKs).
-
-    - An item without an issue may only come from a human or the import: an issueless row is
-      exactly the shape ungated work would take to reach the fleet. Its key is `manual-<slug>`
-      (an issue-shaped key would lock the real issue's append out), and it carries the prompt
-      the session is started from verbatim (without one it would start a session on nothing).
-    - An issue URL is a real GitHub issue URL (https, /{owner}/{repo}/issues/{n}), and the key
-      names the same issue, in any case: `{repo}#{n}` or `{owner}/{repo}#{n}`.
-
-    `will_start=False` (an imported history row) checks only who may leave the issue out.
-    """
-    if issue_url is None:
-        if added_via not in ISSUELESS_SOURCES:
-            return (("issue_url",), "an item without an issue may only come from an operator or the import: it "
-                    "would be ungated work reaching the fleet")
-        if not will_start:
-            return None
-        if not MANUAL_KEY.match(key.lower()):
-            return (("key",), f"an item without an issue has the key {MANUAL_KEY_WORDS}; an issue-shaped key "
-                    "needs its issue_url")
-        prompt = (payload or {}).get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            return (("payload", "prompt"), "an item without an issue needs payload.prompt: its session is started "
-                    "from that prompt verbatim")
-        return None
-    match = GITHUB_ISSUE_URL.match(issue_url)
-    if match is None:
-        return (("issue_url",), "must be a GitHub issue URL: https://github.com/{owner}/{repo}/issues/{number}")
-    name, sep, number = key.lower().rpartition("#")
-    names = {match["repo"].lower(), f"{match['owner']}/{match['repo']}".lower()}
-    if not sep or name not in names or number != match["number"]:
-        return (("key",), f"the key must name the issue it points to: {match['repo'].lower()}#{match['number']}")
-    return None
 
 
 # A key as a caller spells it, read as its one canonical spelling (`ACME/Zimmer#1` is `zimmer#1`).
 KeySpelling = Annotated[Name, AfterValidator(canonical_key)]
 
 
+# An append's shape. Which keys, issue URLs and sources the backlog takes (seed 000's issue rules)
+# the backlog decides (`zimmer_backlog.domain.issues`), refusing with `invalid` naming the field; it
+# also reads the key in its one spelling (`canonical_key`).
 class AppendItem(Request):
     key: Name
     issue_url: LongText | None = Field(default=None, description=(
@@ -187,23 +134,6 @@ class AppendItem(Request):
     acting_session_id: RowId | None = None  # provenance, never authorization
     payload: ItemPayload = Field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
-
-    @model_validator(mode="after")
-    def _issue_rules(self) -> AppendItem:
-        refuse_issue_rule_violation(type(self).__name__, self.key, self.issue_url, self.added_via, self.payload)
-        # Canonical from here on: the idempotency key, the one-open-row check and the row all see
-        # one spelling per issue.
-        self.key = canonical_key(self.key)
-        return self
-
-
-def refuse_issue_rule_violation(model: str, key: str, issue_url: str | None, added_via: str,
-                                payload: dict[str, Any] | None = None) -> None:
-    """`issue_rule_violation` as the 422 a contract model gives: a ValidationError naming the field."""
-    bad = issue_rule_violation(key, issue_url, added_via, payload)
-    if bad is not None:
-        raise ValidationError.from_exception_data(model, [InitErrorDetails(
-            type=PydanticCustomError("issue_rule", "{why}", {"why": bad[1]}), loc=bad[0], input=None)])
 
 
 class AppendResult(Payload):

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.fields import LongText
@@ -42,24 +42,17 @@ class AppendBody(c.AppendItem):
         None, description='Forced to "rest" for the fleet key; "operator" (the default) or "rest" for the operator')
     acting_session_id: RowId | None = Field(None, description="The appending session: provenance, never authorization")
 
-    @model_validator(mode="after")
-    def _issue_rules(self) -> AppendBody:
-        # Overrides the contract's check: who may omit `issue_url` depends on the credential, so
-        # the rule runs in `as_append`, with `added_via` decided.
-        return self
-
     def as_append(self, realm: Realm, idempotency_key: str | None) -> c.AppendItem:
         """The append this body asks for, as the credential decides it: the fleet key appends as
         "rest" whatever the body says; the operator as "operator" unless the body says "rest", and
-        is its `added_by` unless the body names one. Then the contract's issue rules."""
+        is its `added_by` unless the body names one. The issue rules are the backlog's to decide
+        (it refuses with `invalid` naming the field: the same 422)."""
         if realm is Realm.OPERATOR:
             via, by = self.added_via or "operator", self.added_by or OPERATOR
         else:
             via, by = "rest", self.added_by
-        c.refuse_issue_rule_violation(c.AppendItem.__name__, self.key, self.issue_url, via, self.payload)
         # Every field is validated already, as the contract's: only what was decided here is new.
-        return self.model_copy(update={"added_via": via, "added_by": by, "idempotency_key": idempotency_key,
-                                       "key": c.canonical_key(self.key)})
+        return self.model_copy(update={"added_via": via, "added_by": by, "idempotency_key": idempotency_key})
 
 
 class RemovalBody(c.Removal):
