@@ -94,6 +94,27 @@ async def test_issueless_items_only_from_an_operator_or_the_import(backlog) -> N
     assert ok.item.issue_url is None and ok.item.payload["prompt"] == "Tidy the README"
 
 
+async def test_a_coalesced_append_that_breaks_an_issue_rule_is_refused_alone(backlog) -> None:  # type: ignore[no-untyped-def]
+    """The backlog decides the issue rules (issue 30 #1): within one append_items, the append that
+    breaks one gets its own `invalid` naming the field, and the others land as if it were not there;
+    a request of only such appends answers each, appending nothing."""
+    _service, bus = backlog
+    wrong_issue = c.AppendItem(key="Zimmer#61", issue_url="https://github.com/acme/zimmer/issues/62",
+                               estimated_cost="small")
+    mixed = await bus.request(c.APPEND_MANY, c.AppendMany(appends=[
+        c.CallerAppend(item=item("zimmer#60"), caller="fleet"), c.CallerAppend(item=wrong_issue, caller="fleet"),
+        c.CallerAppend(item=item("ACME/Zimmer#63"), caller="fleet")]))
+    first, refused, third = mixed.outcomes
+    assert first.result is not None and first.result.item.key == "zimmer#60"
+    assert refused.result is None and refused.error is not None and refused.error.code == "invalid"
+    assert refused.error.details["field"] == "key" and refused.error.details["errors"][0]["loc"] == ["key"]
+    assert third.result is not None and third.result.item.key == "zimmer#63"  # its one spelling
+    only = await bus.request(c.APPEND_MANY, c.AppendMany(appends=[c.CallerAppend(item=wrong_issue)]))
+    assert [o.error.code for o in only.outcomes if o.error] == ["invalid"]
+    listed = await bus.request(c.GET_ITEMS, c.ItemQuery())
+    assert [i.key for i in listed.items] == ["zimmer#60", "zimmer#63"]
+
+
 async def test_sixteen_concurrent_appenders_lose_nothing_and_keep_fifo(backlog) -> None:  # type: ignore[no-untyped-def]
     _service, bus = backlog
     results = await asyncio.gather(*(bus.request(c.APPEND, item(f"zimmer#{100 + n}")) for n in range(16)))
