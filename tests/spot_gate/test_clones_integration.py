@@ -15,6 +15,7 @@ from zimmer_common.contracts import clones as k
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts.runtime import SessionStatusReport
 from zimmer_common.errors import ZimmerError
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.clones import Clones
 
 CLONES = "/srv/zimmer/clones"
@@ -27,7 +28,7 @@ async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
 async def report(spot, session_id: int, path: str, **kw) -> object:  # type: ignore[no-untyped-def]
     """A clone report applied as the ingest consumer applies it, in its own transaction."""
     async with spot.service.engine.begin() as conn:
-        return await Clones(lambda: spot.service.engine).record_report(
+        return await Clones(UnitsOfWork(spot.service, "spot_gate")).record_report(
             conn, k.CloneReport(session_id=session_id, clone_path=path, **kw), spot.clock.now())
 
 

@@ -110,9 +110,10 @@ async def test_a_deleted_session_is_tracked_by_nobody(spot) -> None:  # type: ig
     questions answer that nobody owns them (and session_deleted tells them to take them)."""
     s = await spawn(spot)
     async with spot.service.engine.begin() as conn:
+        from zimmer_common.unit_of_work import UnitsOfWork
         from zimmer_spot_gate.clones import Clones
 
-        await Clones(lambda: spot.service.engine).record_report(
+        await Clones(UnitsOfWork(spot.service, "spot_gate")).record_report(
             conn, k.CloneReport(session_id=s.id, clone_path="/srv/clones/zimmer-x-1"), spot.clock.now())
     await delete(spot, s.id)
     [answer] = (await spot.bus.request(k.CLONE_OWNERSHIP,

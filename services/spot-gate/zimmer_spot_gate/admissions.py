@@ -7,23 +7,19 @@ turns, and the batch holds one database connection however many requests it carr
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
-from zimmer_common import idempotency
 from zimmer_common.batching import Batcher
 from zimmer_common.contracts.spot import SESSION_CREATED, SessionEvent, SessionView, SpawnResult, SpawnSession, TurnResult
 from zimmer_common.errors import ZimmerError
-from zimmer_common.outbox import emit
+from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 from zimmer_spot_gate.domain.classes import originate
 from zimmer_spot_gate.domain.precedence import above_top_of_spot
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, TurnKind
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import SCHEMA, Result, TurnGate, TurnRequest
+from zimmer_spot_gate.turns import Result, TurnGate, TurnRequest
 
 
 @dataclass(frozen=True)
@@ -42,11 +38,22 @@ Answer = Result | SpawnResult | ZimmerError
 
 
 class Admissions:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, on_commit: Callable[[], None]):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, gate: TurnGate):
+        self.units = units
         self.gate = gate
-        self._on_commit = on_commit
         self.batcher: Batcher[Item, Answer] = Batcher(self._run, name="spot-gate admissions")
+
+    async def spawn_session(self, item: SpawnRequest) -> SpawnResult:
+        """The door every spawn comes through. Idempotent on `idempotency_key`: the same key returns
+        the same session, never a second. A spawn that starts at once goes through the batched
+        admission with every other turn; one that does not is inserted in a unit of work of its own."""
+        if item.req.start:
+            return await self.spawn(item)
+        async with self.units.begin() as uow:
+            view, created, first = await insert_session(uow, item, (await quota.policy(uow.conn)).overrides)
+            answer = first or SpawnResult(session=view, created=created)
+            await store.save_spawn_answers(uow.conn, first_answers([item], [answer]))
+        return answer
 
     async def turn(self, request: TurnRequest) -> TurnResult:
         out = await self.batcher.submit(request)
@@ -64,7 +71,8 @@ class Admissions:
 
     async def _run(self, items: list[Item]) -> list[Answer]:
         answers: list[Answer | None] = [None] * len(items)
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             # A spawn's class needs the policy's overrides before the lock; otherwise the gate
             # reads the policy under the lock, with the fleet, in one round trip.
             policy = await quota.policy(conn) if any(isinstance(item, SpawnRequest) for item in items) else None
@@ -79,7 +87,7 @@ class Admissions:
                 assert policy is not None
                 try:
                     async with conn.begin_nested():
-                        view, created, first = await insert_session(conn, item, policy.overrides)
+                        view, created, first = await insert_session(uow, item, policy.overrides)
                 except ZimmerError as exc:
                     answers[i] = exc
                     continue
@@ -92,7 +100,7 @@ class Admissions:
             async def decide(indices: list[int]) -> list[Result]:
                 return await self.gate.process(conn, [turns[j][1] for j in indices], policy)
 
-            outcomes = await idempotency.keyed_batch(conn, SCHEMA, [t.key for _, t in turns], decide, TurnResult)
+            outcomes = await uow.keyed_batch([t.key for _, t in turns], decide, TurnResult)
             for (i, _), out in zip(turns, outcomes, strict=True):
                 if i in spawned:
                     answers[i] = (out if isinstance(out, ZimmerError) else
@@ -100,7 +108,6 @@ class Admissions:
                 else:
                     answers[i] = out
             await store.save_spawn_answers(conn, first_answers(items, answers))
-        self._on_commit()
         return answers  # type: ignore[return-value]
 
 
@@ -110,11 +117,11 @@ def first_answers(items: list[Any], answers: list[Any]) -> dict[int, str]:
             if isinstance(item, SpawnRequest) and item.req.idempotency_key and isinstance(a, SpawnResult) and a.created}
 
 
-async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: Any
+async def insert_session(uow: UnitOfWork, item: SpawnRequest, overrides: Any
                          ) -> tuple[SessionView, bool, SpawnResult | None]:
-    """Insert the session (announcing it), or find the one its idempotency key already made.
+    """In `uow`, insert the session (announcing it), or find the one its idempotency key already made.
     Returns its view, whether it is new, and (found by its key) the first answer, whole, when kept."""
-    req = item.req
+    conn, req = uow.conn, item.req
     if req.idempotency_key:
         existing = await store.by_idempotency_key(conn, req.idempotency_key)
         if existing is not None:
@@ -140,6 +147,6 @@ async def insert_session(conn: AsyncConnection, item: SpawnRequest, overrides: A
         first = SpawnResult.model_validate(raced.spawn_answer) if raced.spawn_answer else None
         return store.to_view(raced, overrides), False, first
     view = store.to_view(row, overrides)
-    await emit(conn, SCHEMA, SESSION_CREATED, "session_created",
-               SessionEvent(session=view, spawned_by=req.metadata.get("spawned_by")))
+    await uow.emit(SESSION_CREATED, "session_created",
+                   SessionEvent(session=view, spawned_by=req.metadata.get("spawned_by")))
     return view, True, None

@@ -19,12 +19,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Text, and_, case, func, literal_column, null, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import SESSION_PAUSED, SessionEvent
 from zimmer_common.logs import kv
-from zimmer_common.outbox import emit_many
+from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 from zimmer_spot_gate import session_log
 from zimmer_spot_gate.domain.ceiling import RESUME_BATCH, CeilingPlan, Sleeper, plan_ceiling
 from zimmer_spot_gate.domain.gate import WINDOW_NAMES, Candidate, Decision, FleetState
@@ -33,7 +33,7 @@ from zimmer_spot_gate.snapshot import GateInputs
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.quota import PolicyRow
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest, decision_view
+from zimmer_spot_gate.turns import TurnGate, TurnRequest, decision_view
 
 log = logging.getLogger("zimmer.spot_gate.ceiling")
 
@@ -82,18 +82,16 @@ def _sleeper(r: Any, burn_of: Callable[[str, str], float], since: datetime) -> S
 
 
 class CeilingSweep:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-                 on_commit: Callable[[], None] = lambda: None, on_outcome: Callable[[str, int], None] = lambda k, n: None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, gate: TurnGate, now: Callable[[], datetime],
+                 on_outcome: Callable[[str, int], None] = lambda k, n: None):
+        self.units = units
         self.gate = gate
         self.now = now
-        self.on_commit = on_commit
         self.on_outcome = on_outcome  # metrics: ("paused" | "resumed", how many)
 
     async def run(self) -> CeilingReport:
-        async with self._engine().begin() as conn:
-            report = await self._sweep(conn)
-        self.on_commit()
+        async with self.units.begin() as uow:
+            report = await self._sweep(uow)
         self.on_outcome("paused", len(report.paused))
         self.on_outcome("resumed", len(report.resumed))
         if report.paused or report.resumed:
@@ -101,7 +99,8 @@ class CeilingSweep:
                                                resumed=report.resumed, still_paused=report.still_paused))
         return report
 
-    async def _sweep(self, conn: AsyncConnection) -> CeilingReport:
+    async def _sweep(self, uow: UnitOfWork) -> CeilingReport:
+        conn = uow.conn
         g = await read_gate(self.gate, conn)
         now, overrides = self.now(), g.policy.overrides
         columns = _plan_columns(overrides)
@@ -120,17 +119,17 @@ class CeilingSweep:
         held = (await conn.execute(select(func.count()).where(*_ASLEEP, _QUEUED, ahead))).scalar_one()
         paused = [_sleeper(r, g.inputs.burn_of, r.spot_pause_at) for r in rows.values()]
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
-        await self._pause(conn, plan, now, overrides)
+        await self._pause(uow, plan, now, overrides)
         if plan.kept is not None:  # the gate kept the head of the queue paused: why, in its log
             sid, kept = plan.kept
             await store.log_decisions(conn, [decision_row(sid, "ceiling_kept", kept)], now)
         resumed = [*plan.promoted, *plan.resume]
-        await resume(self.gate, conn, resumed, {sid: rows[sid].resume_prompt or (
+        await resume(self.gate, uow, resumed, {sid: rows[sid].resume_prompt or (
             AUTH_OUTAGE_NUDGE if rows[sid].paused_by == "auth_outage" else None) for sid in resumed},
             event="ceiling_resume", at=now)
         return CeilingReport(plan.decision, list(plan.pause), resumed, queued - len(plan.resume), held)
 
-    async def _pause(self, conn: AsyncConnection, plan: CeilingPlan, now: datetime, overrides: Any) -> None:
+    async def _pause(self, uow: UnitOfWork, plan: CeilingPlan, now: datetime, overrides: Any) -> None:
         """Every pause in one statement, and its stop_turn, event, decision-log row and session-log
         line in the same transaction."""
         if not plan.pause:
@@ -142,6 +141,7 @@ class CeilingSweep:
                 "It resumes when the windows have 5 points more headroom than their reserve, highest precedence "
                 "first, up to 5 a sweep every 5 minutes; making it priority resumes it on the next sweep.")
         events: list[tuple[str, str, Any]] = []
+        conn = uow.conn
         paused = list(await conn.execute(update(s).where(s.c.id.in_(plan.pause)).values(
             paused_by=SPOT_QUOTA, spot_pause_at=now, spot_pause_reason=Reason.AT_UTILIZATION_LIMIT.value,
             spot_pause_detail=d.sentence, spot_pause_count=s.c.spot_pause_count + 1, spot_pause_acked_at=None,
@@ -151,9 +151,9 @@ class CeilingSweep:
             events.append((SESSION_PAUSED, "session_paused", SessionEvent(
                 session=store.to_view(row, overrides), previous={"paused_by": None},
                 spawned_by=(row.metadata or {}).get("spawned_by"))))
-        await emit_many(conn, SCHEMA, events)
+        await uow.emit_many(events)
         await store.log_decisions(conn, [decision_row(row.id, "ceiling_pause", d) for row in paused], now)
-        await session_log.write(conn, now, [(row.id, "warning", line) for row in paused])
+        await session_log.write(uow, now, [(row.id, "warning", line) for row in paused])
         log.warning("spot sessions paused mid-run for quota headroom", extra=kv(
             sessions=[row.id for row in paused], window=window, ran_out_of=ran_out, detail=d.sentence))
 
@@ -189,15 +189,15 @@ async def read_gate(turn_gate: TurnGate, conn: AsyncConnection) -> GateReading:
     return GateReading(inputs, fleet)
 
 
-async def resume(turn_gate: TurnGate, conn: AsyncConnection, ids: list[int], prompts: dict[int, str | None], *,
+async def resume(turn_gate: TurnGate, uow: UnitOfWork, ids: list[int], prompts: dict[int, str | None], *,
                  event: str, at: datetime) -> list[Any]:
-    """A pause's own resume: the record cleared and a restart turn carrying the session's "Resume
+    """In `uow`, a pause's own resume: the record cleared and a restart turn carrying the session's "Resume
     with" prompt or the recovery nudge, through the gate like any turn; the session's log says so."""
     if not ids:
         return []
     for sid in ids:
-        await store.end_pause(conn, sid)
-    results = await turn_gate.process(conn, [TurnRequest(sid, TurnKind.RESTART, prompts.get(sid) or RECOVERY_NUDGE,
+        await store.end_pause(uow.conn, sid)
+    results = await turn_gate.process(uow.conn, [TurnRequest(sid, TurnKind.RESTART, prompts.get(sid) or RECOVERY_NUDGE,
                                                          event=event) for sid in ids])
     lines: list[tuple[int, Any, str]] = []
     for sid, out in zip(ids, results, strict=True):
@@ -207,7 +207,7 @@ async def resume(turn_gate: TurnGate, conn: AsyncConnection, ids: list[int], pro
         elif outcome == "held":
             lines.append((sid, "info", f"{RESUMED_LINE[event]} Its turn is held at the gate: "
                                        f"{out.decision.sentence if out.decision else ''}".rstrip()))
-    await session_log.write(conn, at, lines)
+    await session_log.write(uow, at, lines)
     return results
 
 

@@ -7,17 +7,17 @@ store's one `REAP_PROTECTED` expression (live, or an unarchive stamped within 30
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
 from itertools import groupby
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.clones import (
     CloneOwnershipAnswer, CloneOwnershipQuery, CloneReport, SessionClone, SessionClonesPage, SessionClonesQuery,
     SessionIdsAnswer, SessionIdsQuery, SessionWarning, SessionWarningIn, StampCleared, UnarchiveRestored)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.clones import (
     Match, ReportOutcome, StoredClone, asked_path_problem, judge_report, ownership, report_problem)
 from zimmer_spot_gate.store import clones as store
@@ -30,8 +30,8 @@ def _not_found(session_id: int) -> ZimmerError:
 
 
 class Clones:
-    def __init__(self, engine: Callable[[], AsyncEngine]):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork):
+        self.units = units
 
     # ---- ingest ---------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ class Clones:
             i, problem = bad[0]
             raise ZimmerError(ErrorCode.INVALID, f"paths[{i}] {problem}",
                               {"field": "paths", "index": i, "refused": len(bad)})
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             rows = await store.ownership(conn, q.paths)
         answers = []
         for _ord, group in groupby(rows, key=lambda r: r.ord):
@@ -79,7 +79,7 @@ class Clones:
         return CloneOwnershipAnswer(answers=answers)
 
     async def sessions_exist(self, q: SessionIdsQuery) -> SessionIdsAnswer:
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             rows = await store.existing(conn, sorted(set(q.ids)))
             # A row found is a row there: only an answer with none asks whether any exists.
             any_sessions = bool(rows) or await store.any_sessions(conn)
@@ -87,7 +87,7 @@ class Clones:
                                 any_sessions=any_sessions)
 
     async def session_clones(self, q: SessionClonesQuery) -> SessionClonesPage:
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             rows = await store.clones_page(conn, live_only=q.scope == "live", host=q.host, after_id=q.after_id,
                                            limit=q.limit)
         page = rows[:q.limit]
@@ -95,8 +95,8 @@ class Clones:
                                  next_after_id=page[-1].session_id if len(rows) > q.limit else None)
 
     async def record_warning(self, req: SessionWarningIn) -> SessionWarning:
-        async with self._engine().begin() as conn:
-            row = await store.record_warning(conn, req.session_id, req.kind, req.message, req.source)
+        async with self.units.begin() as uow:
+            row = await store.record_warning(uow.conn, req.session_id, req.kind, req.message, req.source)
         if row is None:
             raise _not_found(req.session_id)
         log.warning("warning left on a session", extra=kv(session_id=req.session_id, kind=req.kind,
@@ -106,8 +106,8 @@ class Clones:
     async def unarchive_restored(self, req: UnarchiveRestored) -> StampCleared:
         """The sweeper finished restoring an unarchived session's clone (whatever came of it): the
         stamp that protected the clone while it was rebuilt is dropped."""
-        async with self._engine().begin() as conn:
-            cleared = await store.clear_unarchive_stamp(conn, req.session_id)
+        async with self.units.begin() as uow:
+            cleared = await store.clear_unarchive_stamp(uow.conn, req.session_id)
         if cleared is None:
             raise _not_found(req.session_id)
         (log.warning if req.outcome == "failed" else log.info)(

@@ -11,32 +11,29 @@ every batch takes): of concurrent deletes of one session exactly one finds the r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.contracts.clones import SessionDeletion
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted, SessionRef
 from zimmer_common.logs import kv
-from zimmer_common.outbox import emit_many
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus
 from zimmer_spot_gate.store import clones
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import SCHEMA, TurnGate
+from zimmer_spot_gate.turns import TurnGate
 
 log = logging.getLogger("zimmer.spot_gate")
 
 
 class Deletion:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, kick: Callable[[], None] = lambda: None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, gate: TurnGate):
+        self.units = units
         self.gate = gate
-        self._kick = kick
 
     async def delete(self, req: SessionRef) -> SessionDeletion:
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)
             before = await store.fetch(conn, req.session_id, lock=True)  # not_found: never was, or already gone
             unlinked = await clones.unlink_descendants(conn, req.session_id)
@@ -49,8 +46,7 @@ class Deletion:
             if running:
                 events.append((STOP_TURN, "stop_turn", StopTurn(session_id=req.session_id, mode="halt",
                                                                 reason="the session was deleted")))
-            await emit_many(conn, SCHEMA, events)
-        self._kick()
+            await uow.emit_many(events)
         log.info("session deleted", extra=kv(session_id=req.session_id, status=before.status,
                                              clone_path=before.clone_path, stopped_turn=running, unlinked=unlinked))
         return SessionDeletion(session_id=req.session_id, deleted_at=deleted_at, stopped_turn=running)

@@ -1,14 +1,17 @@
-"""RPC and ingest handlers: each opens one transaction, calls the rules, and commits the state
-change together with its events."""
+"""The session operations the service serves (RPC and ingest): each is one unit of work, which
+commits the state change together with its events and keyed answers.
+
+`SpotGate` is also the application the bootstrap assembles (`service.app`): besides its own
+collaborators it names every other handler, so hooks, benchmarks and tests reach each by name."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import func
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
 from zimmer_common.contracts.spot import (
@@ -19,54 +22,48 @@ from zimmer_common.contracts.spot import (
 from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import OutboxRelay, emit, emit_many
+from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
-from zimmer_spot_gate.admissions import Admissions, SpawnRequest, first_answers, insert_session
+from zimmer_spot_gate.admissions import Admissions, SpawnRequest
+from zimmer_spot_gate.ceiling import CeilingSweep
 from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
 from zimmer_spot_gate.domain.wakes import paused_until
 from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
 from zimmer_spot_gate.config import PriceBook
 from zimmer_spot_gate.domain.prices import TokenUsage, spend_dollars
+from zimmer_spot_gate.metrics import SpotMetrics
+from zimmer_spot_gate.parks import Parks
+from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import clones, lists, quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.queue_ops import start_in
+from zimmer_spot_gate.stranded_sleep import StrandedSleepSweep
 from zimmer_spot_gate.trash import archived_fields
-from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
-
-if TYPE_CHECKING:
-    from zimmer_spot_gate.metrics import SpotMetrics
-    from zimmer_spot_gate.policy import PolicyOps
+from zimmer_spot_gate.turns import TurnGate, TurnRequest
+from zimmer_spot_gate.wakes import Wakes
 
 RUNNING = SessionStatus.RUNNING.value
 WARNINGS_SHOWN = 5  # the newest few on get_session; the sweeper's refusals page as well
 
 
 class SpotGate:
-    """The spot-gate application: what each operation does, transaction by transaction."""
+    """The spot-gate application: what each session operation does, unit of work by unit of work."""
 
-    def __init__(self, engine: Callable[[], AsyncEngine], now: Callable[[], datetime], gate: TurnGate,
-                 relay: Callable[[], OutboxRelay | None] = lambda: None, prices: PriceBook | None = None):
-        self._engine = engine
-        self.prices = prices or PriceBook()
+    def __init__(self, units: UnitsOfWork, now: Callable[[], datetime], gate: TurnGate, admissions: Admissions,
+                 prices: PriceBook, wakes: Wakes, *, policy: PolicyOps, ceiling: CeilingSweep, parks: Parks,
+                 stranded_sleep: StrandedSleepSweep, metrics: SpotMetrics):
+        self.units = units
         self.now = now
         self.gate = gate
-        self._relay = relay
-        self.admissions = Admissions(engine, gate, self._kick)
-        self.policy: PolicyOps | None = None  # wired by the service: policy, triggers, costs
-        self.metrics: SpotMetrics | None = None
-        self.ceiling: Any = None  # wired by the service: the ceiling sweep (zimmer_spot_gate.ceiling)
-        self.wakes: Any = None  # wired by the service: wall-clock wakes (zimmer_spot_gate.wakes)
-        self.stranded_sleep: Any = None  # wired by the service: the stranded-sleep sweep
-        self.parks: Any = None  # wired by the service: auth-outage parks and their un-park sweep
-
-    @property
-    def engine(self) -> AsyncEngine:
-        return self._engine()
-
-    def _kick(self) -> None:
-        relay = self._relay()
-        if relay:
-            relay.kick()
+        self.admissions = admissions
+        self.prices = prices
+        self.wakes = wakes  # a direct follow-up consumes a wall-clock pause
+        # The other handlers, by name (the bootstrap built them; nothing here calls them).
+        self.policy = policy
+        self.ceiling = ceiling
+        self.parks = parks
+        self.stranded_sleep = stranded_sleep
+        self.metrics = metrics
 
     async def _view(self, conn: AsyncConnection, session_id: int) -> SessionView:
         return store.to_view(await store.fetch(conn, session_id), (await quota.policy(conn)).overrides)
@@ -76,17 +73,10 @@ class SpotGate:
     async def spawn(self, req: SpawnSession, *, default_genesis: Genesis = Genesis.API,
                     trigger_id: int | None = None, trigger_class: SchedulingClass | None = None,
                     trigger_precedence: int | None = None) -> SpawnResult:
-        """Idempotent on `idempotency_key`: the same key returns the same session, never a second.
-        A spawn that starts at once goes through the batched admission with every other turn."""
-        item = SpawnRequest(req, default_genesis, trigger_id, trigger_class, trigger_precedence)
-        if req.start:
-            return await self.admissions.spawn(item)
-        async with self.engine.begin() as conn:
-            view, created, first = await insert_session(conn, item, (await quota.policy(conn)).overrides)
-            answer = first or SpawnResult(session=view, created=created)
-            await store.save_spawn_answers(conn, first_answers([item], [answer]))
-        self._kick()
-        return answer
+        """Idempotent on `idempotency_key`: the same key returns the same session, never a second
+        (`Admissions.spawn_session`)."""
+        return await self.admissions.spawn_session(
+            SpawnRequest(req, default_genesis, trigger_id, trigger_class, trigger_precedence))
 
     def _as_of_now(self, view: SessionView) -> SessionView:
         """A read says whether a wall-clock pause is still ahead (quick_search marks it Paused)."""
@@ -95,7 +85,7 @@ class SpotGate:
 
     async def get(self, req: SessionRef) -> SessionView:
         """The session as it now is, with the newest warnings left on it (where an operator looks)."""
-        async with self.engine.connect() as conn:
+        async with self.units.read() as conn:
             view = self._as_of_now(await self._view(conn, req.session_id))
             warnings = await clones.newest_warnings(conn, req.session_id, WARNINGS_SHOWN)
         return view.model_copy(update={"warnings": [SessionWarningNote(**w._mapping) for w in warnings]}) \
@@ -104,7 +94,7 @@ class SpotGate:
     async def by_key(self, req: SessionByKey) -> SessionView:
         """The session a spawn with this key made; `not_found` when none did. Asked after a
         spawn's deadline has passed, the answer is final: that spawn can no longer commit."""
-        async with self.engine.connect() as conn:
+        async with self.units.read() as conn:
             row = await store.by_idempotency_key(conn, req.idempotency_key)
             if row is None:
                 raise ZimmerError(ErrorCode.NOT_FOUND, f"no session was spawned with key {req.idempotency_key!r}",
@@ -114,7 +104,7 @@ class SpotGate:
     async def search(self, q: SessionQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> SessionList:
         """A page of sessions: `q.limit` at most, fewer when their prompts and metadata reach
         `budget` bytes, with where the next page starts."""
-        async with self.engine.connect() as conn:
+        async with self.units.read() as conn:
             overrides = (await quota.policy(conn)).overrides
             views, total = await lists.search(conn, q, overrides, budget)
         return SessionList(sessions=[self._as_of_now(v) for v in views], total=total,
@@ -124,7 +114,8 @@ class SpotGate:
         if req.scheduling_class is None and req.precedence is None:
             raise ZimmerError(ErrorCode.INVALID, "nothing to change: give scheduling_class and/or precedence",
                               {"field": "scheduling_class"})
-        async with self.engine.begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)  # before the row lock: the order every batch takes
             before = await store.fetch(conn, req.session_id, lock=True)
             try:
@@ -143,27 +134,27 @@ class SpotGate:
                 changes["precedence"] = above_top_of_spot(await store.top_of_spot(conn, overrides, req.session_id))
             view = store.to_view(await store.update_fields(conn, req.session_id, **changes), overrides)
             if view.priority_class != old_view.priority_class or view.scheduling_class != old_view.scheduling_class:
-                await emit(conn, SCHEMA, SESSION_CLASS_CHANGED, "session_class_changed", SessionEvent(
+                await uow.emit(SESSION_CLASS_CHANGED, "session_class_changed", SessionEvent(
                     session=view, previous={"scheduling_class": old_view.scheduling_class,
                                             "priority_class": old_view.priority_class}))
             if view.precedence != old_view.precedence:
-                await emit(conn, SCHEMA, SESSION_PRECEDENCE_CHANGED, "session_precedence_changed",
-                           SessionEvent(session=view, previous={"precedence": old_view.precedence}))
+                await uow.emit(SESSION_PRECEDENCE_CHANGED, "session_precedence_changed",
+                               SessionEvent(session=view, previous={"precedence": old_view.precedence}))
             dormant = before.spot_hold_reason is not None or before.paused_by is not None
             if view.priority_class == "priority" and (old_view.priority_class != "priority" or dormant):
                 # Promote to priority: the lever that starts a held or paused session now (seed 004's
                 # Start now, "as a side effect of change_scheduling_class to priority"). A wall-clock
                 # pause outranks it; a session that ran and has nothing scheduled gets nothing.
                 row = await store.fetch(conn, req.session_id, lock=True)
-                started = await start_in(self.gate, conn, row, self.now(), overrides)
+                started = await start_in(self.gate, uow, row, self.now(), overrides)
                 view = started.session if isinstance(started, StartNowResult) else view
-        self._kick()
         return view
 
     async def reorder(self, req: ReorderSession) -> ReorderResult:
         """Drop a session between two neighbours: their midpoint, or a nudge where none exists (no
         cascade). One transaction; each changed session announces its new precedence."""
-        async with self.engine.begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)  # before the row locks: the order every batch takes
             ids = [i for i in (req.session_id, req.above_session_id, req.below_session_id) if i is not None]
             rows = {r.id: r for r in await store.fetch_many(conn, sorted(ids), lock=True)}
@@ -187,9 +178,8 @@ class SpotGate:
                     views[sid] = store.to_view(rows[sid], overrides)
                     continue
                 views[sid] = store.to_view(await store.update_fields(conn, sid, precedence=value), overrides)
-                await emit(conn, SCHEMA, SESSION_PRECEDENCE_CHANGED, "session_precedence_changed",
-                           SessionEvent(session=views[sid], previous={"precedence": rows[sid].precedence}))
-        self._kick()
+                await uow.emit(SESSION_PRECEDENCE_CHANGED, "session_precedence_changed",
+                               SessionEvent(session=views[sid], previous={"precedence": rows[sid].precedence}))
         return ReorderResult(session=views[req.session_id],
                              nudged=[views[sid] for sid in moves if sid != req.session_id])
 
@@ -197,21 +187,21 @@ class SpotGate:
         """Concurrent requests are decided together, one transaction per batch. With an
         idempotency key a retry gets the first answer back and no second turn is started. A
         follow-up addressed to the session directly takes it over: it consumes a wall-clock pause."""
-        if req.kind == TurnKind.FOLLOW_UP.value and self.wakes is not None:
+        if req.kind == TurnKind.FOLLOW_UP.value:
             await self.wakes.consume_for_follow_up(req.session_id)
         return await self.admissions.turn(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt,
                                                       req.attachments, key=idempotency.ref_for("request_turn", req)))
 
     async def report_status(self, req: SessionStatusReport) -> SessionView:
-        async with self.engine.begin() as conn:
-            view = await self.apply_status(conn, req)
-        self._kick()
-        return view
+        async with self.units.begin() as uow:
+            return await self.apply_status(uow, req)
 
-    async def apply_status(self, conn: AsyncConnection, req: SessionStatusReport) -> SessionView:
-        """Move the session along its lifecycle (409 `refused` naming the current status for an
-        illegal move). At a turn boundary (running → needs_input) with a turn queued behind it, the
-        session stays running and that turn is decided as its next (gated, keeping its slot)."""
+    async def apply_status(self, uow: UnitOfWork, req: SessionStatusReport) -> SessionView:
+        """In `uow` (an RPC's own, or the ingest consumer's), move the session along its lifecycle
+        (409 `refused` naming the current status for an illegal move). At a turn boundary (running →
+        needs_input) with a turn queued behind it, the session stays running and that turn is
+        decided as its next (gated, keeping its slot)."""
+        conn = uow.conn
         await self.gate.lock_admissions(conn)  # it may deliver a queued turn: same lock order as a batch
         before = await store.fetch(conn, req.session_id, lock=True)
         try:
@@ -230,7 +220,7 @@ class SpotGate:
             acked = {"spot_pause_acked_at": func.now()} if before.paused_by is not None else {}
             row = await store.update_fields(conn, req.session_id, status=SessionStatus.WAITING.value, **acked)
             view = store.to_view(row, (await quota.policy(conn)).overrides)
-            await emit(conn, SCHEMA, SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
+            await uow.emit(SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
                 session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
             return view
         if before.paused_by is not None and before.status == SessionStatus.WAITING.value and wanted in (
@@ -258,13 +248,13 @@ class SpotGate:
             view = store.to_view(row, (await quota.policy(conn)).overrides)
             event = SessionEvent(session=view, previous={"status": before.status},
                                  spawned_by=(before.metadata or {}).get("spawned_by"))
-            await emit_many(conn, SCHEMA, [(SESSION_STATUS_CHANGED, "session_status_changed", event)] +
-                            ([(SESSION_ARCHIVED, "session_archived", event)] if archiving else []))
+            await uow.emit_many([(SESSION_STATUS_CHANGED, "session_status_changed", event)] +
+                                ([(SESSION_ARCHIVED, "session_archived", event)] if archiving else []))
             return view
         return await self._view(conn, req.session_id)  # the status it already has: nothing changes
 
     async def decisions(self, q: GateDecisionQuery) -> GateDecisionList:
-        async with self.engine.connect() as conn:
+        async with self.units.read() as conn:
             await store.fetch(conn, q.session_id)
             rows = await store.decisions(conn, q.session_id, q.limit, since=q.since, until=q.until, at=q.at)
         return GateDecisionList(decisions=[GateDecisionRow(**r._mapping) for r in rows])
@@ -272,7 +262,7 @@ class SpotGate:
     async def enqueued(self, q: EnqueuedQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> EnqueuedList:
         """A page of a session's enqueued messages, newest first: `q.limit` at most, fewer when
         their prompts reach `budget` bytes, with the cursor of the next page."""
-        async with self.engine.connect() as conn:
+        async with self.units.read() as conn:
             await store.fetch(conn, q.session_id)
             messages, more = await lists.enqueued(conn, q.session_id, q.limit, q.before_id, budget)
         return EnqueuedList(messages=messages, next_before_id=messages[-1].id if more else None)
@@ -280,8 +270,8 @@ class SpotGate:
     # ---- the quota pool ------------------------------------------------------------------
 
     async def record_reading(self, req: QuotaReadingIn) -> Ok:
-        async with self.engine.begin() as conn:
-            await quota.record_reading(conn, req, self.now())
+        async with self.units.begin() as uow:
+            await quota.record_reading(uow.conn, req, self.now())
         self.gate.pool.invalidate()
         return Ok()
 

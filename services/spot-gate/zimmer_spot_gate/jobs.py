@@ -7,13 +7,11 @@ import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from zimmer_common.contracts.runtime import SAMPLE_QUOTA, SampleQuota
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
-from zimmer_common.outbox import emit
 from zimmer_common.paging import PageFn, page_or_log
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.ladder import repair_delay
 from zimmer_spot_gate.domain.pool import pooled_windows
 from zimmer_spot_gate.domain.model import WINDOW_LENGTH
@@ -21,7 +19,7 @@ from zimmer_spot_gate.domain.prices import DEFAULT_PRICES, Prices, currency_doll
 from zimmer_spot_gate.domain.pricing import SessionSpend, accounts_to_sample, burn_rates, calibrate
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import SCHEMA, TurnGate, TurnRequest
+from zimmer_spot_gate.turns import TurnGate, TurnRequest
 
 log = logging.getLogger("zimmer.spot_gate.jobs")
 
@@ -32,15 +30,17 @@ REPAIR_OVERDUE_MINUTES = 10
 BURN_RATE_SESSIONS = 25
 
 
-def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-              jitter: Callable[[], float] = random.random, on_commit: Callable[[], None] = lambda: None,
-              prices: Prices = DEFAULT_PRICES, page: PageFn | None = None) -> list[JobSpec]:
+def spot_jobs(units: UnitsOfWork, gate: TurnGate, now: Callable[[], datetime],
+              jitter: Callable[[], float] = random.random, prices: Prices = DEFAULT_PRICES,
+              page: PageFn | None = None) -> list[JobSpec]:
+    """The gate's own jobs, each a function of its job context over these collaborators."""
     async def recheck_due(ctx: JobContext) -> None:
         """Re-check every held session whose time has come, in batches of `RECHECK_CHUNK`, one
         transaction each, so one failure cannot take the whole pass down. Durable: the due
         time is a column, so a restart loses nothing."""
         at = now()
-        async with engine().begin() as conn:
+        async with units.begin() as uow:
+            conn = uow.conn
             due = await store.due_holds(conn, at, RECHECK_BATCH)
             stood_down = await store.standing_down(conn, at, RECHECK_BATCH)
             await store.log_decisions(conn, [
@@ -51,8 +51,8 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
         for start in range(0, len(due), RECHECK_CHUNK):
             chunk = due[start:start + RECHECK_CHUNK]
             try:
-                async with engine().begin() as conn:
-                    outcomes = await gate.process(conn, [TurnRequest(sid, recheck=True) for sid in chunk])
+                async with units.begin() as uow:
+                    outcomes = await gate.process(uow.conn, [TurnRequest(sid, recheck=True) for sid in chunk])
                 admitted += sum(1 for o in outcomes if getattr(o, "outcome", None) in ("admitted", "passed"))
             except Exception as exc:  # noqa: BLE001 - these rows stay due and the next pass retries them
                 await page_or_log(page, "Re-check batch failed", f"{len(chunk)} held sessions' re-checks failed; "
@@ -60,14 +60,14 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
                                   snippet_source=exc, sessions=chunk)
             await ctx.progress()
         if due:
-            on_commit()
             log.info("re-checked held sessions", extra=kv(due=len(due), admitted=admitted))
 
     async def hold_repair(ctx: JobContext) -> None:
         """Put back on the ladder held sessions whose re-check is more than 10 minutes overdue
         with nothing pending (the re-check pass has not reached them), 10 a sweep, spread over
         3 minutes so a repaired backlog does not re-check in one instant."""
-        async with engine().begin() as conn:
+        async with units.begin() as uow:
+            conn = uow.conn
             at = now()
             stranded = await store.stranded_holds(conn, at - timedelta(minutes=REPAIR_OVERDUE_MINUTES),
                                                   REPAIR_PER_SWEEP, now=at)
@@ -84,7 +84,8 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
         QuotaCapacityCalibrationJob; DESIGN §9). A window with no known reset has no known
         start, so it is not priced this run."""
         at = now()
-        async with engine().begin() as conn:
+        async with units.begin() as uow:
+            conn = uow.conn
             readings, pool_size = await quota.newest_readings(conn)
             pooled = pooled_windows(readings, at, pool_size)
             previous = await quota.capacities(conn)
@@ -102,7 +103,8 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
     async def burn_rate_recompute(ctx: JobContext) -> None:
         """$/min per harness + model over its last 25 sessions, at list prices (the Costs page) and
         in the gate's currency (what it compares with capacity: DESIGN §9 "One currency")."""
-        async with engine().begin() as conn:
+        async with units.begin() as uow:
+            conn = uow.conn
             spends = [SessionSpend(str(r.session_id), r.harness, r.model, float(r.dollars), r.first_at, r.last_at,
                                    currency_dollars(usage, r.harness, r.model, prices))
                       for r, usage in await quota.session_spends(conn, BURN_RATE_SESSIONS)]
@@ -112,13 +114,11 @@ def spot_jobs(engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[
     async def usage_sampler(ctx: JobContext) -> None:
         """Ask the runtime for fresh readings: the serving account every tick, plus up to 2
         others whose newest reading is older than 60 minutes, stalest first."""
-        async with engine().begin() as conn:
-            serving, newest = await quota.newest_reading_times(conn)
+        async with units.begin() as uow:
+            serving, newest = await quota.newest_reading_times(uow.conn)
             accounts = accounts_to_sample(serving, newest, now())
             if accounts:
-                await emit(conn, SCHEMA, SAMPLE_QUOTA, "sample_quota", SampleQuota(accounts=accounts))
-        if accounts:
-            on_commit()
+                await uow.emit(SAMPLE_QUOTA, "sample_quota", SampleQuota(accounts=accounts))
 
     return [
         JobSpec("recheck_due", "default", recheck_due),

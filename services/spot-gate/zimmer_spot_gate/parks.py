@@ -16,11 +16,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import Text, and_, literal_column, or_, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.contracts.spot import SESSION_PAUSED, ParkForAuthOutage, SessionEvent, SessionView
 from zimmer_common.logs import kv
-from zimmer_common.outbox import emit
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate import session_log
 from zimmer_spot_gate.ceiling import resume
 from zimmer_spot_gate.domain.model import SessionStatus
@@ -28,7 +27,7 @@ from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.tables import accounts
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import SCHEMA, TurnGate
+from zimmer_spot_gate.turns import TurnGate
 
 log = logging.getLogger("zimmer.spot_gate.parks")
 AUTH_OUTAGE = "auth_outage"
@@ -38,16 +37,15 @@ AUTH_NUDGE = ("SYSTEM RECOVERY: this session was parked while its account's cred
 
 
 class Parks:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-                 kick: Callable[[], None] = lambda: None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, gate: TurnGate, now: Callable[[], datetime]):
+        self.units = units
         self.gate = gate
         self.now = now
-        self._kick = kick
 
     async def park(self, req: ParkForAuthOutage) -> SessionView:
         now = self.now()
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)
             row = await store.fetch_live(conn, req.session_id, "it cannot be parked")
             view = store.to_view(await store.update_fields(
@@ -55,19 +53,19 @@ class Parks:
                 spot_pause_at=now, spot_pause_reason=AUTH_OUTAGE, parked_account=req.account,
                 spot_pause_detail=f"The credentials of {req.account or 'its account'} are out.",
                 spot_pause_acked_at=now), (await quota.policy(conn)).overrides)
-            await emit(conn, SCHEMA, SESSION_PAUSED, "session_paused", SessionEvent(
+            await uow.emit(SESSION_PAUSED, "session_paused", SessionEvent(
                 session=view, previous={"status": row.status}, spawned_by=(row.metadata or {}).get("spawned_by")))
             sentence = view.pause_sentence or "Parked by an auth outage of its account."
             await store.log_decisions(conn, [{"session_id": req.session_id, "allowed": False, "reason": AUTH_OUTAGE,
                                               "sentence": sentence, "event": "auth_park"}], now)
-            await session_log.write(conn, now, [(req.session_id, "warning", sentence)])
-        self._kick()
+            await session_log.write(uow, now, [(req.session_id, "warning", sentence)])
         return view
 
     async def unpark(self) -> list[int]:
         """Resume priority parks whose account recovered: 5 a sweep, oldest park first."""
         now = self.now()
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)
             overrides = (await quota.policy(conn)).overrides
             active = select(accounts.c.account).where(accounts.c.status == "active")  # as its newest reading says
@@ -78,11 +76,7 @@ class Parks:
                                      store.class_expr(overrides) == literal_column("'priority'", Text),
                                      ~store.wake_ahead(now), recovered)
                 .order_by(s.c.spot_pause_at, s.c.id).limit(UNPARK_PER_SWEEP))).scalars())
-            await resume(self.gate, conn, ids, {sid: AUTH_NUDGE for sid in ids}, event="auth_unpark", at=now)
+            await resume(self.gate, uow, ids, {sid: AUTH_NUDGE for sid in ids}, event="auth_unpark", at=now)
         if ids:
-            self._kick()
             log.info("resumed priority sessions parked by an auth outage", extra=kv(sessions=ids))
         return ids
-
-
-

@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.spot import SpawnResult, SpawnSession
 from zimmer_common.contracts.spot_policy import (
@@ -17,32 +17,36 @@ from zimmer_common.contracts.spot_policy import (
 from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_spot_gate.admissions import Admissions, SpawnRequest
+from zimmer_spot_gate.config import PriceBook
 from zimmer_spot_gate.domain.classes import (
     DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
 from zimmer_spot_gate.domain.gate import window_numbers
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
 from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
 from zimmer_spot_gate.domain.prices import CURRENCY, spends_against_claude
-from zimmer_spot_gate.handlers import SpotGate
 from zimmer_spot_gate.snapshot import DEFAULT_HARNESS, DEFAULT_MODEL, read_inputs
 from zimmer_spot_gate.store import quota, triggers
 from zimmer_spot_gate.store.quota import WINDOW_SPAN
 from zimmer_spot_gate.store.sessions import class_expr
-from zimmer_spot_gate.turns import SCHEMA, decision_view
+from zimmer_spot_gate.turns import decision_view
 
 
 class PolicyOps:
-    def __init__(self, engine: Callable[[], AsyncEngine], now: Callable[[], datetime], sessions: SpotGate):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, now: Callable[[], datetime], admissions: Admissions, prices: PriceBook,
+                 rows_budget: Callable[[], int] = lambda: ANSWER_ROWS_MAX_BYTES):
+        self.units = units
         self.now = now
-        self.sessions = sessions
-        # Bytes one answer's rows may take on the bus the service answers on (wired by the service).
-        self.rows_budget: Callable[[], int] = lambda: ANSWER_ROWS_MAX_BYTES
+        self.admissions = admissions  # a trigger's spawn goes through the one admission path
+        self.prices = prices
+        # Bytes one answer's rows may take on the bus the service answers on.
+        self.rows_budget = rows_budget
 
     # ---- policy -------------------------------------------------------------------------
 
     async def get(self, _q: PolicyQuery | None = None) -> PolicyView:
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             return await self._view(conn)
 
     async def _view(self, conn: AsyncConnection) -> PolicyView:
@@ -93,7 +97,8 @@ class PolicyOps:
         if all(v is None for v in req.model_dump().values()):
             raise ZimmerError(ErrorCode.INVALID, "nothing to change: give gating_enabled, a reserve percent or "
                               "max_sessions", {"field": "gating_enabled"})
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             row = await quota.policy(conn)
             p = row.policy
             reserve = dict(p.reserve)
@@ -108,7 +113,8 @@ class PolicyOps:
             return await self._view(conn)
 
     async def genesis_action(self, req: GenesisAction) -> PolicyView:
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             row = await quota.policy(conn)
             if req.action == "reset_genesis_classes":
                 overrides: dict[Genesis, SchedulingClass] = {}
@@ -128,14 +134,14 @@ class PolicyOps:
     async def create_trigger(self, req: CreateTrigger) -> TriggerView:
         """With an idempotency key, a retry gets the trigger the first request created."""
         key = idempotency.ref_for("create_trigger", req)
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
             if key is not None:
-                claimed = await idempotency.claim(conn, SCHEMA, key)
+                claimed = await uow.claim(key)
                 if not claimed.fresh and claimed.response is not None:
                     return idempotency.replay(claimed.response, TriggerView)
-            view = await triggers.create(conn, req)
+            view = await triggers.create(uow.conn, req)
             if key is not None:
-                await idempotency.record(conn, SCHEMA, key, view)
+                await uow.record(key, view)
             return view
 
     async def update_trigger(self, req: UpdateTrigger) -> TriggerView:
@@ -149,9 +155,9 @@ class PolicyOps:
             fields["precedence"] = None
         if not fields:
             raise ZimmerError(ErrorCode.INVALID, "nothing to change", {"field": "scheduling_class"})
-        async with self._engine().begin() as conn:
-            await triggers.fetch(conn, req.trigger_id, lock=True)
-            return await triggers.update(conn, req.trigger_id, fields)
+        async with self.units.begin() as uow:
+            await triggers.fetch(uow.conn, req.trigger_id, lock=True)
+            return await triggers.update(uow.conn, req.trigger_id, fields)
 
     async def fire(self, req: FireTrigger) -> SpawnResult:
         """The trigger fired: genesis is its kind; its class and precedence are stamped once."""
@@ -162,20 +168,20 @@ class PolicyOps:
         return await self._spawn_from(req, by_hand=True)
 
     async def _spawn_from(self, req: FireTrigger, *, by_hand: bool) -> SpawnResult:
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             t = await triggers.fetch(conn, req.trigger_id)
         if not t.enabled:
             raise ZimmerError(ErrorCode.REFUSED, f"trigger {t.id} is disabled", {"trigger_id": t.id})
         spawn = SpawnSession(idempotency_key=req.idempotency_key, title=req.title or t.name,
                              prompt=req.prompt if req.prompt is not None else t.prompt, metadata=req.metadata)
-        return await self.sessions.spawn(
+        return await self.admissions.spawn_session(SpawnRequest(
             spawn, default_genesis=Genesis.API if by_hand else Genesis(t.kind), trigger_id=t.id,
             trigger_class=SchedulingClass(t.scheduling_class) if t.scheduling_class else None,
-            trigger_precedence=t.precedence)
+            trigger_precedence=t.precedence))
 
     async def search_triggers(self, q: TriggerQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> TriggerList:
         """A page of triggers: `q.limit` at most, fewer when their prompts reach `budget` bytes."""
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             found, total = await triggers.search(conn, q, budget)
         return TriggerList(triggers=found, next_offset=next_offset(q.offset, len(found), total))
 
@@ -185,8 +191,8 @@ class PolicyOps:
         """Burn rates at list prices and in the gate's currency, spend split by the account it draws
         on (Claude or Codex), and how each model seen is priced."""
         now = self.now()
-        book = self.sessions.prices
-        async with self._engine().connect() as conn:
+        book = self.prices
+        async with self.units.read() as conn:
             rates = await quota.all_burn_rates(conn)
             five = await quota.spend_by_model_since(conn, now - WINDOW_SPAN[Window.FIVE_HOUR])
             seven = await quota.spend_by_model_since(conn, now - WINDOW_SPAN[Window.SEVEN_DAY])

@@ -18,13 +18,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import (
     SESSION_PAUSED, PauseIntoSpotQueue, SessionEvent, SessionView, StartNow, StartNowResult, TurnResult)
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import emit_many
+from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 from zimmer_spot_gate.ceiling import SPOT_QUOTA, GateReading, decision_row, read_gate, resume
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate
@@ -33,21 +31,20 @@ from zimmer_spot_gate.domain.wakes import refusal as wake_refusal
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import SCHEMA, TurnGate, exemption
+from zimmer_spot_gate.turns import TurnGate, exemption
 
 CONTINUE_NUDGE = "Continue."
 
 
 class QueueOps:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-                 kick: Callable[[], None] = lambda: None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, gate: TurnGate, now: Callable[[], datetime]):
+        self.units = units
         self.gate = gate
         self.now = now
-        self._kick = kick
 
     async def pause_into_spot_queue(self, req: PauseIntoSpotQueue) -> SessionView:
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             g = await read_gate(self.gate, conn)
             row = await store.fetch_live(conn, req.session_id, "it cannot be parked")
             own = SchedulingClass(row.scheduling_class) if row.scheduling_class else None
@@ -75,24 +72,22 @@ class QueueOps:
             if running and req.halt:
                 events.append((STOP_TURN, "stop_turn", StopTurn(session_id=req.session_id, mode="halt",
                                                                 reason="parked in the spot queue")))
-            await emit_many(conn, SCHEMA, events)  # type: ignore[arg-type]
-        self._kick()
+            await uow.emit_many(events)  # type: ignore[arg-type]
         return view
 
     async def start_now(self, req: StartNow) -> StartNowResult:
-        async with self._engine().begin() as conn:
-            g = await read_gate(self.gate, conn)
-            row = await store.fetch_live(conn, req.session_id, "it takes no more turns")
-            done = await start_in(self.gate, conn, row, self.now(), g.policy.overrides, reading=g)
-        self._kick()
+        async with self.units.begin() as uow:
+            g = await read_gate(self.gate, uow.conn)
+            row = await store.fetch_live(uow.conn, req.session_id, "it takes no more turns")
+            done = await start_in(self.gate, uow, row, self.now(), g.policy.overrides, reading=g)
         if isinstance(done, ZimmerError):
             raise done  # a refusal the decision log keeps: raised once its row has committed
         return done
 
 
-async def start_in(gate: TurnGate, conn: AsyncConnection, row: Any, now: datetime, overrides: Any, *,
+async def start_in(gate: TurnGate, uow: UnitOfWork, row: Any, now: datetime, overrides: Any, *,
                    reading: GateReading | None = None) -> StartNowResult | ZimmerError:
-    """Start a dormant session now, in the caller's transaction (under the admission lock, the
+    """Start a dormant session now, in the caller's unit of work (under the admission lock, the
     session's row locked): seed 004's Start now table. With `reading` it is Start now (a spot
     session is asked again, still gated, so it is no queue jump; a refusal is raised or recorded);
     without, a promote to priority, which starts what it can and otherwise does nothing.
@@ -102,7 +97,7 @@ async def start_in(gate: TurnGate, conn: AsyncConnection, row: Any, now: datetim
     never ran  its first turn, with its stored first prompt
     ran, idle  Start now sends the continue nudge; a promote sends nothing
     """
-    sid = row.id
+    conn, sid = uow.conn, row.id
     promote = reading is None
     event = "promote" if promote else "start_now"
     ahead = paused_until(row.next_wake_at, now)
@@ -136,7 +131,7 @@ async def start_in(gate: TurnGate, conn: AsyncConnection, row: Any, now: datetim
         out = await gate.recheck(conn, sid, force=True, event=event)
         did, sentence = "rechecked", "Its held turn was re-checked now, prompt intact."
     elif paused:
-        [out] = await resume(gate, conn, [sid], {sid: row.resume_prompt}, event=event, at=now)
+        [out] = await resume(gate, uow, [sid], {sid: row.resume_prompt}, event=event, at=now)
         did, sentence = "resumed", "Its pause was resumed now."
     elif not row.ever_started:
         out = await gate.request_turn(conn, sid, TurnKind.FIRST_START, row.prompt, [], event=event)

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LogLevel, LogLineIn
-from zimmer_common.outbox import emit_many
-from zimmer_spot_gate.turns import SCHEMA
+from zimmer_common.unit_of_work import UnitOfWork
 
 
-async def write(conn: AsyncConnection, at: datetime, lines: list[tuple[int, LogLevel, str]]) -> None:
-    """Append `(session_id, level, message)` lines to the sessions' logs, in this transaction."""
+async def write(uow: UnitOfWork, at: datetime, lines: list[tuple[int, LogLevel, str]]) -> None:
+    """Append `(session_id, level, message)` lines to the sessions' logs, in this unit of work."""
     if lines:
-        await emit_many(conn, SCHEMA, [(INGEST_LOGS, LOG_LINE, LogLineIn(session_id=sid, level=level, message=text,
-                                                                         at=at)) for sid, level, text in lines])
+        await uow.emit_many([(INGEST_LOGS, LOG_LINE, LogLineIn(session_id=sid, level=level, message=text, at=at))
+                             for sid, level, text in lines])

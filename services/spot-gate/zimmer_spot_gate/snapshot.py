@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.spot import SpawnSession
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, WindowState, evaluate
 from zimmer_spot_gate.domain.model import AccountReading
 from zimmer_spot_gate.domain.pool import pooled_windows
@@ -103,8 +104,8 @@ class PoolCache:
     pool is the same pool.
     """
 
-    def __init__(self, engine: Callable[[], AsyncEngine], now: Callable[[], datetime], ttl: float = 1.0):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, now: Callable[[], datetime], ttl: float = 1.0):
+        self._units = units
         self._now = now
         self.ttl = ttl
         self._parts: PoolParts | None = None
@@ -119,7 +120,7 @@ class PoolCache:
         never needs a second connection from the pool while it holds one."""
         if self._parts is None or time.monotonic() - self._read_at > self.ttl:
             if conn is None:
-                async with self._engine().connect() as own:
+                async with self._units.read() as own:
                     parts = await read_pool_parts(own, self._now())
             else:
                 async with conn.begin_nested():

@@ -18,9 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Text, func, literal_column, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import TurnKind
 from zimmer_spot_gate.store.tables import enqueued_messages as m
 from zimmer_spot_gate.store.tables import session_wakes as w
@@ -57,17 +58,16 @@ class SleepReport:
 
 
 class StrandedSleepSweep:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-                 pager: Callable[[], Any], kick: Callable[[], None] = lambda: None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, gate: TurnGate, now: Callable[[], datetime], pager: Pager):
+        self.units = units
         self.gate = gate
         self.now = now
-        self._pager = pager
-        self._kick = kick
+        self.pager = pager
 
     async def run(self) -> SleepReport:
         report = SleepReport()
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)  # the same order every writer of turn state takes
             rows = list((await conn.execute(stranded(self.now()))).all())
             report.examined = len(rows)
@@ -84,11 +84,10 @@ class StrandedSleepSweep:
                 await self.gate.process(conn, [TurnRequest(row.id, TurnKind.RESTART, SYSTEM_RECOVERY)])
                 report.resumed.append(row.id)
         if report.resumed:
-            self._kick()
             log.warning("resumed sessions asleep on a wake that could never fire",
                         extra=kv(sessions=report.resumed, examined=report.examined))
         if report.given_up:
-            await self._pager().report(
+            await self.pager.report(
                 title="Spot gate: sessions keep falling asleep with nothing to wake them",
                 fingerprint=["spot-gate", "stranded_sleep", "max_rescues"], level="error",
                 message=f"{len(report.given_up)} sessions were rescued {MAX_RESCUES} times and are stranded again; "
@@ -96,6 +95,3 @@ class StrandedSleepSweep:
                 context={"sessions": report.given_up}, source="spot-gate/stranded_sleep_sweep",
                 condition_key="spot-gate/stranded_sleep/max_rescues")  # one episode, not a page every pass
         return report
-
-
-

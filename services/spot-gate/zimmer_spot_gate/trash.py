@@ -6,21 +6,19 @@ archived session changes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import (
     SESSION_ARCHIVED, SESSION_STATUS_CHANGED, SESSION_UNARCHIVED, SessionEvent, SessionRef, SessionView)
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import emit_many
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import SCHEMA, TurnGate
+from zimmer_spot_gate.turns import TurnGate
 
 ARCHIVED = SessionStatus.ARCHIVED.value
 NOTHING_WAITED_FOR = dict(spot_hold_reason=None, spot_hold_retry_at=None, held_turn_kind=None, held_prompt=None,
@@ -47,10 +45,9 @@ def restored_status(row: Any) -> str:
 
 
 class Trash:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, kick: Callable[[], None] = lambda: None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, gate: TurnGate):
+        self.units = units
         self.gate = gate
-        self._kick = kick
 
     async def archive(self, req: SessionRef) -> SessionView:
         return await self._move(req.session_id, archive=True)
@@ -59,7 +56,8 @@ class Trash:
         return await self._move(req.session_id, archive=False)
 
     async def _move(self, session_id: int, *, archive: bool) -> SessionView:
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)  # before the row lock: the order every batch takes
             before = await store.fetch(conn, session_id, lock=True)
             overrides = (await quota.policy(conn)).overrides
@@ -86,6 +84,5 @@ class Trash:
             if archive and before.status == SessionStatus.RUNNING.value:
                 events.append((STOP_TURN, "stop_turn", StopTurn(session_id=session_id, mode="halt",
                                                                 reason="the session was archived")))
-            await emit_many(conn, SCHEMA, events)
-        self._kick()
+            await uow.emit_many(events)
         return view

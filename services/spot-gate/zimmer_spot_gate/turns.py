@@ -104,11 +104,12 @@ Result = TurnResult | ZimmerError | None
 
 
 class TurnGate:
-    def __init__(self, now: Callable[[], datetime], pool: PoolCache, jitter: Callable[[], float] = random.random):
+    def __init__(self, now: Callable[[], datetime], pool: PoolCache, jitter: Callable[[], float] = random.random,
+                 on_decision: Callable[[str], None] = lambda reason: None):
         self.now = now
         self.pool = pool
         self.jitter = jitter
-        self.on_decision: Callable[[str], None] = lambda reason: None  # metrics hook
+        self.on_decision = on_decision  # metrics: each decision's reason
 
     async def lock_admissions(self, conn: AsyncConnection) -> None:
         """Take the admission lock; callers that will lock session rows first must take it before them."""

@@ -18,40 +18,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import (
     SESSION_PAUSED, PauseUntil, RestartSession, SessionEvent, SessionView, TurnResult)
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import emit_many
 from zimmer_common.paging import PageFn, page_or_log
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain import wakes
 from zimmer_spot_gate.domain.lifecycle import ENDED
 from zimmer_spot_gate.domain.model import SessionStatus, TurnKind
 from zimmer_spot_gate.queue_ops import CONTINUE_NUDGE
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import SCHEMA, TurnGate
+from zimmer_spot_gate.turns import TurnGate
 
 FIRE_BATCH = 100
 WAKE_NUDGE = "Your scheduled wake-up has come: continue."
 
 
 class Wakes:
-    def __init__(self, engine: Callable[[], AsyncEngine], gate: TurnGate, now: Callable[[], datetime],
-                 kick: Callable[[], None] = lambda: None, page: PageFn | None = None):
-        self._engine = engine
-        self.page = page
+    def __init__(self, units: UnitsOfWork, gate: TurnGate, now: Callable[[], datetime], page: PageFn | None = None):
+        self.units = units
         self.gate = gate
         self.now = now
-        self._kick = kick
+        self.page = page
 
     async def pause_until(self, req: PauseUntil) -> SessionView:
         now = self.now()
         if not wakes.paused_until(req.until, now):
             raise ZimmerError(ErrorCode.INVALID, "a pause needs a moment in the future", {"field": "until"})
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)
             row = await store.fetch_live(conn, req.session_id, "it cannot be paused")
             await store.arm_wake(conn, req.session_id, req.until, req.prompt, req.by or "a person", now)
@@ -66,18 +63,18 @@ class Wakes:
             if running and req.halt:
                 events.append((STOP_TURN, "stop_turn", StopTurn(session_id=req.session_id, mode="halt",
                                                                 reason=f"paused until {req.until.isoformat()}")))
-            await emit_many(conn, SCHEMA, events)  # type: ignore[arg-type]
-        self._kick()
+            await uow.emit_many(events)  # type: ignore[arg-type]
         return view
 
     async def fire_due(self) -> int:
         """Deliver every due wake as a gated `wake` turn, one transaction each."""
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             due = await store.due_wakes(conn, self.now(), FIRE_BATCH)
         fired = 0
         for wake in due:
             try:
-                async with self._engine().begin() as conn:
+                async with self.units.begin() as uow:
+                    conn = uow.conn
                     await self.gate.lock_admissions(conn)
                     if not await store.mark_fired(conn, wake.id):
                         continue  # cancelled or fired by another worker meanwhile
@@ -91,13 +88,12 @@ class Wakes:
                                   "fired; it stays armed and the next tick retries it", ["fire_wakes",
                                                                                           type(exc).__name__],
                                   snippet_source=exc, wake_id=wake.id, session_id=wake.session_id)
-        if fired:
-            self._kick()
         return fired
 
     async def restart(self, req: RestartSession) -> TurnResult:
         now = self.now()
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await self.gate.lock_admissions(conn)
             row = await store.fetch(conn, req.session_id, lock=True)
             ahead = wakes.paused_until(row.next_wake_at, now)
@@ -114,10 +110,9 @@ class Wakes:
                                                       req.prompt or CONTINUE_NUDGE, [], event="restart")
         if refused is not None:
             raise refused  # once the decision log's row has committed
-        self._kick()
         return result
 
     async def consume_for_follow_up(self, session_id: int) -> None:
         """A follow-up addressed to the session directly takes it over: its pause is consumed."""
-        async with self._engine().begin() as conn:
-            await store.cancel_wakes(conn, session_id)
+        async with self.units.begin() as uow:
+            await store.cancel_wakes(uow.conn, session_id)

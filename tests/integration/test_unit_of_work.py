@@ -1,0 +1,92 @@
+"""The unit of work (zimmer_common.unit_of_work), on real PostgreSQL: a change, its events and its
+keyed answer commit together or not at all, and a commit wakes the outbox relay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from sqlalchemy import text
+
+from zimmer_common.db import create_engine, migrate
+from zimmer_common.idempotency import KeyRef
+from zimmer_common.unit_of_work import UnitsOfWork
+
+SCHEMA = "uow"
+
+
+class Answer(BaseModel):
+    n: int
+
+
+@dataclass
+class Relay:
+    kicks: int = 0
+
+    def kick(self) -> None:
+        self.kicks += 1
+
+
+@dataclass
+class Database:
+    engine: Any = None
+    relay: Any = field(default_factory=Relay)
+
+
+@pytest.fixture
+async def db(database_url: str):  # type: ignore[no-untyped-def]
+    await migrate(database_url, SCHEMA, None)
+    database = Database(create_engine(database_url))
+    yield database
+    await database.engine.dispose()
+
+
+async def _counts(units: UnitsOfWork) -> tuple[int, int]:
+    async with units.read() as conn:
+        events = (await conn.execute(text(f'SELECT count(*) FROM "{SCHEMA}".outbox'))).scalar_one()
+        keys = (await conn.execute(text(f'SELECT count(*) FROM "{SCHEMA}".idempotency_keys'))).scalar_one()
+    return events, keys
+
+
+async def test_events_and_keyed_answer_commit_together_then_the_relay_is_woken(db) -> None:  # type: ignore[no-untyped-def]
+    units = UnitsOfWork(db, SCHEMA)
+    key = KeyRef("fleet", "op", "k1", "h")
+    async with units.begin() as uow:
+        assert (await uow.claim(key)).fresh
+        await uow.emit("zimmer.test.evt.one", "one", {"n": 1})
+        await uow.emit_many([("zimmer.test.evt.two", "two", {"n": 2}), ("zimmer.test.evt.three", "three", {"n": 3})])
+        await uow.record(key, Answer(n=1))
+        assert db.relay.kicks == 0  # not before the commit
+    assert db.relay.kicks == 1
+    assert await _counts(units) == (3, 1)
+    async with units.begin() as uow:
+        again = await uow.claim(key)
+    assert not again.fresh and again.response == {"result": {"n": 1}}
+
+
+async def test_a_unit_of_work_that_raises_leaves_nothing_and_wakes_nobody(db) -> None:  # type: ignore[no-untyped-def]
+    units = UnitsOfWork(db, SCHEMA)
+    with pytest.raises(RuntimeError, match="refused"):
+        async with units.begin() as uow:
+            await uow.claim(KeyRef("fleet", "op", "k2", "h"))
+            await uow.emit("zimmer.test.evt.one", "one", {"n": 1})
+            raise RuntimeError("refused")
+    assert db.relay.kicks == 0
+    assert await _counts(units) == (0, 0)
+
+
+async def test_joined_work_commits_with_its_owner(db) -> None:  # type: ignore[no-untyped-def]
+    units = UnitsOfWork(db, SCHEMA)
+    async with db.engine.begin() as conn:
+        await units.join(conn).emit("zimmer.test.evt.one", "one", {"n": 1})
+    assert db.relay.kicks == 0  # the owner of the transaction decides what follows its commit
+    assert await _counts(units) == (1, 0)
+
+
+async def test_no_engine_before_the_service_starts() -> None:
+    units = UnitsOfWork(Database(), SCHEMA)
+    with pytest.raises(RuntimeError, match="before the service started"):
+        async with units.begin():
+            pass
