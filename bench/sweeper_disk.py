@@ -78,7 +78,7 @@ def _touch(path: str) -> None:
 
 def build(shape: Shape) -> Tree:
     """The clones base and the transcripts root, as the derivation names them."""
-    from zimmer_sweeper.domain.transcripts import transcript_name
+    from zimmer_sweeper.transcripts.domain import transcript_name
 
     rng = random.Random(SEED)
     top = tempfile.mkdtemp(prefix="zimmer-bench-disk-")
@@ -126,16 +126,16 @@ def bare_listing(root: str) -> int:
 
 
 def classify(tree: Tree) -> dict[str, int]:
-    from zimmer_sweeper.domain.transcripts import liveness
-    from zimmer_sweeper.transcript_fs import classify_root, clone_working_dirs
+    from zimmer_sweeper.transcripts.domain import liveness
+    from zimmer_sweeper.transcripts.fs import classify_root, clone_working_dirs
 
     live = liveness(clone_working_dirs([tree.clones]), clone_bases=[tree.clones])
     return classify_root(tree.transcripts, live, math.inf).counts
 
 
 def classify_names(tree: Tree) -> int:
-    from zimmer_sweeper.domain.transcripts import liveness
-    from zimmer_sweeper.transcript_fs import clone_working_dirs
+    from zimmer_sweeper.transcripts.domain import liveness
+    from zimmer_sweeper.transcripts.fs import clone_working_dirs
 
     live = liveness(clone_working_dirs([tree.clones]), clone_bases=[tree.clones])
     judge = live.classify
@@ -144,8 +144,8 @@ def classify_names(tree: Tree) -> int:
 
 
 def orphan_scan(tree: Tree) -> int:
-    from zimmer_sweeper.domain.clones import AGE_THRESHOLD, BATCH_LIMIT, aged_clone_directories, choose_orphans
-    from zimmer_sweeper.volumes import list_root
+    from zimmer_sweeper.clones.domain import AGE_THRESHOLD, BATCH_LIMIT, aged_clone_directories, choose_orphans
+    from zimmer_sweeper.disk.volumes import list_root
 
     entries = list_root(tree.clones)  # type: ignore[arg-type]
     aged = aged_clone_directories(entries, now=datetime.now(UTC) + timedelta(days=3), age_bar=AGE_THRESHOLD)

@@ -159,10 +159,10 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     from zimmer_common.contracts.subjects import Stream
     from zimmer_common.db import asyncpg_dsn, create_engine, migrate
     from zimmer_common.streams import provision_streams
-    from zimmer_sweeper.domain.retention import storable
-    from zimmer_sweeper.ingest import DURABLE
-    from zimmer_sweeper.retention import LogRetention
-    from zimmer_sweeper.tables import COPY_COLUMNS
+    from zimmer_sweeper.logs.domain import storable
+    from zimmer_sweeper.logs.ingest import DURABLE
+    from zimmer_sweeper.logs.retention import LogRetention
+    from zimmer_sweeper.logs.tables import COPY_COLUMNS
 
     n = 20_000 if _quick(sizes) else 50_000
     rng = random.Random(1414)
@@ -460,15 +460,15 @@ async def _copy_rows(dsn: str, table: LogTable, lo: int, hi: int, verbose_only: 
 
 def _retention(engine: Any, now: datetime) -> Any:
     from zimmer_common.clock import FrozenClock
-    from zimmer_sweeper.retention import LogRetention
+    from zimmer_sweeper.logs.retention import LogRetention
 
     return LogRetention(lambda: engine, FrozenClock(now).now, lambda: _NoPager())
 
 
 async def _build(ctx: BenchContext, rows: int, day0_rows: int) -> LogTable:
     from zimmer_common.db import asyncpg_dsn, create_engine, migrate
-    from zimmer_sweeper import partitions
-    from zimmer_sweeper.domain.retention import CLASSES, DayPartition
+    from zimmer_sweeper.logs import partitions
+    from zimmer_sweeper.logs.domain import CLASSES, DayPartition
 
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     day0 = today - timedelta(days=DAYS)
@@ -544,9 +544,9 @@ async def _retention_at(ctx: BenchContext, rows: int, day0_rows: int, tick_round
                         ) -> _SizeResult:
     from zimmer_common.budget import SweepBudget
     from zimmer_common.db import asyncpg_dsn, create_engine
-    from zimmer_sweeper import partitions
-    from zimmer_sweeper.domain.retention import DayPartition
-    from zimmer_sweeper.retention import BUDGET_SECONDS
+    from zimmer_sweeper.logs import partitions
+    from zimmer_sweeper.logs.domain import DayPartition
+    from zimmer_sweeper.logs.retention import BUDGET_SECONDS
 
     label = _label(rows)
     rss_before = rss_mb()
@@ -675,7 +675,7 @@ async def bench_timeline(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
 
     from zimmer_common.contracts.logs import LogQuery
     from zimmer_common.db import asyncpg_dsn, create_engine
-    from zimmer_sweeper import timeline
+    from zimmer_sweeper.logs import timeline
 
     quick = _quick(sizes)
     small_rows, rows = _table_sizes(quick)

@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from zimmer_sweeper.config import DiskSettings, LogIngestSettings
+from zimmer_sweeper.disk.config import DiskSettings
+from zimmer_sweeper.logs.config import LogIngestSettings
 from zimmer_alerts.config import AlertSettings
 from zimmer_backlog.config import GithubSettings
 from zimmer_common.settings import Settings

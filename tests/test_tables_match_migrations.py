@@ -19,7 +19,7 @@ from zimmer_common.db import asyncpg_dsn, migrate
 SERVICES = [("backlog", "zimmer_backlog.migrations", "zimmer_backlog.tables"),
             ("alerts", "zimmer_alerts.migrations", "zimmer_alerts.tables,zimmer_alerts.health_tables"),
             ("spot_gate", "zimmer_spot_gate.migrations", "zimmer_spot_gate.store.tables"),
-            ("sweeper", "zimmer_sweeper.migrations", "zimmer_sweeper.tables,zimmer_sweeper.disk_tables,zimmer_sweeper.trash_tables,zimmer_sweeper.archive_tables")]
+            ("sweeper", "zimmer_sweeper.migrations", "zimmer_sweeper.logs.tables,zimmer_sweeper.disk.tables,zimmer_sweeper.trash.tables,zimmer_sweeper.transcripts.tables")]
 
 
 # The catalog names an array's element type by its internal name; SQLAlchemy compiles the SQL name.

@@ -19,7 +19,7 @@ from zimmer_sim.disk import transcript_name
 from zimmer_sim.fleet import choose_arrival
 from zimmer_sim.ledger import Ledger, SessionRecord
 from zimmer_sim.profile import GENESIS_MIX, PROFILES
-from zimmer_sweeper.domain.transcripts import transcript_name as sweepers_transcript_name
+from zimmer_sweeper.transcripts.domain import transcript_name as sweepers_transcript_name
 
 PACKAGE = Path(zimmer_sim.__file__).parent
 ALLOWED = ("zimmer_sim", "zimmer_runtime", "zimmer_common.contracts")

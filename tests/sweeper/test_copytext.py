@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zimmer_common.db import asyncpg_dsn
-from zimmer_sweeper import copytext
-from zimmer_sweeper.decode import Refused, decode, decode_models
-from zimmer_sweeper.domain.retention import storable
+from zimmer_sweeper.logs import copytext
+from zimmer_sweeper.logs.decode import Refused, decode, decode_models
+from zimmer_sweeper.logs.domain import storable
 
 TABLE = """CREATE TABLE copied (created_at timestamptz NOT NULL, level_class text NOT NULL,
     session_id bigint NOT NULL, level text NOT NULL, message text NOT NULL, logged_at timestamptz NOT NULL,

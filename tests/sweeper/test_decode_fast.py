@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from zimmer_common.contracts.fields import ID_MAX
 from zimmer_common.contracts.logs import LEVELS, LINES_MAX
-from zimmer_sweeper.decode import Decoded, Refused, _fast, decode, decode_models
+from zimmer_sweeper.logs.decode import Decoded, Refused, _fast, decode, decode_models
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -10,9 +10,9 @@ from sqlalchemy import insert
 
 from sweeping import T0  # type: ignore[import-not-found]
 from zimmer_common.db import create_engine, migrate
-from zimmer_sweeper import disk_health
-from zimmer_sweeper.disk_runs import DiskRecords
-from zimmer_sweeper.disk_tables import DiskRootRow
+from zimmer_sweeper.disk import health as disk_health
+from zimmer_sweeper.disk.records import DiskRecords
+from zimmer_sweeper.disk.tables import DiskRootRow
 
 
 async def _engine(database_url: str):  # type: ignore[no-untyped-def]

@@ -10,22 +10,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zimmer_common.settings import Environment
-from zimmer_sweeper.domain.clones import (
+from zimmer_sweeper.clones.domain import (
     AGE_THRESHOLD,
     BATCH_LIMIT,
     ORPHAN_AGE_THRESHOLD,
     ORPHAN_SWEEP_LIMIT,
     PRESSURE_AGE_THRESHOLD,
     PRESSURE_BATCH_LIMIT,
-    REAP_LIMIT,
-    DirEntry,
     aged_clone_directories,
     choose_orphans,
-    fence,
-    is_tombstone,
     orphan_session_directories,
     session_directory_candidates,
     session_id_of,
+)
+from zimmer_sweeper.disk.domain import (
+    REAP_LIMIT,
+    DirEntry,
+    fence,
+    is_tombstone,
     tombstone_name,
 )
 

@@ -13,8 +13,8 @@ import pytest
 from trash_repos import (  # type: ignore[import-not-found]
     TRACKED, add_scaffolding, alive, delete_tracked, git, make_clone, make_dirty, tree_files, wedge)
 
-from zimmer_sweeper.domain.trash import Finding
-from zimmer_sweeper.git_artifacts import (
+from zimmer_sweeper.trash.domain import Finding
+from zimmer_sweeper.trash.git_artifacts import (
     BUNDLE, MANIFEST, PATCH, Git, GitTimedOut, artifacts_exist, dirty_check, preserve, read_manifest, rebuild_clone)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

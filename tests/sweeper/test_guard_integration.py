@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from disking import HOST, running, make_dir  # type: ignore[import-not-found]
 
-from zimmer_sweeper import guard as guard_module
-from zimmer_sweeper.removal import remove_atomically
+from zimmer_sweeper.clones import guard as guard_module
+from zimmer_sweeper.disk.removal import remove_atomically
 
 OLD = timedelta(days=5)
 

@@ -17,7 +17,7 @@ from sweeping import eventually, publish_lines, sweeper_process  # type: ignore[
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.subjects import Stream
-from zimmer_sweeper.ingest import DURABLE
+from zimmer_sweeper.logs.ingest import DURABLE
 
 PER_ROUND = 10_000
 LINES = 3 * PER_ROUND
@@ -84,7 +84,7 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
 
 async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered(settings_factory, sql, spot) -> None:  # type: ignore[no-untyped-def]
     from zimmer_common.clock import FrozenClock
-    from zimmer_sweeper.config import LogIngestSettings
+    from zimmer_sweeper.logs.config import LogIngestSettings
     from zimmer_sweeper.service import build
 
     from sweeping import T0  # type: ignore[import-not-found]

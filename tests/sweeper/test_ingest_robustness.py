@@ -12,7 +12,7 @@ from sweeping import T0, eventually, publish_lines  # type: ignore[import-not-fo
 
 from zimmer_common.contracts.logs import INGEST_LOGS, MESSAGE_MAX
 from zimmer_common.contracts.subjects import Stream
-from zimmer_sweeper.ingest import DURABLE, BatchSizing
+from zimmer_sweeper.logs.ingest import DURABLE, BatchSizing
 
 
 def _raw(mid: str, data: object, type_: str = "log_line", version: int = 1) -> bytes:

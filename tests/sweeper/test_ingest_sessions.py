@@ -12,7 +12,7 @@ from sweeping import KNOWN_SESSIONS, T0, eventually, publish_lines  # type: igno
 from zimmer_common.contracts.logs import INGEST_LOGS
 from zimmer_common.contracts.subjects import Stream
 from zimmer_spot_gate.service import build as build_spot
-from zimmer_sweeper.ingest import DURABLE
+from zimmer_sweeper.logs.ingest import DURABLE
 
 NEVER = KNOWN_SESSIONS + 4242
 

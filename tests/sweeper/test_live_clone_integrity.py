@@ -12,7 +12,7 @@ from trash_repos import add_scaffolding, make_clone  # type: ignore[import-not-f
 from transcripting import transcript_stack  # type: ignore[import-not-found]
 
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
-from zimmer_sweeper.integrity import JOB, TITLE, Inspection, judge, page_message
+from zimmer_sweeper.transcripts.integrity import JOB, TITLE, Inspection, judge, page_message
 
 
 async def pages(sql) -> list[dict]:  # type: ignore[no-untyped-def]

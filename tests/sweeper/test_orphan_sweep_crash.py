@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sweeping import eventually, sweeper_process  # type: ignore[import-not-found]
 
 from zimmer_common.contracts.subjects import Stream, host_ctx, job_subject
-from zimmer_sweeper.domain.clones import is_tombstone
+from zimmer_sweeper.disk.domain import is_tombstone
 
 HOST = "host-k"
 

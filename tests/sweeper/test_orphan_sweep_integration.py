@@ -17,7 +17,7 @@ from zimmer_common.budget import SweepBudget
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.disk import ReclaimSpace, reclaim_space_spec
 from zimmer_common.errors import ZimmerError
-from zimmer_sweeper.diskwatch import TITLE, condition_key
+from zimmer_sweeper.disk.watch import TITLE, condition_key
 
 H = timedelta(hours=1)
 MB = 1_000_000

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from zimmer_sweeper.domain.clones import REAP_LIMIT, is_tombstone
-from zimmer_sweeper.removal import reap_tombstones, remove_atomically
+from zimmer_sweeper.disk.domain import REAP_LIMIT, is_tombstone
+from zimmer_sweeper.disk.removal import reap_tombstones, remove_atomically
 
 
 def make_tree(root: Path, dirs: int = 3, files: int = 5) -> Path:
@@ -98,7 +98,7 @@ async def test_an_unlistable_base_raises(tmp_path: Path) -> None:
 _REMOVE_IN_A_CHILD = """
 import asyncio, sys
 from pathlib import Path
-from zimmer_sweeper.removal import remove_atomically
+from zimmer_sweeper.disk.removal import remove_atomically
 asyncio.run(remove_atomically(Path(sys.argv[1]), job="killed"))
 """
 

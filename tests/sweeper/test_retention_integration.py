@@ -16,8 +16,8 @@ from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts.logs import LOG_RETENTION_HEALTH, RetentionHealthQuery
 from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted
 from zimmer_common.db import asyncpg_dsn
-from zimmer_sweeper import partitions
-from zimmer_sweeper.domain.retention import DayPartition
+from zimmer_sweeper.logs import partitions
+from zimmer_sweeper.logs.domain import DayPartition
 from zimmer_sweeper.service import build
 
 EDGE = datetime(2026, 12, 1, tzinfo=UTC)  # verbose day 11-23 and other day 09-01 both reach their window here

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zimmer_common.contracts.logs import MESSAGE_MAX
-from zimmer_sweeper.domain.retention import (
+from zimmer_sweeper.logs.domain import (
     WINDOWS, DayPartition, OldestReading, expired, level_class, oldest, status, storable, to_create, to_drop)
 
 US = timedelta(microseconds=1)

@@ -14,8 +14,8 @@ from sweeping import T0, eventually  # type: ignore[import-not-found]
 
 from zimmer_common.budget import SweepBudget
 from zimmer_common.clock import FrozenClock
-from zimmer_sweeper.config import DiskSettings
-from zimmer_sweeper.domain.clones import ORPHAN_SWEEP_LIMIT
+from zimmer_sweeper.clones.domain import ORPHAN_SWEEP_LIMIT
+from zimmer_sweeper.disk.config import DiskSettings
 from zimmer_sweeper.service import build
 
 H = timedelta(hours=1)

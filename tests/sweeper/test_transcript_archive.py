@@ -17,7 +17,7 @@ from transcripting import touch, transcript_dir, transcript_stack  # type: ignor
 from zimmer_common import objects
 from zimmer_common.budget import SweepBudget
 from zimmer_common.contracts.disk import LATEST_OBJECT, TRANSCRIPT_BUCKET, session_transcript_object
-from zimmer_sweeper.archive import MAX_SESSIONS_PER_RUN, TranscriptArchive
+from zimmer_sweeper.transcripts.archive import MAX_SESSIONS_PER_RUN, TranscriptArchive
 
 HOUR = timedelta(hours=1)
 

@@ -12,8 +12,8 @@ from trash_repos import make_clone  # type: ignore[import-not-found]
 from transcripting import transcript_dir, transcript_stack  # type: ignore[import-not-found]
 
 from zimmer_common.budget import SweepBudget
-from zimmer_sweeper import guard as guard_module
-from zimmer_sweeper.removal import remove_atomically
+from zimmer_sweeper.clones import guard as guard_module
+from zimmer_sweeper.disk.removal import remove_atomically
 
 YOUNG = timedelta(minutes=5)  # no age bar: the guard's answer is the authority here
 

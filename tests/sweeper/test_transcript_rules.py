@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zimmer_common.settings import Environment
-from zimmer_sweeper.domain.transcripts import (
+from zimmer_sweeper.transcripts.domain import (
     AGE_THRESHOLD,
     BATCH_LIMIT,
     Candidate,

@@ -14,10 +14,10 @@ from transcripting import Volume, touch, transcript_dir, transcript_stack  # typ
 from zimmer_common.budget import SweepBudget
 from zimmer_common.schedule import resolved_schedule
 from zimmer_common.settings import Environment
-from zimmer_sweeper import transcripts as transcripts_module
-from zimmer_sweeper.config import DiskSettings
-from zimmer_sweeper.transcripts import DEVELOPMENT_REFUSAL, JOB, TranscriptSweep
-from zimmer_sweeper.volumes import Roots
+from zimmer_sweeper.disk.config import DiskSettings
+from zimmer_sweeper.disk.volumes import Roots
+from zimmer_sweeper.transcripts import sweep as transcripts_module
+from zimmer_sweeper.transcripts.sweep import DEVELOPMENT_REFUSAL, JOB, TranscriptSweep
 
 OLD = timedelta(hours=30)
 YOUNG = timedelta(hours=2)

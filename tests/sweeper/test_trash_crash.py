@@ -23,9 +23,9 @@ from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts.subjects import Stream
 from zimmer_spot_gate.service import build as build_spot
-from zimmer_sweeper.config import TrashSettings
-from zimmer_sweeper.git_artifacts import BUNDLE
 from zimmer_sweeper.service import build as build_sweeper
+from zimmer_sweeper.trash.config import TrashSettings
+from zimmer_sweeper.trash.git_artifacts import BUNDLE
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,7 +17,7 @@ from trash_repos import (  # type: ignore[import-not-found]
     add_scaffolding, alive, delete_tracked, git, make_dirty, wedge)
 from trashing import trash_stack  # type: ignore[import-not-found]
 
-from zimmer_sweeper.git_artifacts import BUNDLE, MANIFEST, PATCH, Git, preserve
+from zimmer_sweeper.trash.git_artifacts import BUNDLE, MANIFEST, PATCH, Git, preserve
 
 pytestmark = pytest.mark.timeout(120)
 

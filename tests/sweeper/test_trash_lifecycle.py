@@ -24,7 +24,7 @@ from zimmer_common.contracts import spot as c
 from zimmer_common.contracts.clones import INGEST_CLONE, CloneReport
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
-from zimmer_sweeper.git_artifacts import BUNDLE
+from zimmer_sweeper.trash.git_artifacts import BUNDLE
 
 pytestmark = pytest.mark.timeout(120)
 SCAFFOLDING = (".mcp.json", ".claude/settings.json", "claude-stderr.log")

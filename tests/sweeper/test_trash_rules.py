@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from zimmer_sweeper.domain.trash import (
+from zimmer_sweeper.trash.domain import (
     GIT_TIMEOUT_SECONDS, MAX_ATTEMPTS, REPORT_WINDOW, RETRY_WAIT, TRASH_RETENTION_PERIOD, AfterFailure,
     ArchivedCloneAction, Defusal, RecordView, State, acts_here, after_failure, archived_clone_action,
     failure_log_level, report_line, report_since, restorable_left, trash_deadline, tree_changes)

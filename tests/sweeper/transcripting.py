@@ -23,11 +23,11 @@ from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.service import build as build_spot
-from zimmer_sweeper.config import DiskSettings
-from zimmer_sweeper.domain.transcripts import transcript_name
+from zimmer_sweeper.disk.config import DiskSettings
+from zimmer_sweeper.disk.volumes import VolumeReading
 from zimmer_sweeper.service import build as build_sweeper
-from zimmer_sweeper.transcript_app import TranscriptApp
-from zimmer_sweeper.volumes import VolumeReading
+from zimmer_sweeper.transcripts.app import TranscriptApp
+from zimmer_sweeper.transcripts.domain import transcript_name
 
 
 def transcript_dir(root: Path, name: str, *, age: timedelta, files: dict[str, int] | None = None,

@@ -21,9 +21,10 @@ from zimmer_common.clock import FrozenClock
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.service import build as build_spot
-from zimmer_sweeper.config import DiskSettings, TrashSettings
+from zimmer_sweeper.disk.config import DiskSettings
 from zimmer_sweeper.service import build as build_sweeper
-from zimmer_sweeper.trash_app import TrashApp
+from zimmer_sweeper.trash.app import TrashApp
+from zimmer_sweeper.trash.config import TrashSettings
 
 CLEANUP = "deferred_clone_cleanup"
 

@@ -12,8 +12,8 @@ import httpx
 from pageshots import accessibility_problems, screenshot
 from sqlalchemy import insert
 
-from zimmer_sweeper.disk_runs import DiskRecords
-from zimmer_sweeper.disk_tables import DiskRootRow
+from zimmer_sweeper.disk.records import DiskRecords
+from zimmer_sweeper.disk.tables import DiskRootRow
 
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
 FLEET = {"Authorization": "Bearer test-fleet-key"}

@@ -30,18 +30,21 @@ from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealth, DiskHealthQuery
-from zimmer_sweeper import disk_health, health, timeline
-from zimmer_sweeper.config import DiskSettings, LogIngestSettings, TrashSettings
-from zimmer_sweeper.disk_app import DiskApp, wire_disk
-from zimmer_sweeper.diskwatch import VolumeReader
-from zimmer_sweeper.ingest import BatchOutcome, BatchSizing, LogIngest
-from zimmer_sweeper.ingest_lag import IngestLag
-from zimmer_sweeper.known_sessions import KnownSessions
-from zimmer_sweeper.metrics import SweeperMetrics
-from zimmer_sweeper.retention import BUDGET_SECONDS, LogRetention, request_purge
-from zimmer_sweeper.tables import SCHEMA
-from zimmer_sweeper.transcript_app import TranscriptApp, wire_transcripts
-from zimmer_sweeper.trash_app import TrashApp, wire_trash
+from zimmer_sweeper.clones.app import DiskApp, wire_disk
+from zimmer_sweeper.disk import health as disk_health
+from zimmer_sweeper.disk.config import DiskSettings
+from zimmer_sweeper.disk.watch import VolumeReader
+from zimmer_sweeper.logs import health, timeline
+from zimmer_sweeper.logs.config import LogIngestSettings
+from zimmer_sweeper.logs.ingest import BatchOutcome, BatchSizing, LogIngest
+from zimmer_sweeper.logs.ingest_lag import IngestLag
+from zimmer_sweeper.logs.known_sessions import KnownSessions
+from zimmer_sweeper.logs.metrics import SweeperMetrics
+from zimmer_sweeper.logs.retention import BUDGET_SECONDS, LogRetention, request_purge
+from zimmer_sweeper.schema import SCHEMA
+from zimmer_sweeper.transcripts.app import TranscriptApp, wire_transcripts
+from zimmer_sweeper.trash.app import TrashApp, wire_trash
+from zimmer_sweeper.trash.config import TrashSettings
 
 NAME = "sweeper"
 HOUSEKEEPING_SECONDS = 10.0  # ledger prune; readings and the ingest lag check every third round

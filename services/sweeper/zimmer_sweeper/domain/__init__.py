@@ -1,1 +1,0 @@
-"""The sweeper's pure rules: no I/O."""

@@ -1,0 +1,1 @@
+"""Session logs: ingest, timeline, retention and its readings."""

@@ -1,0 +1,1 @@
+"""Transcript directories, live clone integrity and the transcript archive."""

@@ -1,0 +1,1 @@
+"""The trash pipeline of archived sessions' clones."""

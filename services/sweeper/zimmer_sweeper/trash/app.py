@@ -1,0 +1,135 @@
+"""Wiring of the trash pipeline on this host (issue 16): the archive/unarchive consumer, the
+deferred clone cleanup (restores first, then due cleanups), EmptyTrash, the daily mangled clone
+report, and the archived-session pass plugged into the hourly stale clone cleanup.
+
+Every host's sweeper must see every archive (only the host holding the clone acts on it), so the
+durable consumer's name carries the host. Archive and unarchive share the one consumer, in stream
+order, and each record keeps the highest session version it saw: an unarchive overtaking its
+archive (a retried delivery) still wins. The consumer only records; the job does the work, asked for
+right after the record commits, and its 30-second cadence catches a request that was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zimmer_common.bus import Bus
+
+from zimmer_common.consumer import ConsumerSpec
+from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.spot import SESSION_ARCHIVED, SESSION_UNARCHIVED, SessionEvent
+from zimmer_common.contracts.subjects import Stream
+from zimmer_common.jobs import JobContext, JobSpec
+from zimmer_common.logs import kv
+from zimmer_common.service import Service
+from zimmer_sweeper.clones.app import DiskApp
+from zimmer_sweeper.trash import store
+from zimmer_sweeper.trash.archived_reap import ArchivedCloneReap
+from zimmer_sweeper.trash.cleanup import DeferredCloneCleanup, TrashDeps
+from zimmer_sweeper.trash.cleanup import JOB as CLEANUP_JOB
+from zimmer_sweeper.trash.config import TrashSettings
+from zimmer_sweeper.trash.domain import acts_here
+from zimmer_sweeper.trash.empty import EmptyTrash
+from zimmer_sweeper.trash.empty import JOB as EMPTY_JOB
+from zimmer_sweeper.trash.mangled_report import JOB as REPORT_JOB
+from zimmer_sweeper.trash.mangled_report import MangledCloneReport
+from zimmer_sweeper.trash.metrics import TrashMetrics
+from zimmer_sweeper.trash.restore import UnarchiveRestore
+
+log = logging.getLogger("zimmer.sweeper.trash")
+
+
+@dataclass(frozen=True)
+class TrashApp:
+    deps: TrashDeps
+    cleanup: DeferredCloneCleanup
+    restore: UnarchiveRestore
+    empty: EmptyTrash
+    report: MangledCloneReport
+    archived: ArchivedCloneReap
+
+
+def wire_trash(service: Service, pager: object, disk: DiskApp, trash: TrashSettings | None = None) -> TrashApp:
+    trash = trash or TrashSettings()
+    host = service.settings.host
+
+    def engine() -> AsyncEngine:
+        assert service.engine is not None, "used before start"
+        return service.engine
+
+    def bus() -> Bus:
+        assert service.bus is not None, "used before start"
+        return service.bus
+
+    deps = TrashDeps(engine=engine, bus=bus, host=host, roots=disk.roots, guard=disk.reaper, records=disk.records,
+                     disk_metrics=disk.metrics, metrics=TrashMetrics(service.metrics.registry), pager=lambda: pager,
+                     clock=service.clock, free_space=disk.orphans.free_space, git_timeout=trash.git_timeout_seconds,
+                     git_binary=trash.git_binary)
+
+    def cleanup_soon() -> None:
+        if service.host_runner is not None:
+            asyncio.ensure_future(_enqueue(service, CLEANUP_JOB))
+
+    app = TrashApp(deps, DeferredCloneCleanup(deps), UnarchiveRestore(deps), EmptyTrash(deps),
+                   MangledCloneReport(deps), ArchivedCloneReap(deps, on_adopted=cleanup_soon))
+    disk.stale.reap_due_archived = app.archived.sweep  # the hourly stale cleanup's archived-session pass
+
+    @service.consume(ConsumerSpec(f"sweeper_{host}_trash", Stream.EVENTS, (SESSION_ARCHIVED, SESSION_UNARCHIVED),
+                                  after_commit=cleanup_soon))
+    async def on_trash_event(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await record_event(conn, deps, event)
+
+    async def deferred_clone_cleanup(ctx: JobContext) -> None:
+        # Restores first: an unarchived session is waiting on its clone, and doing both in one
+        # singleton job means a restore and a cleanup never work on one clone at once.
+        await app.restore.run()
+        await app.cleanup.run()
+
+    async def empty_trash(ctx: JobContext) -> None:
+        await app.empty.run()
+
+    async def mangled_clone_report(ctx: JobContext) -> None:
+        await app.report.run()
+
+    for name, fn in ((CLEANUP_JOB, deferred_clone_cleanup), (EMPTY_JOB, empty_trash),
+                     (REPORT_JOB, mangled_clone_report)):
+        service.job_specs.append(JobSpec(name, "maintenance", fn, per_host=True))
+    return app
+
+
+async def record_event(conn: AsyncConnection, deps: TrashDeps, event: EventEnvelope) -> None:
+    """Write down an archive or an unarchive of a session this host holds; nothing else."""
+    view = SessionEvent.model_validate(event.data).session
+    clone = Path(view.clone_path) if view.clone_path else None
+
+    def exists_here() -> bool:
+        return any(p.exists() for p in ([clone] if clone else []) + deps.session_dirs(view.id))
+
+    if not acts_here(view.clone_host, deps.host, exists_here=exists_here):
+        return
+    now = deps.clock.now()
+    if event.type == "session_archived":
+        if view.archived_at is None:
+            log.warning("session_archived without an archive time; not recorded", extra=kv(session_id=view.id))
+            return
+        news = await store.record_archive(conn, session_id=view.id, host=deps.host, clone_path=view.clone_path,
+                                          archived_at=view.archived_at, version=view.version, now=now)
+    else:
+        news = await store.record_unarchive(conn, session_id=view.id, host=deps.host, clone_path=view.clone_path,
+                                            version=view.version, now=now)
+    if news:
+        deps.metrics.recorded.labels(event.type).inc()
+        log.info("trash pipeline: session recorded", extra=kv(session_id=view.id, event=event.type,
+                                                              clone_path=view.clone_path, version=view.version))
+
+
+async def _enqueue(service: Service, job: str) -> None:
+    try:
+        await service.enqueue(job)
+    except Exception as exc:  # noqa: BLE001 - its 30-second cadence runs it anyway
+        log.warning("could not ask for a job run now; its schedule will run it", extra=kv(job=job, error=repr(exc)))
