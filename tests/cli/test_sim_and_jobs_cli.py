@@ -21,6 +21,8 @@ runner = CliRunner()
     (["sim", "--scenario", "steady", "--url", "http://127.0.0.1:1"], "give --nats-url"),
     (["jobs", "run", "spot-gate.nope", "--nats-url", "nats://127.0.0.1:1"], "no job 'spot-gate.nope'"),
     (["jobs", "run", "sweeper.orphan_clone_sweep", "--nats-url", "nats://127.0.0.1:1"], "name the host"),
+    (["jobs", "run", "spot-gate.ceiling_sweep", "--host", "host-a", "--nats-url", "nats://127.0.0.1:1"],
+     "is not a per-host job"),
 ])
 def test_bad_input_is_refused_before_anything_starts(args: list[str], says: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:

@@ -294,15 +294,22 @@ async def test_a_retired_host_is_forgotten_with_its_schedules_and_consumers(sett
         await s.start()
     zimmer = str(Path(sys.executable).with_name("zimmer"))
 
-    async def cli(*args: str) -> str:
+    async def cli(*args: str, exit_code: int = 0) -> str:
         proc = await asyncio.create_subprocess_exec(zimmer, "jobs", *args, "--nats-url", nats_url,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, err.decode()
-        return out.decode()
+        assert proc.returncode == exit_code, err.decode()
+        return out.decode() if exit_code == 0 else err.decode()
 
     try:
         assert (await cli("hosts")).splitlines() == ["host-a: disk", "host-b: disk"]
+        # A tick for a host no sweeper runs on would wait forever: refused, nothing enqueued.
+        before = (await services[0].bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}", {}))["state"]["messages"]
+        refused = await cli("run", "sweeper.orphan_clone_sweep", "--host", "nope", exit_code=1)
+        assert refused.strip() == ("error: no sweeper on host 'nope' has per-host schedules installed (the hosts "
+                                   "with them: host-a, host-b); a tick for it would wait forever"), refused
+        after = (await services[0].bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}", {}))["state"]["messages"]
+        assert after == before
     finally:
         for s in services:
             await s.stop()

@@ -48,13 +48,27 @@ def job_tick(key: str, host: str | None = None) -> tuple[str, bytes]:
         if host is None:
             raise typer.BadParameter(f"{key} runs on every host's disk: name the host with --host")
         ctx = host_ctx(ctx, host)
+    elif host is not None:
+        raise typer.BadParameter(f"{key} is not a per-host job (one run serves every host): leave out --host")
     return job_subject(ctx, entry.lane, entry.job), json.dumps({"job": entry.job}).encode()
 
 
 async def run_job(nats_url: str, key: str, host: str | None = None) -> int:
+    """Enqueue a tick of `key`. A per-host job's host must be one with its service's per-host
+    schedules installed: a tick for any other host would wait in ZIMMER_JOBS for a sweeper that
+    does not exist (`invalid`, naming the hosts there are)."""
+    from zimmer_common.errors import ErrorCode, ZimmerError
+
     subject, body = job_tick(key, host)
+    service = key.split(".", 1)[0]
     bus = await _connect(nats_url)
     try:
+        if host is not None:
+            known = await _installed_hosts(bus, service)
+            if host not in known:
+                there = f"the hosts with them: {', '.join(sorted(known))}" if known else "no host has them"
+                raise ZimmerError(ErrorCode.INVALID, f"no {service} on host {host!r} has per-host schedules "
+                                  f"installed ({there}); a tick for it would wait forever")
         return await bus.publish(subject, body)
     finally:
         await bus.close()
@@ -104,9 +118,14 @@ async def _connect(nats_url: str):  # type: ignore[no-untyped-def]
 async def _hosts(nats_url: str, service: str) -> dict[str, set[str]]:
     bus = await _connect(nats_url)
     try:
-        info = await bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}", {"subjects_filter": f"{SCHEDULE_PREFIX}.>"})
+        return await _installed_hosts(bus, service)
     finally:
         await bus.close()
+
+
+async def _installed_hosts(bus: Any, service: str) -> dict[str, set[str]]:
+    """Per host, the jobs of `service` whose per-host schedules are installed."""
+    info = await bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}", {"subjects_filter": f"{SCHEDULE_PREFIX}.>"})
     prefix = f"{SCHEDULE_PREFIX}.{CONTEXTS[service]}-"
     found: dict[str, set[str]] = {}
     for subject in (info.get("state") or {}).get("subjects") or {}:
