@@ -1,54 +1,65 @@
-"""Wiring of the sweeper service: what it serves, consumes and schedules, in start-up order.
+"""Wiring of the sweeper service: its five concepts, each wired by its own `app.py`, joined here
+in start-up order. Owns the PostgreSQL schema `sweeper`; talks to other services only over NATS.
 
-Session logs (seed 003 "Log retention"): the ingest from `zimmer.ingest.logs`, the session
-timeline, retention by whole day partitions, deleted sessions' lines purged, and the readings
-behind the Health page's Log Retention panel. Owns the PostgreSQL schema `sweeper`; talks to
-other services only over NATS.
+- logs/: session log lines, ingested, served as a timeline and kept under two retention windows;
+- disk/: this host's roots and fences, what every sweep records, the free-space monitor;
+- clones/: the ownership guard, the orphan clone sweep (and its reclaim), the stale cleanup;
+- trash/: archived sessions' clones: preserved, reaped, restored on unarchive, emptied;
+- transcripts/: transcript directories (orphan sweep, the guard's reaper), live clone integrity,
+  the transcript archive.
+
+The joins between concepts are made here and nowhere else: the monitor reclaims through the orphan
+clone sweep, the trash pipeline deletes through the guard and adds its archived-session pass to the
+stale cleanup, and the guard takes a clone's transcript with it through the transcript sweep.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.pager import attach_pager
-from zimmer_common.budget import SweepBudget
 from zimmer_common.bus import Bus
-from zimmer_common.byte_pages import answer_budget
 from zimmer_common.clock import Clock
-from zimmer_common.consumer import ConsumerSpec
-from zimmer_common.contracts import logs as c
-from zimmer_common.contracts.envelope import EventEnvelope
-from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted
-from zimmer_common.contracts.subjects import Stream
-from zimmer_common.jobs import JobContext, JobSpec
-from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
-from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealth, DiskHealthQuery
-from zimmer_sweeper.clones.app import DiskApp, wire_disk
-from zimmer_sweeper.disk import health as disk_health
+from zimmer_sweeper.clones.app import wire_clones
+from zimmer_sweeper.clones.guard import CloneReaper
+from zimmer_sweeper.clones.orphans import OrphanCloneSweep
+from zimmer_sweeper.clones.stale import StaleCloneCleanup
+from zimmer_sweeper.disk.app import host_disk, serve_disk_health, watch_disk
 from zimmer_sweeper.disk.config import DiskSettings
-from zimmer_sweeper.disk.watch import VolumeReader
-from zimmer_sweeper.logs import health, timeline
+from zimmer_sweeper.disk.metrics import DiskMetrics
+from zimmer_sweeper.disk.records import DiskRecords
+from zimmer_sweeper.disk.volumes import Roots
+from zimmer_sweeper.disk.watch import DiskWatch, VolumeReader
+from zimmer_sweeper.logs.app import build_logs, serve_logs
 from zimmer_sweeper.logs.config import LogIngestSettings
-from zimmer_sweeper.logs.ingest import BatchOutcome, BatchSizing, LogIngest
+from zimmer_sweeper.logs.ingest import LogIngest
 from zimmer_sweeper.logs.ingest_lag import IngestLag
-from zimmer_sweeper.logs.known_sessions import KnownSessions
 from zimmer_sweeper.logs.metrics import SweeperMetrics
-from zimmer_sweeper.logs.retention import BUDGET_SECONDS, LogRetention, request_purge
+from zimmer_sweeper.logs.retention import LogRetention
 from zimmer_sweeper.schema import SCHEMA
 from zimmer_sweeper.transcripts.app import TranscriptApp, wire_transcripts
 from zimmer_sweeper.trash.app import TrashApp, wire_trash
 from zimmer_sweeper.trash.config import TrashSettings
 
 NAME = "sweeper"
-HOUSEKEEPING_SECONDS = 10.0  # ledger prune; readings and the ingest lag check every third round
-log = logging.getLogger("zimmer.sweeper")
+
+
+@dataclass(frozen=True)
+class DiskApp:
+    """This host's disk duties, as wired: its roots and records (disk/), the guard and the clone
+    sweeps (clones/), and the free-space monitor (disk/)."""
+
+    roots: Roots
+    records: DiskRecords
+    metrics: DiskMetrics
+    reaper: CloneReaper  # the guard: every deletion of a clone a session could own goes through it
+    orphans: OrphanCloneSweep
+    stale: StaleCloneCleanup
+    watch: DiskWatch
 
 
 @dataclass(frozen=True)
@@ -79,102 +90,17 @@ def build(settings: Settings, clock: Clock | None = None, ingest_settings: LogIn
         assert service.bus is not None, "used before start"
         return service.bus
 
-    metrics = SweeperMetrics(service.metrics.registry)
-
-    def batch_written(outcome: BatchOutcome, seconds: float, next_size: int) -> None:
-        metrics.lines.labels("written").inc(outcome.written)
-        metrics.lines.labels("skipped").inc(outcome.skipped)
-        metrics.lines.labels("refused").inc(outcome.refused)
-        metrics.batch_seconds.observe(seconds)
-        metrics.batch_size.set(next_size)
-
-    config = ingest_settings or LogIngestSettings()
-    sizing = BatchSizing(size=min(max(500, config.batch_min), config.batch_max), minimum=config.batch_min,
-                         maximum=config.batch_max)
-    ingest = LogIngest(bus, engine, service.clock.now, outages=service.outages, sizing=sizing,
-                       ack_wait_seconds=config.ack_wait_seconds, on_batch=batch_written, page=service.page_error,
-                       sessions=KnownSessions(bus))
-    retention = LogRetention(
-        engine, service.clock.now, lambda: pager,
-        on_dropped=lambda klass, rows: (metrics.dropped.labels(klass).inc(),
-                                        metrics.dropped_rows.labels(klass).inc(rows)),
-        on_failed=lambda klass: metrics.drop_failures.labels(klass).inc(),
-        on_purged=metrics.purged_rows.inc)
-    # JetStream stamps messages with the NATS server's wall clock, so the lag is read against the
-    # real one (a test's frozen clock would make every line look months old).
-    lag = IngestLag(bus, lambda: datetime.now(UTC), lambda: pager)
-    disk = wire_disk(service, pager, disk_settings or DiskSettings(), engine=engine, bus=bus, read=read_volume)
-    trash = wire_trash(service, pager, disk, trash_settings)
-    transcripts = wire_transcripts(service, pager, disk, engine=engine, bus=bus)
-    service.app = SweeperApp(ingest, retention, lag, metrics, disk, trash, transcripts)
-
-    async def session_logs(req: c.LogQuery) -> c.LogPage:
-        return await timeline.page(engine(), req, answer_budget(bus().payload_room()))
-
-    async def retention_health(req: c.RetentionHealthQuery) -> c.LogRetentionHealth:
-        return await health.read(engine(), service.clock.now(), lag.oldest_unwritten_age)
-
-    service.rpc(c.GET_SESSION_LOGS)(session_logs)
-    service.rpc(c.LOG_RETENTION_HEALTH)(retention_health)
-
-    async def disk_readings(req: DiskHealthQuery) -> DiskHealth:
-        return await disk_health.read(engine(), service.clock.now())
-
-    service.rpc(DISK_HEALTH)(disk_readings)
-
-    def purge_soon() -> None:
-        if service.runner is not None:
-            asyncio.ensure_future(_enqueue(service, "log_retention"))
-
-    @service.consume(ConsumerSpec("sweeper_session_deleted", Stream.EVENTS, (SESSION_DELETED,),
-                                  after_commit=purge_soon))
-    async def on_session_deleted(conn: AsyncConnection, event: EventEnvelope) -> None:
-        deleted = SessionDeleted.model_validate(event.data)
-        await request_purge(conn, deleted.session_id, deleted.reason, service.clock.now())
-
-    async def log_retention(ctx: JobContext) -> None:
-        report = await retention.run(SweepBudget(BUDGET_SECONDS, service.clock))
-        log.info("log retention tick", extra=kv(dropped=len(report.dropped), failed=len(report.failed),
-                                                purged_rows=report.purged_rows,
-                                                budget_exhausted=report.budget_exhausted))
-
-    async def log_partitions(ctx: JobContext) -> None:
-        await retention.create_ahead()
-
-    service.job_specs.append(JobSpec("log_retention", "maintenance", log_retention))
-    service.job_specs.append(JobSpec("log_partitions", "maintenance", log_partitions))
-
-    async def housekeeping() -> None:
-        rounds = 0
-        while not service.stopping:
-            try:
-                await ingest.prune_ledger()
-                if rounds % 3 == 0:
-                    reading = await health.read(engine(), service.clock.now(), lag.check)
-                    metrics.observe(reading)
-            except Exception as exc:  # noqa: BLE001 - a missed round keeps the last readings
-                if service.outages.report(exc, where="sweeper housekeeping") is None:
-                    log.warning("sweeper housekeeping failed", extra=kv(error=repr(exc)))
-            rounds += 1
-            await service.pause(HOUSEKEEPING_SECONDS)
-
-    @service.on_start
-    async def start_ingest(svc: Service) -> None:
-        await ingest.start()
-        # The day partitions are the job's to create, after the deploy: ask for a run now rather
-        # than on the boot path (ingest creates today's itself if a line arrives first).
-        await _enqueue(svc, "log_partitions")
-        svc.spawn(housekeeping(), "sweeper-housekeeping")
-
-    @service.on_stop
-    async def stop_ingest(svc: Service) -> None:
-        await ingest.stop(grace=svc.settings.shutdown_grace_seconds)
-
+    logs = build_logs(service, pager, ingest_settings or LogIngestSettings(), engine=engine, bus=bus)
+    host = host_disk(service, disk_settings or DiskSettings(), engine=engine, read=read_volume)
+    clones = wire_clones(service, pager, host, bus=bus)
+    watch = watch_disk(service, pager, host, clones.orphans, engine=engine)
+    disk = DiskApp(host.roots, host.records, host.metrics, clones.reaper, clones.orphans, clones.stale, watch)
+    trash = wire_trash(service, pager, host, clones.reaper, trash_settings)
+    clones.stale.reap_due_archived = trash.archived.sweep  # the hourly stale cleanup's archived-session pass
+    transcripts = wire_transcripts(service, pager, host, engine=engine, bus=bus)
+    # The guard takes a clone's transcript with it, after its second answer (seed 003 "The guard").
+    clones.reaper.reap_transcripts = transcripts.sweep.reap
+    service.app = SweeperApp(logs.ingest, logs.retention, logs.lag, logs.metrics, disk, trash, transcripts)
+    serve_logs(service, logs, engine=engine, bus=bus)
+    serve_disk_health(service, engine=engine)
     return service
-
-
-async def _enqueue(service: Service, job: str) -> None:
-    try:
-        await service.enqueue(job)
-    except Exception as exc:  # noqa: BLE001 - its schedule runs it anyway
-        log.warning("could not ask for a job run now; its schedule will run it", extra=kv(job=job, error=repr(exc)))

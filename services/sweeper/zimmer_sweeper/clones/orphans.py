@@ -47,11 +47,11 @@ from zimmer_sweeper.disk.records import DiskRecords
 from zimmer_sweeper.disk.removal import reap_tombstones
 from zimmer_sweeper.disk.sweep_run import SweepRun, record
 from zimmer_sweeper.disk.volumes import FreeSpace, Roots, list_root, statvfs_free
+from zimmer_sweeper.disk.watch import RECLAIM_JOB
 
 log = logging.getLogger("zimmer.sweeper.orphans")
 
 SWEEP_JOB = "orphan_clone_sweep"
-RECLAIM_JOB = "reclaim_space"
 
 
 class SnapshotUnavailable(Exception):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -23,7 +23,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.contracts.disk import ROOT_NAMES, ReclaimReport, RootName
 from zimmer_common.logs import kv
-from zimmer_sweeper.clones.orphans import RECLAIM_JOB, OrphanCloneSweep
 from zimmer_sweeper.disk.config import DiskSettings
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.tables import DiskRootRow, DiskRunRow
@@ -33,6 +32,15 @@ log = logging.getLogger("zimmer.sweeper.diskwatch")
 
 TITLE = "Disk space could not be reclaimed"
 VolumeReader = Callable[[Path], VolumeReading]
+# The job a reclaim's runs are recorded under (`DiskRecords.run`); the monitor reads the newest back.
+RECLAIM_JOB = "reclaim_space"
+
+
+class Reclaimer(Protocol):
+    """What the monitor asks to free space on the clones volume: the orphan clone sweep's urgent
+    gear (`zimmer_sweeper.clones.orphans.OrphanCloneSweep`), plugged in at wiring."""
+
+    async def reclaim_space(self, target_free_bytes: int) -> ReclaimReport: ...
 
 
 def condition_key(host: str) -> str:
@@ -53,7 +61,7 @@ class WatchCheck:
 
 
 class DiskWatch:
-    def __init__(self, *, roots: Roots, disk: DiskSettings, sweep: OrphanCloneSweep, engine: Callable[[], AsyncEngine],
+    def __init__(self, *, roots: Roots, disk: DiskSettings, sweep: Reclaimer, engine: Callable[[], AsyncEngine],
                  host: str, pager: Callable[[], Any], metrics: DiskMetrics, now: Callable[[], datetime],
                  read: VolumeReader = read_volume):
         self.roots = roots

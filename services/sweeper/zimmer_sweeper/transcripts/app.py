@@ -21,7 +21,7 @@ from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.service import Service
-from zimmer_sweeper.clones.app import DiskApp
+from zimmer_sweeper.disk.app import HostDisk
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS
 from zimmer_sweeper.transcripts.archive import BUDGET_SECONDS as ARCHIVE_BUDGET_SECONDS
 from zimmer_sweeper.transcripts.archive import JOB as ARCHIVE_JOB
@@ -36,18 +36,16 @@ log = logging.getLogger("zimmer.sweeper.transcripts")
 
 @dataclass(frozen=True)
 class TranscriptApp:
-    sweep: TranscriptSweep  # the orphan sweep, and `reap`, which the guard calls
+    sweep: TranscriptSweep  # the orphan sweep, and `reap`, which the guard calls (plugged in by service.py)
     integrity: LiveCloneIntegrity
     archive: TranscriptArchive
 
 
-def wire_transcripts(service: Service, pager: Any, disk: DiskApp, *, engine: Callable[[], AsyncEngine],
+def wire_transcripts(service: Service, pager: Any, disk: HostDisk, *, engine: Callable[[], AsyncEngine],
                      bus: Callable[[], Bus]) -> TranscriptApp:
     clock = service.clock
     sweep = TranscriptSweep(bus=bus, roots=disk.roots, records=disk.records, now=clock.now, metrics=disk.metrics,
-                            free_space=disk.orphans.free_space)
-    # The guard takes a clone's transcript with it, after its second answer (seed 003 "The guard").
-    disk.reaper.reap_transcripts = sweep.reap
+                            free_space=disk.free_space)
     integrity = LiveCloneIntegrity(bus=bus, engine=engine, records=disk.records, now=clock.now,
                                    pager=lambda: pager, metrics=disk.metrics)
     archive = TranscriptArchive(bus=bus, engine=engine, roots=disk.roots, records=disk.records, now=clock.now,

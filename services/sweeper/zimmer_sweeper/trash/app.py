@@ -1,6 +1,6 @@
 """Wiring of the trash pipeline on this host (issue 16): the archive/unarchive consumer, the
 deferred clone cleanup (restores first, then due cleanups), EmptyTrash, the daily mangled clone
-report, and the archived-session pass plugged into the hourly stale clone cleanup.
+report, and the archived-session pass (`service.py` plugs it into the hourly stale clone cleanup).
 
 Every host's sweeper must see every archive (only the host holding the clone acts on it), so the
 durable consumer's name carries the host. Archive and unarchive share the one consumer, in stream
@@ -27,7 +27,8 @@ from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
 from zimmer_common.service import Service
-from zimmer_sweeper.clones.app import DiskApp
+from zimmer_sweeper.clones.guard import CloneReaper
+from zimmer_sweeper.disk.app import HostDisk
 from zimmer_sweeper.trash import store
 from zimmer_sweeper.trash.archived_reap import ArchivedCloneReap
 from zimmer_sweeper.trash.cleanup import DeferredCloneCleanup, TrashDeps
@@ -54,7 +55,8 @@ class TrashApp:
     archived: ArchivedCloneReap
 
 
-def wire_trash(service: Service, pager: object, disk: DiskApp, trash: TrashSettings | None = None) -> TrashApp:
+def wire_trash(service: Service, pager: object, disk: HostDisk, guard: CloneReaper,
+               trash: TrashSettings | None = None) -> TrashApp:
     trash = trash or TrashSettings()
     host = service.settings.host
 
@@ -66,9 +68,9 @@ def wire_trash(service: Service, pager: object, disk: DiskApp, trash: TrashSetti
         assert service.bus is not None, "used before start"
         return service.bus
 
-    deps = TrashDeps(engine=engine, bus=bus, host=host, roots=disk.roots, guard=disk.reaper, records=disk.records,
+    deps = TrashDeps(engine=engine, bus=bus, host=host, roots=disk.roots, guard=guard, records=disk.records,
                      disk_metrics=disk.metrics, metrics=TrashMetrics(service.metrics.registry), pager=lambda: pager,
-                     clock=service.clock, free_space=disk.orphans.free_space, git_timeout=trash.git_timeout_seconds,
+                     clock=service.clock, free_space=disk.free_space, git_timeout=trash.git_timeout_seconds,
                      git_binary=trash.git_binary)
 
     def cleanup_soon() -> None:
@@ -77,7 +79,6 @@ def wire_trash(service: Service, pager: object, disk: DiskApp, trash: TrashSetti
 
     app = TrashApp(deps, DeferredCloneCleanup(deps), UnarchiveRestore(deps), EmptyTrash(deps),
                    MangledCloneReport(deps), ArchivedCloneReap(deps, on_adopted=cleanup_soon))
-    disk.stale.reap_due_archived = app.archived.sweep  # the hourly stale cleanup's archived-session pass
 
     @service.consume(ConsumerSpec(f"sweeper_{host}_trash", Stream.EVENTS, (SESSION_ARCHIVED, SESSION_UNARCHIVED),
                                   after_commit=cleanup_soon))
