@@ -311,6 +311,10 @@ class Bus:
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"{spec.ctx} did not answer {spec.op} within {budget:.2g}s"
                               + SENT_UNANSWERED, {"dependency": spec.ctx, "retry_safe": True, "sent": True}) from None
         except NoRespondersError:
+            if self.outages.of(MESSAGE_BUS).lately():
+                # Back on the bus before the service is: its replicas are still reconnecting.
+                raise unavailable(MESSAGE_BUS, f"message bus unavailable: no {spec.ctx} instance is back on the "
+                                  f"bus yet to {spec.op}; nothing was sent", sent=False) from None
             raise ZimmerError(ErrorCode.UNAVAILABLE, f"no {spec.ctx} instance is serving {spec.op}",
                               {"dependency": spec.ctx, "retry_safe": True, "sent": False}) from None
         except Exception as exc:  # connection closed, draining, reconnecting, ...
