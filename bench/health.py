@@ -222,9 +222,11 @@ async def _start_alerts(ctx: BenchContext, db: str) -> Any:
 
 
 async def bench_health_report(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
+    from zimmer_alerts.bus_link import BusLink
     from zimmer_alerts.health import HealthReporter
     from zimmer_common.contracts.subjects import Stream
     from zimmer_common.settings import Environment
+    from zimmer_common.unit_of_work import UnitsOfWork
 
     n = _sizes(sizes)
     depths = (SMALL, n["large"])
@@ -242,7 +244,8 @@ async def bench_health_report(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     depth = None
     try:
         bus = service.bus
-        reporter = HealthReporter(lambda: service.bus, lambda: service.engine, service.clock, Environment.PRODUCTION)
+        reporter = HealthReporter(BusLink(service), UnitsOfWork(service, "alerts"), service.clock,
+                                  Environment.PRODUCTION)
         created = await _consumers(bus)
         depth = Depth(bus)
         await depth.purge()  # a rerun on the same server starts from nothing of ours

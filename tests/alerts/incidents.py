@@ -10,6 +10,7 @@ from typing import Any
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from zimmer_alerts import health_records
+from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.health import HealthReporter
 from zimmer_alerts.monitor import HealthMonitor
 from zimmer_common.clock import FrozenClock
@@ -17,12 +18,13 @@ from zimmer_common.contracts import ops
 from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery
 from zimmer_common.contracts.subjects import Stream, job_subject, lane_filter
 from zimmer_common.settings import Environment
+from zimmer_common.unit_of_work import UnitsOfWork
 
 
 def monitor_of(service: Any, clock: FrozenClock) -> HealthMonitor:
     # The service's own loop waits a minute before its first check; the test drives one directly.
-    reporter = HealthReporter(lambda: service.bus, lambda: service.engine, clock, Environment.TEST)
-    return HealthMonitor(reporter, service.pager)
+    reporter = HealthReporter(BusLink(service), UnitsOfWork(service, "alerts"), clock, Environment.TEST)
+    return HealthMonitor(reporter, service.pager, reporter.units)
 
 
 async def lane_consumer(service: Any, ctx: str, lane: str, pool: int) -> Any:

@@ -16,6 +16,7 @@ from incidents import (  # type: ignore[import-not-found]
     enqueue, heartbeat, lane_consumer, monitor_of, pages, paged, started)
 
 from zimmer_alerts import health_records
+from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.health import HealthReporter
 from zimmer_alerts.monitor import HealthMonitor
@@ -23,6 +24,7 @@ from zimmer_alerts.service import build
 from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import ops
 from zimmer_common.settings import Environment
+from zimmer_common.unit_of_work import UnitsOfWork
 
 
 @pytest.fixture
@@ -155,9 +157,9 @@ async def test_a_schedule_that_stopped_producing_pages_cron_schedule_stale(alert
     await heartbeat(alerts, clock)  # spot-gate's instance started an hour before `start`
     clock.advance(3 * 3600)
     await heartbeat(alerts, clock)
-    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+    reporter = HealthReporter(BusLink(alerts), UnitsOfWork(alerts, "alerts"), clock, Environment.PRODUCTION,
                               disabled_keys={"spot-gate.fire_wakes"})
-    monitor = HealthMonitor(reporter, alerts.pager)
+    monitor = HealthMonitor(reporter, alerts.pager, reporter.units)
     report = await monitor.check_once()
     keys = {k.key: k for k in report.cron.keys}
     assert keys["spot-gate.recheck_due"].state == "stale", keys["spot-gate.recheck_due"]
@@ -180,7 +182,8 @@ async def test_concurrent_callers_share_one_report(alerts, clock) -> None:
 
     registry = CollectorRegistry()
     metrics = HealthMetrics(registry)
-    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.TEST, metrics=metrics)
+    reporter = HealthReporter(BusLink(alerts), UnitsOfWork(alerts, "alerts"), clock, Environment.TEST,
+                              metrics=metrics)
     reports = await asyncio.gather(*(reporter.report() for _ in range(10)))
     assert len({id(r) for r in reports}) == 1 and reports[0].queue.readable
     assert registry.get_sample_value("zimmer_health_report_seconds_count") == 1  # computed once
@@ -218,14 +221,14 @@ async def test_a_per_host_sweep_silent_on_one_host_is_stale_there_only(alerts, c
     await heartbeat(alerts, clock, "sweeper")
     clock.advance(3 * 3600)
     await heartbeat(alerts, clock, "sweeper")
-    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+    reporter = HealthReporter(BusLink(alerts), UnitsOfWork(alerts, "alerts"), clock, Environment.PRODUCTION,
                               schedule=(entry, witness))
     report = await reporter.report()
     keys = {k.key: k for k in report.cron.keys}
     assert set(keys) == {"sweeper@host-a.disk_sweep", "sweeper@host-b.disk_sweep", "backlog.recover_starting"}
     assert keys["sweeper@host-a.disk_sweep"].state == "fresh", keys["sweeper@host-a.disk_sweep"]
     assert keys["sweeper@host-b.disk_sweep"].state == "stale", keys["sweeper@host-b.disk_sweep"]
-    disabled = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+    disabled = HealthReporter(BusLink(alerts), UnitsOfWork(alerts, "alerts"), clock, Environment.PRODUCTION,
                               schedule=(entry, witness), disabled_keys={"sweeper.disk_sweep"})
     keys = {k.key: k for k in (await disabled.report()).cron.keys}
     assert {keys[f"sweeper@{h}.disk_sweep"].state for h in ("host-a", "host-b")} == {"disabled"}
@@ -263,9 +266,9 @@ async def test_a_dead_sweeper_host_pages_within_its_lanes_ceiling_and_resolves(a
     has waited with nothing finished on its lane past the lane's ceiling (maintenance: 90 minutes) is
     stale and pages."""
     sub = await dead_host_lane(alerts, clock)
-    reporter = HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
+    reporter = HealthReporter(BusLink(alerts), UnitsOfWork(alerts, "alerts"), clock, Environment.PRODUCTION,
                               schedule=sweeper_schedule())
-    monitor = HealthMonitor(reporter, alerts.pager)
+    monitor = HealthMonitor(reporter, alerts.pager, reporter.units)
     clock.advance(80 * 60)
     key = (await monitor.check_once()).cron.keys[0]
     assert key.key == "sweeper@host-b.orphan_clone_sweep" and key.state != "stale", key  # inside the ceiling
@@ -343,8 +346,9 @@ async def test_a_restart_mid_incident_resolves_what_no_longer_holds(alerts, cloc
     the ledger and resolves those whose check now passes."""
     await dead_host_lane(alerts, clock)
     schedule = sweeper_schedule()
-    monitor = HealthMonitor(HealthReporter(lambda: alerts.bus, lambda: alerts.engine, clock, Environment.PRODUCTION,
-                                           schedule=schedule), alerts.pager)
+    units = UnitsOfWork(alerts, "alerts")
+    monitor = HealthMonitor(HealthReporter(BusLink(alerts), units, clock, Environment.PRODUCTION, schedule=schedule),
+                            alerts.pager, units)
     clock.advance(92 * 60)
     await monitor.check_once()
     clock.advance(60)
@@ -359,8 +363,9 @@ async def test_a_restart_mid_incident_resolves_what_no_longer_holds(alerts, cloc
         sub = await again.bus.js.pull_subscribe_bind("jobs_sweeper-host-b_maintenance", stream="ZIMMER_JOBS")
         [msg] = await sub.fetch(1, timeout=5)  # the host is back meanwhile
         await msg.ack_sync()
-        fresh = HealthMonitor(HealthReporter(lambda: again.bus, lambda: again.engine, clock, Environment.PRODUCTION,
-                                             schedule=schedule), again.pager)
+        units = UnitsOfWork(again, "alerts")
+        fresh = HealthMonitor(HealthReporter(BusLink(again), units, clock, Environment.PRODUCTION, schedule=schedule),
+                              again.pager, units)
         await fresh.check_once()
         await eventually(lambda: _resolved(again, "health:cron_stale"), "resolved by the new process")
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from zimmer_common.contracts.subjects import Stream, job_subject, schedule_subje
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.schedule import ALL, ScheduleEntry
 from zimmer_common.streams import provision_streams
+from zimmer_common.unit_of_work import UnitsOfWork
 
 DEFAULT_LANE = "zimmer.jobs.backlog.default"
 
@@ -171,25 +173,26 @@ async def test_waiting_ticks_and_schedule_installs(bus: Bus) -> None:
 async def test_read_readings_records_the_server_and_says_when_it_cannot_read(bus: Bus, database_url: str) -> None:
     await migrate(database_url, "alerts", "zimmer_alerts.migrations")
     engine = create_engine(database_url)
+    units = UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "alerts")
     try:
         await add_consumer(bus, Stream.JOBS, "jobs_alerts_maintenance", "zimmer.jobs.alerts.maintenance.>", pool=2)
-        readings = await reader.read_readings(bus, engine, T0)
+        readings = await reader.read_readings(bus, units, T0)
         assert readings.readable and readings.problem is None
         assert [c.consumer for c in readings.consumers] == ["jobs_alerts_maintenance"]
         assert readings.consumers[0].service == "alerts"
         server_id = await reader.nats_server_identity(bus)
         async with engine.connect() as conn:
             assert await health_records.nats_started_at(conn, server_id) == T0
-        await reader.read_readings(bus, engine, T0 + timedelta(hours=1))
+        await reader.read_readings(bus, units, T0 + timedelta(hours=1))
         async with engine.connect() as conn:
             assert await health_records.nats_started_at(conn, server_id) == T0  # first sighting kept
 
         await bus.js_api(f"STREAM.DELETE.{Stream.RUNTIME.value}")
-        broken = await reader.read_readings(bus, engine, T0)
+        broken = await reader.read_readings(bus, units, T0)
         assert not broken.readable and "CONSUMER.LIST.ZIMMER_RUNTIME" in (broken.problem or "")
         assert "stream not found" in (broken.problem or "")
         await bus.close()
-        gone = await reader.read_readings(bus, engine, T0)
+        gone = await reader.read_readings(bus, units, T0)
         assert not gone.readable and "did not answer" in (gone.problem or "")
     finally:
         await engine.dispose()

@@ -12,23 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from zimmer_alerts import health_reader, health_records
+from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.domain import cron, lanes, overall, queues, workers
 from zimmer_alerts.domain.readings import Readings
 from zimmer_alerts.health_metrics import HealthMetrics
 from zimmer_alerts.recovery import recovery_status
-from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import Stream, ctx_of, job_subject, split_host_service
 from zimmer_common.schedule import SCHEDULE, ScheduleEntry
 from zimmer_common.settings import Environment
+from zimmer_common.unit_of_work import UnitsOfWork
 
 REPORT_BUDGET_SECONDS = 4.0  # under the gateway's 5 s: a slow read answers "unreadable", not a timeout
 
@@ -38,12 +37,11 @@ def scheduled_entries(env: Environment, schedule: Iterable[ScheduleEntry] = SCHE
 
 
 class HealthReporter:
-    def __init__(self, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], clock: Clock, env: Environment, *,
+    def __init__(self, bus: BusLink, units: UnitsOfWork, clock: Clock, env: Environment, *,
                  schedule: Iterable[ScheduleEntry] = SCHEDULE, disabled_keys: Iterable[str] = (),
                  metrics: HealthMetrics | None = None, ceilings: Mapping[str, timedelta] | None = None):
-        self._bus = bus
-        self._engine = engine
-        self.engine = engine  # the monitor reads its open conditions through it
+        self.link = bus
+        self.units = units
         self.clock = clock
         self.entries = scheduled_entries(env, schedule)
         self.disabled_keys = frozenset(disabled_keys)
@@ -59,12 +57,19 @@ class HealthReporter:
             self._inflight = asyncio.ensure_future(self._compute())
         return await asyncio.shield(self._inflight)
 
+    async def note_server(self) -> None:
+        """Record the NATS server this connection is on: its first sighting is a lower bound of
+        cron freshness (a restarted server fires no missed ticks)."""
+        server_id = await health_reader.nats_server_identity(self.link.bus)
+        async with self.units.begin() as uow:
+            await health_records.record_server(uow.conn, server_id, self.clock.now())
+
     async def _compute(self) -> h.HealthReport:
         t0 = time.perf_counter()
         now = self.clock.now()
         try:
             (readings, cron_health), nats = await asyncio.wait_for(
-                asyncio.gather(self._read(now), health_reader.read_cluster(self._bus())), REPORT_BUDGET_SECONDS)
+                asyncio.gather(self._read(now), health_reader.read_cluster(self.link.bus)), REPORT_BUDGET_SECONDS)
         except (TimeoutError, asyncio.TimeoutError):
             problem = f"JetStream and the health records did not answer within {REPORT_BUDGET_SECONDS:g}s"
             readings = Readings(now=now, consumers=[], claimed_runs=[], heartbeats=[], readable=False, problem=problem,
@@ -78,11 +83,11 @@ class HealthReporter:
         return report
 
     async def _read(self, now: datetime) -> tuple[Readings, h.CronHealth]:
-        readings = replace(await health_reader.read_readings(self._bus(), self._engine(), now), ceilings=self.ceilings)
+        readings = replace(await health_reader.read_readings(self.link.bus, self.units, now), ceilings=self.ceilings)
         if not readings.readable:
             return readings, h.CronHealth(readable=False, problem=readings.problem, status="critical")
         try:
-            bus = self._bus()
+            bus = self.link.bus
             entries = await health_reader.per_host_entries(bus, self.entries)
             waiting = await health_reader.waiting_ticks(bus, entries)
         except Exception as exc:  # noqa: BLE001 - the monitor pages on an unreadable check
@@ -100,7 +105,7 @@ class HealthReporter:
         stats = queues.queue_statistics(readings)
         verdict = queues.queue_verdict(stats, readings, worker_stats)
         try:
-            async with self._engine().connect() as conn:
+            async with self.units.read() as conn:
                 recovery = await recovery_status(conn, now)
         except Exception:  # noqa: BLE001 - unknown is reported as off; the banner says nothing
             recovery = h.QueueRecoveryStatus(active=False)
@@ -115,7 +120,7 @@ class HealthReporter:
         """Every scheduled key judged: its record, its waiting tick (reckoned by its lane's last
         finish, `domain.lanes`), its lower bounds; witnesses are read only for keys whose owed
         ticks are past their grace."""
-        bus = self._bus()
+        bus = self.link.bus
         installed = await asyncio.gather(*(health_reader.schedule_installed_at(bus, ctx_of(e.service), e.job)
                                            for e in entries))
         server_id = await health_reader.nats_server_identity(bus)
@@ -126,7 +131,7 @@ class HealthReporter:
                 c = by_consumer.get(lane_consumer(e))
                 key_waiting[e.key] = lanes.waiting_since(c.last_finished_at if c else None, c.created_at if c else None,
                                                          [lanes.WaitingTick(waiting[e.key], e.cadence)])
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             records = await health_records.key_records(conn, [e.key for e in entries], key_waiting)
             nats_since = await health_records.nats_started_at(conn, server_id)
             worker_stats = workers.worker_statistics(readings.heartbeats, now)

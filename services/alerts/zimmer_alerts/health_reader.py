@@ -18,8 +18,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from zimmer_alerts import health_records
 from zimmer_alerts.domain import cluster
 from zimmer_alerts.domain.readings import ConsumerReading, Readings
@@ -29,6 +27,7 @@ from zimmer_common.contracts.subjects import (
     CONTEXTS, SCHEDULE_PREFIX, Stream, ctx_of, host_service, job_subject, schedule_subject, service_of_ctx)
 from zimmer_common.errors import ZimmerError
 from zimmer_common.schedule import ScheduleEntry
+from zimmer_common.unit_of_work import UnitsOfWork
 
 READ_TIMEOUT_SECONDS = 2.0
 PAGE_SIZE = 256  # the server's fixed page of CONSUMER.LIST
@@ -260,18 +259,18 @@ async def read_cluster(bus: Bus) -> ClusterHealth:
 # ---- everything the rules read ------------------------------------------------------------------
 
 
-async def read_readings(bus: Bus, engine: AsyncEngine, now: datetime, *,
+async def read_readings(bus: Bus, units: UnitsOfWork, now: datetime, *,
                         heartbeat_lookback: timedelta = HEARTBEAT_LOOKBACK) -> Readings:
     """One health read. Also records the NATS server in use: bus.py offers no reconnect hook, so the
     health read is where a new server is first seen. A failure to read anything is an unreadable
     reading naming the problem, never an empty one."""
     try:
         consumers = await read_consumers(bus)
-        async with engine.begin() as conn:
-            await health_records.record_server(conn, await nats_server_identity(bus), now)
-            runs = await health_records.claimed_runs(conn)
-            beats = await health_records.heartbeats(conn, now - heartbeat_lookback)
-            finished = await health_records.finished_last_hour_by_lane(conn, now)
+        async with units.begin() as uow:
+            await health_records.record_server(uow.conn, await nats_server_identity(bus), now)
+            runs = await health_records.claimed_runs(uow.conn)
+            beats = await health_records.heartbeats(uow.conn, now - heartbeat_lookback)
+            finished = await health_records.finished_last_hour_by_lane(uow.conn, now)
     except HealthReadError as exc:
         return Readings(now=now, consumers=[], claimed_runs=[], heartbeats=[], readable=False, problem=str(exc))
     except Exception as exc:  # noqa: BLE001 - the database is down, etc.: the reading says so

@@ -33,14 +33,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.recovery import job_consumers
 from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import SCHEDULE_PREFIX, Stream
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.lanes import LANES
-from zimmer_common.paging import page_or_log
-from zimmer_common.service import Service
+from zimmer_common.paging import PageFn, page_or_log
 
 
 JOBS = Stream.JOBS.value
@@ -119,13 +120,14 @@ def _receipt(action: str, done: list[Waiting], skipped: list[str],
 
 
 class QueuedMaintenance:
-    def __init__(self, service: Service):
-        self.service = service
+    def __init__(self, link: BusLink, clock: Clock, page: PageFn):
+        self.link = link
+        self.clock = clock
+        self.page = page
 
     @property
     def bus(self) -> Bus:
-        assert self.service.bus is not None, "used before start"
-        return self.service.bus
+        return self.link.bus
 
     async def _subjects(self, stream_filter: str, lane: str | None) -> list[str]:
         info = await self.bus.js_api(f"STREAM.INFO.{JOBS}", {"subjects_filter": stream_filter})
@@ -215,7 +217,7 @@ class QueuedMaintenance:
             raise ZimmerError(ErrorCode.INVALID, "delay_minutes is required to reschedule", {"field": "delay_minutes"})
         waiting = await self._confirmed(req)
         # Whole seconds: the @at schedule takes an RFC 3339 time; rounded up so it is never early.
-        deliver_at = (self.service.clock.now() + timedelta(minutes=req.delay_minutes, seconds=1)).replace(microsecond=0)
+        deliver_at = (self.clock.now() + timedelta(minutes=req.delay_minutes, seconds=1)).replace(microsecond=0)
         at = deliver_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         delivered = await self._delivered()
         done: list[Waiting] = []
@@ -251,25 +253,6 @@ class QueuedMaintenance:
         # An ERROR page (seed 003: "A mutating call also emits an ERROR log record and a GlitchTip
         # event"): a bulk write against the queue must be legible to someone not reading the transcript.
         stamp = datetime.now(UTC).isoformat()  # each call is its own issue: an issue notifies once, ever
-        await page_or_log(self.service.page_error, f"Queued jobs {verb}", message,
+        await page_or_log(self.page, f"Queued jobs {verb}", message,
                           ["queued_jobs", receipt.action, stamp], actor=req.actor, count=receipt.count,
                           lane=req.lane, subject=req.subject, subjects=[c.name for c in receipt.by_subject][:100])
-
-
-def attach_maintenance(service: Service) -> QueuedMaintenance:
-    """The preview, discard and reschedule RPCs; called from the alerts service's `build`."""
-    maintenance = QueuedMaintenance(service)
-
-    @service.rpc(h.PREVIEW_QUEUED)
-    async def preview(req: h.QueuedScope) -> h.QueuedPreview:
-        return await maintenance.preview(req)
-
-    @service.rpc(h.DISCARD_QUEUED)
-    async def discard(req: h.QueuedMutation) -> h.QueuedReceipt:
-        return await maintenance.discard(req)
-
-    @service.rpc(h.RESCHEDULE_QUEUED)
-    async def reschedule(req: h.QueuedMutation) -> h.QueuedReceipt:
-        return await maintenance.reschedule(req)
-
-    return maintenance

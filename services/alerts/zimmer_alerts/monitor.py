@@ -21,28 +21,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from zimmer_alerts import health_reader, health_records, ledger
+from zimmer_alerts import ledger
 from zimmer_alerts.domain.cron import CONSECUTIVE_CRITICAL_TO_ALERT, CronStreaks
 from zimmer_alerts.domain.queues import page_body
 from zimmer_alerts.health import HealthReporter
 from zimmer_alerts.health_metrics import HealthMetrics
-from zimmer_common.bus import Bus
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
-from zimmer_common.paging import page_or_log
-from zimmer_common.service import Service
+from zimmer_common.unit_of_work import UnitsOfWork
 
 log = logging.getLogger("zimmer.health")
 
-CHECK_INTERVAL_SECONDS = 60.0
 SOURCE = "alerts/health_monitor"
 CRON_TITLE = "Cron schedule stale"
 CRON_CONDITION = "health:cron_stale"
@@ -90,6 +84,7 @@ class HealthMonitor:
 
     reporter: HealthReporter
     pager: Pager
+    units: UnitsOfWork | None = None  # the ledger's; None (a unit test): only this process's own reports
     metrics: HealthMetrics | None = None
     queue_streak: QueueStreak = field(default_factory=QueueStreak)
     cron_streaks: CronStreaks = field(default_factory=CronStreaks)
@@ -147,8 +142,10 @@ class HealthMonitor:
         """The monitor's conditions still open: the ledger's, with this process's own reports and
         resolutions the ledger has not caught up with. An unreadable ledger leaves what this
         process knows (a page is never held back for it)."""
+        if self.units is None:
+            return set(self.reported)
         try:
-            async with self.reporter.engine().connect() as conn:
+            async with self.units.read() as conn:
                 open_keys = await ledger.open_condition_keys(conn, SOURCE)
         except Exception as exc:  # noqa: BLE001 - the report above already says what is unreadable
             log.warning("open conditions unreadable", extra=kv(error=repr(exc)))
@@ -209,55 +206,3 @@ class HealthMonitor:
                                     message="every scheduled job is producing ticks again")
             self.reported.discard(CRON_CONDITION)
             self.resolved.add(CRON_CONDITION)
-
-
-def attach_health(service: Service, disabled_keys: frozenset[str] = frozenset(),
-                  interval: float = CHECK_INTERVAL_SECONDS,
-                  ceilings: Mapping[str, timedelta] | None = None) -> HealthMonitor:
-    """Wire the report's RPC and the monitor loop into the alerts service (called from build)."""
-    assert service.pager is not None, "attach_pager first"
-
-    def bus() -> Bus:
-        assert service.bus is not None, "used before start"
-        return service.bus
-
-    def engine() -> AsyncEngine:
-        assert service.engine is not None, "used before start"
-        return service.engine
-
-    metrics = HealthMetrics(service.metrics.registry)
-    reporter = HealthReporter(bus, engine, service.clock, service.settings.env, disabled_keys=disabled_keys,
-                              metrics=metrics, ceilings=ceilings)
-    monitor = HealthMonitor(reporter, service.pager, metrics)
-
-    @service.rpc(h.SYSTEM_HEALTH)
-    async def system_health(_q: h.HealthQuery) -> h.HealthReport:
-        return await reporter.report()
-
-    async def loop() -> None:
-        # The first check waits one interval: a process just started has nothing to judge yet,
-        # and a page needs two checks anyway.
-        while not service.stopping:
-            await service.pause(interval)
-            if service.stopping:
-                break
-            try:
-                await monitor.check_once()
-            except Exception as exc:  # noqa: BLE001 - a failed check pages; the next one runs
-                await page_or_log(service.page_error, "Health check failed", "the health monitor's check raised; "
-                                  "the next one runs in a minute", ["health", "check", type(exc).__name__],
-                                  snippet_source=exc)
-
-    @service.on_start
-    async def start_monitor(svc: Service) -> None:
-        # The NATS server's first sighting is a lower bound of cron freshness (a restarted server
-        # fires no missed ticks); note it at start, not only at the first report.
-        try:
-            server_id = await health_reader.nats_server_identity(bus())
-            async with engine().begin() as conn:
-                await health_records.record_server(conn, server_id, svc.clock.now())
-        except Exception as exc:  # noqa: BLE001 - the first report records it instead
-            log.warning("NATS server not recorded at start", extra=kv(error=repr(exc)))
-        svc.spawn(loop(), "health-monitor")
-
-    return monitor

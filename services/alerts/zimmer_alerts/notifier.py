@@ -15,7 +15,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_alerts import ledger
 from zimmer_alerts.domain.policy import Sink, Timing, allowed_sinks
@@ -23,6 +22,7 @@ from zimmer_alerts.domain.policy import due as due_now
 from zimmer_alerts.sinks import Delivery, Notice, Sinks
 from zimmer_alerts.tables import issues
 from zimmer_common.settings import Environment
+from zimmer_common.unit_of_work import UnitsOfWork
 
 ISSUE_SINKS: tuple[Sink, ...] = ("log", "slack")
 PAGE_SINKS: tuple[Sink, ...] = ("log", "slack", "alertmanager")
@@ -42,10 +42,10 @@ class AlertMetrics:
 
 
 class Notifier:
-    def __init__(self, engine: Callable[[], AsyncEngine], sinks: Sinks, env: Environment,
+    def __init__(self, units: UnitsOfWork, sinks: Sinks, env: Environment,
                  now: Callable[[], datetime], metrics: AlertMetrics | None = None, timing: Timing = Timing(),
                  lease: timedelta = CLAIM_LEASE):
-        self._engine = engine
+        self.units = units
         self.sinks = sinks
         self.env = env
         self.now = now
@@ -60,8 +60,8 @@ class Notifier:
         now = self.now()
         recorded = await self._track_events(now)
         tracker_live = self._tracker_live()
-        async with self._engine().begin() as conn:
-            claimed = await ledger.claim_issues(conn, now, self.lease)
+        async with self.units.begin() as uow:
+            claimed = await ledger.claim_issues(uow.conn, now, self.lease)
         for issue in claimed:
             notice = Notice("issue", issue.title, issue.level, issue.source, issue.message, issue.fingerprint,
                             starts_at=issue.first_seen, snippet=issue.snippet, context=issue.context or {},
@@ -69,19 +69,19 @@ class Notifier:
             # A live tracker hears of the issue through its events; otherwise the ledger says why not.
             sinks = ISSUE_SINKS if tracker_live else (*ISSUE_SINKS, "issue_tracker")
             rows = await self._deliver(sinks, notice, now, issue_id=issue.id)
-            async with self._engine().begin() as conn:
-                await ledger.add_notifications(conn, rows)
-                await ledger.mark_issue_notified(conn, issue.id, now)
+            async with self.units.begin() as uow:
+                await ledger.add_notifications(uow.conn, rows)
+                await ledger.mark_issue_notified(uow.conn, issue.id, now)
             recorded += len(rows)
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
             due: list[tuple[str, Any, Any]] = []
-            for row, group in await ledger.groups(conn, now, self.timing):
+            for row, group in await ledger.groups(uow.conn, now, self.timing):
                 kind = "page" if due_now(group, now, self.timing) else (
                     "resolved" if not group.firing and row.last_notified is not None and row.resolution_sent_at is None
                     else None)
                 if kind is not None:
-                    due.append((kind, row, await ledger.group_detail(conn, row.title)))
-            mine = await ledger.claim_groups(conn, [row.title for _kind, row, _d in due], now, self.lease)
+                    due.append((kind, row, await ledger.group_detail(uow.conn, row.title)))
+            mine = await ledger.claim_groups(uow.conn, [row.title for _kind, row, _d in due], now, self.lease)
         for kind, row, detail in due:
             if row.title not in mine:
                 continue  # another notifier claimed it meanwhile
@@ -91,15 +91,15 @@ class Notifier:
                 snippet=detail.snippet if detail else None, context=(detail.context if detail else None) or {})
             sinks = PAGE_SINKS if kind == "page" else ("log", "alertmanager")
             rows = await self._deliver(sinks, notice, now, group_title=row.title)
-            async with self._engine().begin() as conn:
-                await ledger.add_notifications(conn, rows)
+            async with self.units.begin() as uow:
+                await ledger.add_notifications(uow.conn, rows)
                 if kind == "page":
-                    await ledger.mark_group_notified(conn, row.title, now)
+                    await ledger.mark_group_notified(uow.conn, row.title, now)
                 else:
-                    await ledger.mark_resolution_sent(conn, row.title, now)
+                    await ledger.mark_resolution_sent(uow.conn, row.title, now)
             recorded += len(rows)
         if self.metrics:
-            async with self._engine().connect() as conn:
+            async with self.units.read() as conn:
                 self.metrics.open_issues.set((await conn.execute(
                     select(func.count()).select_from(issues).where(issues.c.notified_at.is_(None)))).scalar_one())
         return recorded
@@ -113,11 +113,11 @@ class Notifier:
         lapses, so a tracker that is down costs one failed delivery per lease, not one per event
         per run. An event the tracker refuses is recorded and not sent again."""
         if not self._tracker_live():
-            async with self._engine().begin() as conn:
-                await ledger.skip_tracking(conn, now)
+            async with self.units.begin() as uow:
+                await ledger.skip_tracking(uow.conn, now)
             return 0
-        async with self._engine().begin() as conn:
-            claimed = await ledger.claim_events(conn, now, self.lease)
+        async with self.units.begin() as uow:
+            claimed = await ledger.claim_events(uow.conn, now, self.lease)
         rows, sent, refused = [], [], []
         for event in claimed:
             notice = Notice("event", event.title, event.level, event.source, event.message, event.fingerprint,
@@ -134,9 +134,9 @@ class Notifier:
             if not delivery.refused:
                 break
             refused.append(event.id)
-        async with self._engine().begin() as conn:
-            await ledger.add_notifications(conn, rows)
-            await ledger.mark_events_tracked(conn, sent, refused, now)
+        async with self.units.begin() as uow:
+            await ledger.add_notifications(uow.conn, rows)
+            await ledger.mark_events_tracked(uow.conn, sent, refused, now)
         return len(sent) + len(rows)
 
     async def _deliver(self, sinks: tuple[Sink, ...], notice: Notice, now: datetime, **target: Any) -> list[dict[str, Any]]:

@@ -30,17 +30,19 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge
 from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.recovery_tables import queue_recovery_mode as qrm
 from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
-from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
-from zimmer_common.service import Service
+from zimmer_common.pager import Pager
 from zimmer_common.streams import parse_version
+from zimmer_common.unit_of_work import UnitsOfWork
 
 log = logging.getLogger("zimmer.alerts.recovery")
 
@@ -137,35 +139,33 @@ async def recovery_status(conn: AsyncConnection, now: datetime) -> h.QueueRecove
 # ---- the operations -----------------------------------------------------------------------------
 
 class QueueRecoveryMode:
-    def __init__(self, service: Service, metrics: RecoveryMetrics):
-        self.service = service
+    def __init__(self, units: UnitsOfWork, link: BusLink, clock: Clock, pager: Pager, metrics: RecoveryMetrics):
+        self.units = units
+        self.link = link
+        self.clock = clock
+        self.pager = pager
         self.metrics = metrics
 
     @property
     def bus(self) -> Bus:
-        assert self.service.bus is not None, "used before start"
-        return self.service.bus
-
-    @property
-    def engine(self) -> AsyncEngine:
-        assert self.service.engine is not None, "used before start"
-        return self.service.engine
+        return self.link.bus
 
     async def status(self) -> h.QueueRecoveryStatus:
-        async with self.engine.connect() as conn:
-            status = await recovery_status(conn, self.service.clock.now())
+        async with self.units.read() as conn:
+            status = await recovery_status(conn, self.clock.now())
         self.metrics.show(status)
         return status
 
     async def enter(self, req: h.EnterQueueRecoveryMode) -> h.QueueRecoveryStatus:
-        now = self.service.clock.now()
+        now = self.clock.now()
         ttl = min(max(req.ttl_minutes, TTL_MIN), TTL_MAX)  # clamped, not refused (seed 003)
         expires_at = now + timedelta(minutes=ttl)
         why_not = supports_pause(self.bus)
         if why_not:
             raise ZimmerError(ErrorCode.REFUSED, f"{why_not}: queue recovery mode would report a halt that is not "
                               "happening, so it refuses", {"reason": "pause_unsupported"})
-        async with self.engine.begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": LOCK_KEY})
             before = await _row(conn)
             extending = _status(before, now).active
@@ -210,8 +210,9 @@ class QueueRecoveryMode:
     async def exit(self, actor: str) -> h.QueueRecoveryStatus:
         """Resume every paused demand-side consumer (the mode's and any paused by hand) and stamp
         the row. Never gated; with nothing paused and nothing active it does nothing, quietly."""
-        now = self.service.clock.now()
-        async with self.engine.begin() as conn:
+        now = self.clock.now()
+        async with self.units.begin() as uow:
+            conn = uow.conn
             await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": LOCK_KEY})
             row = await _row(conn)
             resumed: list[str] = []
@@ -244,8 +245,8 @@ class QueueRecoveryMode:
     async def expire(self) -> str:
         """Path 2 (the every-minute job): lift an elapsed mode as the TTL; while it is on, re-pause
         a demand-side consumer that is not paused (created during the halt). Returns what it did."""
-        now = self.service.clock.now()
-        async with self.engine.connect() as conn:
+        now = self.clock.now()
+        async with self.units.read() as conn:
             row = await _row(conn)
         if row is None or row.exited_at is not None:
             self.metrics.show(h.QueueRecoveryStatus(active=False))
@@ -262,33 +263,7 @@ class QueueRecoveryMode:
 
     async def _page(self, title: str, episode: datetime | None, what: str, message: str,
                     context: dict[str, Any]) -> None:
-        pager = getattr(self.service, "pager", None)
-        if pager is None:
-            return
-        episode_key = rfc3339(episode or self.service.clock.now())
-        await pager.report(title=title, level="warning", message=message, context=context,
+        episode_key = rfc3339(episode or self.clock.now())
+        await self.pager.report(title=title, level="warning", message=message, context=context,
                            fingerprint=["alerts", "queue_recovery_mode", what, episode_key,
                                         str(context.get("expires_at", ""))])
-
-
-def attach_recovery(service: Service, registry: CollectorRegistry) -> QueueRecoveryMode:
-    """The RPCs and the expiry job; called from the alerts service's `build`."""
-    mode = QueueRecoveryMode(service, RecoveryMetrics(registry))
-
-    @service.rpc(h.ENTER_QUEUE_RECOVERY)
-    async def enter(req: h.EnterQueueRecoveryMode) -> h.QueueRecoveryStatus:
-        return await mode.enter(req)
-
-    @service.rpc(h.EXIT_QUEUE_RECOVERY)
-    async def exit_(req: h.ExitQueueRecoveryMode) -> h.QueueRecoveryStatus:
-        return await mode.exit(req.actor)
-
-    @service.rpc(h.QUEUE_RECOVERY_STATUS)
-    async def status(_req: h.HealthQuery) -> h.QueueRecoveryStatus:
-        return await mode.status()
-
-    async def expiry_job(_ctx: JobContext) -> None:
-        await mode.expire()
-
-    service.job_specs.append(JobSpec(EXPIRY_JOB, EXPIRY_LANE, expiry_job))
-    return mode
