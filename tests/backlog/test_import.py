@@ -257,9 +257,12 @@ async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) 
     """Issue 9 #11: the import held the ranking lock across every item, so an append waited for
     all of it. It now releases the lock between batches: an append made while a large import
     runs is decided before the import ends (ordering, not timing: the import is still going)."""
+    from types import SimpleNamespace
+
     from zimmer_backlog.backlog import Backlog
     from zimmer_backlog.importer import IMPORT_BATCH
     from zimmer_common.contracts.backlog import AppendItem
+    from zimmer_common.unit_of_work import UnitsOfWork
 
     total = IMPORT_BATCH * 15
     source = write(tmp_path / "big.json", [{"id": f"i{n}", "key": f"zimmer#{n}", "estimated_cost": "large",
@@ -274,7 +277,7 @@ async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) 
 
     while await imported() < IMPORT_BATCH:  # the first batch has committed
         await asyncio.sleep(0.01)
-    appended = await Backlog(lambda: engine).append(AppendItem(
+    appended = await Backlog(UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "backlog")).append(AppendItem(
         key="zimmer#99999", issue_url="https://github.com/acme/zimmer/issues/99999", estimated_cost="small"))
     assert appended.item.key == "zimmer#99999"
     assert not running.done() and await imported() < total + 1

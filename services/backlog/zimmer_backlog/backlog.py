@@ -1,55 +1,46 @@
-"""The backlog's operations, transaction by transaction (seed 000)."""
+"""The backlog's own writes and reads, one unit of work each (seed 000): list, append (alone or
+many callers at once), pin, unpin and an operator's removal. Pulls are `pull.py`'s, holds
+`holds.py`'s, spot-gate's session events `session_events.py`'s."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
 from datetime import UTC, datetime
-
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_backlog import store
 from zimmer_backlog.domain.issues import admitted
 from zimmer_backlog.domain.ranking import AppendPlan, NeedsBand, RankedItem, plan_batch
-from zimmer_common.contracts.backlog import (
-    APPEND_MANY, ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendMany, AppendManyResult,
-    AppendOutcome, AppendResult, ItemEvent, ItemList, ItemQuery, ItemRef, ItemView, PinItem, RemoveItem)
-from zimmer_common.contracts.envelope import EventEnvelope
-from zimmer_common.contracts.spot import SessionDeleted, SessionEvent
-from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common import deadline, idempotency
 from zimmer_common.batching import LockedBatcher, Take
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.clock import Clock, SystemClock
+from zimmer_common.contracts.backlog import (
+    APPEND_MANY, ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendMany, AppendManyResult,
+    AppendOutcome, AppendResult, ItemEvent, ItemList, ItemQuery, ItemRef, ItemView, PinItem, RemoveItem)
+from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import Outages
-from zimmer_common.outbox import OutboxRelay, emit, emit_many
+from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 
 SCHEMA = store.SCHEMA
-SPAWNED_BY = "work-backlog"
 Keyed = tuple[AppendItem, KeyRef | None]  # an append and its caller-scoped idempotency key
 
 
 class Backlog:
-    def __init__(self, engine: Callable[[], AsyncEngine], relay: Callable[[], OutboxRelay | None] = lambda: None,
-                 clock: Clock | None = None, outages: Outages | None = None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, clock: Clock | None = None, outages: Outages | None = None, *,
+                 on_appended: Callable[[], None] = lambda: None,
+                 on_removed: Callable[[str], None] = lambda reason: None):
+        self._units = units
         self.clock = clock or SystemClock()
-        self._relay = relay
         self.outages = outages or Outages()
-        self.on_appended: Callable[[], None] = lambda: None  # metrics hooks
-        self.on_removed: Callable[[str], None] = lambda reason: None
+        self.on_appended = on_appended  # metrics hooks
+        self.on_removed = on_removed
         self.batcher: LockedBatcher[Keyed, AppendResult | ZimmerError] = LockedBatcher(self._append_batch)
-
-    def _kick(self) -> None:
-        relay = self._relay()
-        if relay:
-            relay.kick()
 
     async def list(self, q: ItemQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> ItemList:
         """A page of rows: `q.limit` at most, fewer when their bytes reach `budget`, with where the
         next page starts."""
-        async with self._engine().connect() as conn:
+        async with self._units.read() as conn:
             now = self.clock.now()
             items, total = await store.search(conn, q.status, q.limit, q.offset, now, budget)
             return ItemList(items=items, total=total, counts=await store.counts(conn, now),
@@ -114,30 +105,30 @@ class Backlog:
     async def _append_batch(self, take: Take[Keyed]) -> list[AppendResult | ZimmerError]:
         """The appends waiting once this transaction holds the ranking lock, ranked together."""
         appended = 0
-        async with self._engine().begin() as conn:
-            await store.lock_ranking(conn)
+        async with self._units.begin() as uow:
+            await store.lock_ranking(uow.conn)
             keyed = take()
             if not keyed:
                 return []
 
             async def place(indices: list[int]) -> list[AppendResult | ZimmerError]:
                 nonlocal appended
-                placed = await self._append_many(conn, [keyed[i][0] for i in indices])
+                placed = await self._append_many(uow, [keyed[i][0] for i in indices])
                 appended += sum(isinstance(o, AppendResult) for o in placed)
                 return placed
 
-            outcomes = await idempotency.keyed_batch(conn, SCHEMA, [ref for _, ref in keyed], place, AppendResult)
+            outcomes = await uow.keyed_batch([ref for _, ref in keyed], place, AppendResult)
         for _ in range(appended):  # committed now; a replayed answer appended nothing
             self.on_appended()
-        self._kick()
         return outcomes
 
-    async def _append_many(self, conn: AsyncConnection, requests: list[AppendItem]) -> list[AppendResult | ZimmerError]:
+    async def _append_many(self, uow: UnitOfWork, requests: list[AppendItem]) -> list[AppendResult | ZimmerError]:
         """Each append lands 10 below the lowest unpinned in-band peer of its cost (re-spacing
         the band first when it must, `band_full` when it cannot), in arrival order, each seeing
         the ones before it; then drifted items are re-ranked. One failure refuses one append.
         The batch is planned in memory (`ranking.plan_batch`, pure) and written in a few
-        statements, whatever its size. Runs in the caller's transaction, under the ranking lock."""
+        statements, whatever its size. Runs in the caller's unit of work, under the ranking lock."""
+        conn = uow.conn
         before = await store.before_appending(conn, [q.key for q in requests])
         bands: dict[str, tuple[list[RankedItem], bool]] = {
             cost: ([peer], False) for cost, peer in before.lowest_peers.items()}
@@ -158,7 +149,7 @@ class Backlog:
         moves = await store.rerank(conn) if before.drifted else {}
         item_of = {i: store.moved(item, moves) for i, item in zip(sorted(plan.precedence), written, strict=True)}
         if not announced:
-            await emit_many(conn, SCHEMA, [(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
+            await uow.emit_many([(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
                                            for item in item_of.values()])
         return [AppendResult(item=item_of[i], counts=counts) if i in item_of else _refusal(req, i, plan)
                 for i, req in enumerate(requests)]
@@ -172,50 +163,33 @@ class Backlog:
         return await self._set_pin(req.item_id, False, None, ITEM_UNPINNED, "item_unpinned")
 
     async def _set_pin(self, item_id: int, pinned: bool, precedence: int | None, subject: str, etype: str) -> ItemView:
-        async with self._engine().begin() as conn:
-            await store.lock_ranking(conn)
-            item = await store.fetch(conn, item_id)
+        async with self._units.begin() as uow:
+            await store.lock_ranking(uow.conn)
+            item = await store.fetch(uow.conn, item_id)
             if item.status != "queued":
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item_id} is {item.status}; only a queued item can be "
                                   f"{'pinned' if pinned else 'unpinned'}", {"item_id": item_id, "status": item.status})
-            item = await store.set_pin(conn, item_id, pinned, precedence)
+            item = await store.set_pin(uow.conn, item_id, pinned, precedence)
             # An unpinned item out of its band moves back into it; a band with no room refuses
             # the unpin (band_full) rather than leave the item where the pin had put it.
-            item = store.moved(item, await store.rerank(conn, needs=None if pinned else item.estimated_cost))
-            await emit(conn, SCHEMA, subject, etype, ItemEvent(item=item))
-        self._kick()
+            item = store.moved(item, await store.rerank(uow.conn, needs=None if pinned else item.estimated_cost))
+            await uow.emit(subject, etype, ItemEvent(item=item))
         return item
 
     async def remove(self, req: RemoveItem) -> ItemView:
         """Removal by a human's judgement, in words (agents remove only on a pull, from a fixed vocabulary)."""
-        async with self._engine().begin() as conn:
-            await store.lock_ranking(conn)
-            item = await store.fetch(conn, req.item_id)
-            removed = await store.remove(conn, req.item_id, req.reason, req.by or "operator")
+        async with self._units.begin() as uow:
+            await store.lock_ranking(uow.conn)
+            item = await store.fetch(uow.conn, req.item_id)
+            removed = await store.remove(uow.conn, req.item_id, req.reason, req.by or "operator")
             if removed is None:
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {req.item_id} is {item.status}, not queued",
                                   {"item_id": req.item_id, "status": item.status})
-            await store.rerank(conn)
+            await store.rerank(uow.conn)
             item = removed
-            await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=item))
+            await uow.emit(ITEM_REMOVED, "item_removed", ItemEvent(item=item))
         self.on_removed("operator")
-        self._kick()
         return item
-
-    async def on_session_event(self, conn: AsyncConnection, event: EventEnvelope) -> None:
-        """Counts come from spot-gate's session events, for the sessions this backlog produced."""
-        session = SessionEvent.model_validate(event.data).session
-        if session.metadata.get("spawned_by") != SPAWNED_BY or "work_backlog_item_id" not in session.metadata:
-            return
-        await store.record_session(conn, session.id, int(session.metadata["work_backlog_item_id"]), session.status,
-                                   store.spot_held(session), session.updated_at, session.version)
-
-
-    async def on_session_deleted(self, conn: AsyncConnection, event: EventEnvelope) -> None:
-        """A session this backlog produced was deleted: it has ended (else it would count in flight
-        forever, since no status event will ever come for it again)."""
-        deleted = SessionDeleted.model_validate(event.data)
-        await store.session_deleted(conn, deleted.session_id, deleted.deleted_at)
 
 
 def _refusal(req: AppendItem, i: int, plan: AppendPlan) -> ZimmerError:

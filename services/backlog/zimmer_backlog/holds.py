@@ -5,10 +5,7 @@ it is not a removal and changes no status. The hold lapses after HOLD_DURATION o
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import aliased
 
 from zimmer_backlog import store
@@ -17,7 +14,7 @@ from zimmer_backlog.tables import items
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.backlog import ITEM_HELD, HoldItem, ItemEvent, ItemView
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import emit
+from zimmer_common.unit_of_work import UnitsOfWork
 
 
 _newer = aliased(items)
@@ -26,14 +23,14 @@ NEWER_ROW = (select(func.min(_newer.c.id)).where(_newer.c.key == items.c.key, _n
 
 
 class Holds:
-    def __init__(self, engine: Callable[[], AsyncEngine], clock: Clock, kick: Callable[[], None] = lambda: None):
-        self._engine = engine
+    def __init__(self, units: UnitsOfWork, clock: Clock):
+        self._units = units
         self.clock = clock
-        self._kick = kick
 
     async def hold(self, req: HoldItem) -> ItemView:
         now = self.clock.now()
-        async with self._engine().begin() as conn:
+        async with self._units.begin() as uow:
+            conn = uow.conn
             row = (await conn.execute(
                 select(items.c.status, items.c.liveness_state, items.c.held_until,
                        store.CLAIMED.label("claimed"), NEWER_ROW.label("newer_row")).select_from(store.WITH_SESSION)
@@ -52,6 +49,5 @@ class Holds:
                 held_at=now, held_until=now + HOLD_DURATION, held_by=by, held_by_session_id=req.acting_session_id,
                 hold_reason=req.reason.strip(), held_liveness_state=row.liveness_state))
             item = await store.fetch(conn, req.item_id)
-            await emit(conn, store.SCHEMA, ITEM_HELD, "item_held", ItemEvent(item=item))
-        self._kick()
+            await uow.emit(ITEM_HELD, "item_held", ItemEvent(item=item))
         return item

@@ -17,17 +17,20 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Text, and_, bindparam, case, column, delete, exists, func, or_, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
 from zimmer_backlog import store
 from zimmer_backlog.domain import bands
 from zimmer_backlog.domain.liveness import (
     GRACE, MAX_EXAMINED_PER_SWEEP, PROVISIONAL_REMOVALS, SETTLED, Verdict, classify, hold_survives)
-from zimmer_backlog.github import IssueRef, Probe, issue_ref
+from zimmer_backlog.github import GithubClient, IssueRef, Probe, issue_ref
+from zimmer_backlog.metrics import BacklogMetrics
 from zimmer_backlog.tables import alert_marks, items, liveness_passes, produced
 from zimmer_common.clock import Clock
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
+from zimmer_common.unit_of_work import UnitsOfWork
 
 log = logging.getLogger("zimmer.backlog.liveness")
 
@@ -81,27 +84,24 @@ class PassReport:
 
 
 class LivenessSweep:
-    def __init__(self, engine: Any, github: Any, pager: Any, clock: Clock, metrics: Any = None):
-        self._engine = engine  # () -> AsyncEngine, wired at start-up
-        self._github = github  # () -> GithubClient
-        self._pager = pager  # () -> Pager
+    def __init__(self, units: UnitsOfWork, github: GithubClient, pager: Pager, clock: Clock,
+                 metrics: BacklogMetrics | None = None):
+        self._units = units
+        self._github = github
+        self._pager = pager
         self.clock = clock
         self.metrics = metrics
-
-    @property
-    def engine(self) -> AsyncEngine:
-        return self._engine()
 
     async def run(self) -> PassReport:
         now = self.clock.now()
         report = PassReport(started_at=now)
-        async with self.engine.begin() as conn:
-            pass_id = (await conn.execute(insert(liveness_passes).values(started_at=now)
-                                          .returning(liveness_passes.c.id))).scalar_one()
-            rows = list((await conn.execute(candidates(now))).all())
+        async with self._units.begin() as uow:
+            pass_id = (await uow.conn.execute(insert(liveness_passes).values(started_at=now)
+                                              .returning(liveness_passes.c.id))).scalar_one()
+            rows = list((await uow.conn.execute(candidates(now))).all())
         verdicts = await self._judge(rows, now, report)
         await self._record(verdicts, now, report)
-        async with self.engine.connect() as conn:
+        async with self._units.read() as conn:
             report.stranded, oldest = await population(conn, now)
         report.oldest_stranded_age = None if oldest is None else now - oldest
         if report.read_everything:  # a pass that could not read a repo says nothing at all
@@ -120,7 +120,7 @@ class LivenessSweep:
                 verdicts[r.id] = Verdict.UNKNOWN  # a URL written before the issue-URL rule; nothing to ask
             else:
                 to_probe[r.id] = ref
-        probe: Probe = await self._github().probe(to_probe.values()) if to_probe else Probe()
+        probe: Probe = await self._github.probe(to_probe.values()) if to_probe else Probe()
         report.requests, report.unreadable_repos = probe.requests, set(probe.unreadable_repos)
         report.rate_limited = probe.rate_limited is not None
         for item_id, ref in to_probe.items():
@@ -138,18 +138,18 @@ class LivenessSweep:
         now (locked), so a hold placed while GitHub was being read is judged too."""
         if not verdicts:
             return
-        async with self.engine.begin() as conn:
-            held = (await conn.execute(select(items.c.id, items.c.key, items.c.held_liveness_state)
-                                       .where(items.c.id.in_(list(verdicts)), items.c.held_at.is_not(None))
-                                       .with_for_update())).all()
+        async with self._units.begin() as uow:
+            held = (await uow.conn.execute(select(items.c.id, items.c.key, items.c.held_liveness_state)
+                                           .where(items.c.id.in_(list(verdicts)), items.c.held_at.is_not(None))
+                                           .with_for_update())).all()
             void = [r.id for r in held if not hold_survives(r.held_liveness_state, verdicts[r.id])]
             report.voided = sorted(r.key for r in held if r.id in void)
             ids = list(verdicts)
             stmt = update(items).where(items.c.id == _VERDICTS.c.id).values(
                 liveness_state=_VERDICTS.c.v, liveness_checked_at=now,
                 **{c: case((_VERDICTS.c.void == 1, None), else_=items.c[c]) for c in HOLD_COLUMNS})
-            await conn.execute(stmt, {"ids": ids, "vs": [verdicts[i].value for i in ids],
-                                      "void": [int(i in void) for i in ids]})
+            await uow.conn.execute(stmt, {"ids": ids, "vs": [verdicts[i].value for i in ids],
+                                          "void": [int(i in void) for i in ids]})
         if report.voided:
             log.info("holds voided: the liveness sweep recorded a different verdict", extra=kv(keys=report.voided))
 
@@ -159,14 +159,14 @@ class LivenessSweep:
         lapse (which pages whatever band the sweep last paged for, once per hold, on the first pass
         that can read GitHub after its row is stranded again; only then is the spent hold cleared).
         A lapse that coincides with a band step is told in that one page."""
-        async with self.engine.connect() as conn:
+        async with self._units.read() as conn:
             lapsed = (await conn.execute(
                 select(items.c.id, items.c.key, items.c.held_at, items.c.held_by, items.c.hold_reason,
                        store.LEFT_QUEUE_AT.label("left_at"))
                 .select_from(store.WITH_SESSION)
                 .where(store.stranded(now), items.c.held_until.is_not(None)).order_by(items.c.id))).all()
         try:
-            async with self.engine.connect() as conn:
+            async with self._units.read() as conn:
                 mark = await _read_mark(conn, BAND_MARK)
         except Exception as exc:  # noqa: BLE001 - paged in its own right
             await self._band_store_failed(exc, "read", report)
@@ -188,15 +188,15 @@ class LivenessSweep:
             return
         band = decision.page or (mark.band if mark else bands.band_of(report.stranded or 0,
                                                                       report.oldest_stranded_age or timedelta(0)))
-        page = await self._pager().report(**(self._lapse_page(lapsed, band, now) if lapsed else
+        page = await self._pager.report(**(self._lapse_page(lapsed, band, now) if lapsed else
                                              self._band_page(band, report, now)))
         if page is None:
             return  # not sent: nothing remembered and no hold cleared, so the next pass tries again
         report.paged.append("lapse" if lapsed else "band")
         if lapsed:
-            async with self.engine.begin() as conn:
-                await conn.execute(update(items).where(items.c.id.in_([r.id for r in lapsed]),
-                                                       items.c.held_until <= now).values(**NO_HOLD))
+            async with self._units.begin() as uow:
+                await uow.conn.execute(update(items).where(items.c.id.in_([r.id for r in lapsed]),
+                                                           items.c.held_until <= now).values(**NO_HOLD))
         if store_ok and decision.mark != mark:
             await self._remember(decision.mark, now, report)
 
@@ -228,8 +228,8 @@ class LivenessSweep:
 
     async def _remember(self, mark: bands.Mark | None, now: datetime, report: PassReport) -> None:
         try:
-            async with self.engine.begin() as conn:
-                await _write_mark(conn, BAND_MARK, mark, now)
+            async with self._units.begin() as uow:
+                await _write_mark(uow.conn, BAND_MARK, mark, now)
         except Exception as exc:  # noqa: BLE001
             await self._band_store_failed(exc, "write", report)
 
@@ -237,18 +237,18 @@ class LivenessSweep:
         """Write a throwaway token to the probe key and read it back, before paging; the probe is a
         separate key so failing it can never leave a band written that no page went out for."""
         token = uuid.uuid4().hex
-        async with self.engine.begin() as conn:
-            await conn.execute(insert(alert_marks).values(name=PROBE_MARK, token=token, expires_at=now)
-                               .on_conflict_do_update(index_elements=[alert_marks.c.name],
-                                                      set_={"token": token, "expires_at": now}))
-        async with self.engine.connect() as conn:
+        async with self._units.begin() as uow:
+            await uow.conn.execute(insert(alert_marks).values(name=PROBE_MARK, token=token, expires_at=now)
+                                   .on_conflict_do_update(index_elements=[alert_marks.c.name],
+                                                          set_={"token": token, "expires_at": now}))
+        async with self._units.read() as conn:
             read = (await conn.execute(select(alert_marks.c.token).where(alert_marks.c.name == PROBE_MARK))
                     ).scalar_one_or_none()
         if read != token:
             raise RuntimeError("the band store did not remember the probe token")
 
     async def _band_store_failed(self, exc: BaseException, doing: str, report: PassReport) -> None:
-        page = await self._pager().report(
+        page = await self._pager.report(
             title="Work backlog: the stranded alert's band store cannot be used; the stranded alert is silent",
             level="error", fingerprint=["backlog", "stranded_band_store", doing, type(exc).__name__],
             message=f"The liveness sweep could not {doing} backlog.alert_marks, so it will not page for the "
@@ -257,14 +257,13 @@ class LivenessSweep:
             context={"error": repr(exc)[:500]}, snippet_source=exc, source="backlog/liveness_sweep")
         if page is not None:  # the pass's ledger row names every page it sent (issue 27 #8)
             report.paged.append("band_store")
-        report_store_failure = getattr(self.metrics, "band_store_failures", None)
-        if report_store_failure is not None:
-            report_store_failure.inc()
+        if self.metrics is not None:
+            self.metrics.band_store_failures.inc()
 
     async def _finish(self, pass_id: int, report: PassReport) -> None:
         age = report.oldest_stranded_age
-        async with self.engine.begin() as conn:
-            await conn.execute(update(liveness_passes).where(liveness_passes.c.id == pass_id).values(
+        async with self._units.begin() as uow:
+            await uow.conn.execute(update(liveness_passes).where(liveness_passes.c.id == pass_id).values(
                 finished_at=self.clock.now(), examined=report.examined, unknown=report.verdicts.get("unknown", 0),
                 requests=report.requests, unreadable_repos=sorted(report.unreadable_repos),
                 rate_limited=report.rate_limited, stranded=report.stranded,

@@ -7,33 +7,29 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_backlog import start_rows, store
+from zimmer_backlog.domain.pullreport import UNKNOWN_CEILING, PullFacts, sentence
+from zimmer_backlog.spot import SpotGate
 from zimmer_backlog.start import Starter, spawn_key
 from zimmer_common import deadline, idempotency
-from zimmer_common.bus import Bus
-from zimmer_backlog.domain.pullreport import UNKNOWN_CEILING, PullFacts, sentence
 from zimmer_common.contracts.backlog import (
     ITEM_REMOVED, Counts, FailedStart, ItemEvent, ItemRef, ItemView, NotRemoved, PullItems, PullResult, StartedItem,
     StartNowResult)
-from zimmer_common.contracts.spot import GET_SESSION, SessionRef
-from zimmer_common.contracts.spot_policy import GET_POLICY, PolicyQuery
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import emit
+from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 
-SCHEMA = store.SCHEMA
 MAX_PULL = 10
 PULL_BUDGET = 30.0  # seconds, for a pull asked without a deadline (a direct call, a test)
 
 
 class Puller:
-    def __init__(self, engine: Callable[[], AsyncEngine], bus: Callable[[], Bus], starter: Starter,
-                 on_commit: Callable[[], None], on_removed: Callable[[str], None] = lambda reason: None):
-        self._engine = engine
-        self._bus = bus
+    def __init__(self, units: UnitsOfWork, spot: SpotGate, starter: Starter,
+                 on_removed: Callable[[str], None] = lambda reason: None):
+        self._units = units
+        self._spot = spot
         self.starter = starter
-        self._on_commit = on_commit
         self._on_removed = on_removed
 
     async def pull(self, req: PullItems) -> PullResult:
@@ -52,17 +48,18 @@ class Puller:
         puller_precedence = await self._puller_precedence(req.acting_session_id)
         removed: list[ItemView] = []
         not_removed: list[NotRemoved] = []
-        async with self._engine().begin() as conn:
+        async with self._units.begin() as uow:
+            conn = uow.conn
             await store.lock_ranking(conn)
             resumed: dict[str, Any] | None = None
             if key is not None:
-                claimed = await idempotency.claim(conn, SCHEMA, key)
+                claimed = await uow.claim(key)
                 if claimed.response is not None:
                     return idempotency.replay(claimed.response, PullResult)
                 if not claimed.fresh:
                     resumed = self._resumable(claimed.progress, key)
             if resumed is None:
-                removed, not_removed = await self._remove(conn, req)
+                removed, not_removed = await self._remove(uow, req)
                 rows = (await start_rows.top_queued(conn, req.count) if req.count
                         else [] if req.count == 0 else await start_rows.by_keys(conn, list(dict.fromkeys(req.keys or []))))
             else:  # the first attempt chose these; finish it (a pull by keys is safe to retry)
@@ -79,14 +76,13 @@ class Puller:
                     await start_rows.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "spot",
                                               ranks[item.id], due)
             if key is not None:
-                await idempotency.note_progress(conn, SCHEMA, key, {
+                await idempotency.note_progress(conn, uow.schema, key, {
                     "keys": [item.key for item in picked], "removed": [item.id for item in removed],
                     "not_removed": [n.model_dump() for n in not_removed], "deadline": due})
             await store.rerank(conn)
         if resumed is None:
             for reason in (r.removal_reason for r in removed):
                 self._on_removed(reason or "")
-        self._on_commit()
         started, failed = [], []
         for item in picked:
             if item.status == "started" and item.started_session_id is not None:
@@ -101,7 +97,7 @@ class Puller:
             except ZimmerError as exc:
                 failed.append(FailedStart(key=item.key, code=exc.code.value, message=exc.message,
                                           retry_safe=exc.code is ErrorCode.UNAVAILABLE))
-        async with self._engine().connect() as conn:
+        async with self._units.read() as conn:
             counts = await store.counts(conn)
         facts = PullFacts(counts=counts, asked_count=req.count, new=sum(not s.earlier for s in started),
                           earlier=sum(s.earlier for s in started), failed=len(failed),
@@ -116,8 +112,8 @@ class Puller:
         result = PullResult(started=started, removed=removed, failed=failed, not_removed=not_removed, counts=counts,
                             sentence=said)
         if key is not None:
-            async with self._engine().begin() as conn:
-                await idempotency.record(conn, SCHEMA, key, result)
+            async with self._units.begin() as uow:
+                await uow.record(key, result)
         return result
 
     @staticmethod
@@ -137,14 +133,15 @@ class Puller:
     async def _start_now(self, req: ItemRef) -> StartNowResult:
         due = deadline.current()
         assert due is not None
-        async with self._engine().begin() as conn:
-            await store.lock_ranking(conn)
-            item = await store.fetch(conn, req.item_id)
+        async with self._units.begin() as uow:
+            await store.lock_ranking(uow.conn)
+            item = await store.fetch(uow.conn, req.item_id)
             if item.status != "queued":
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item.id} is {item.status}, not queued",
                                   {"item_id": item.id, "status": item.status})
-            await start_rows.mark_starting(conn, item.id, spawn_key(item.id), req.acting_session_id, "priority", None, due)
-            await store.rerank(conn)  # every writer re-ranks after it writes
+            await start_rows.mark_starting(uow.conn, item.id, spawn_key(item.id), req.acting_session_id, "priority",
+                                           None, due)
+            await store.rerank(uow.conn)  # every writer re-ranks after it writes
         started = await self.starter.start(item, scheduling_class="priority", parent_session_id=None, precedence=None)
         return StartNowResult(item=started.item, session_id=started.session_id)
 
@@ -152,7 +149,7 @@ class Puller:
         if session_id is None:
             return 0
         try:
-            return (await self._bus().request(GET_SESSION, SessionRef(session_id=session_id))).precedence
+            return (await self._spot.session(session_id)).precedence
         except ZimmerError as exc:
             if exc.code is ErrorCode.NOT_FOUND:
                 raise ZimmerError(ErrorCode.INVALID, f"acting session {session_id} does not exist",
@@ -164,25 +161,26 @@ class Puller:
         if not counts.spot_held:
             return None
         try:
-            return (await self._bus().request(GET_POLICY, PolicyQuery(), timeout=2)).decision.ceiling or "none now"
+            return (await self._spot.policy(timeout=2)).decision.ceiling or "none now"
         except ZimmerError:
             return UNKNOWN_CEILING
 
     async def _session_precedence(self, item: ItemView) -> int:
         assert item.started_session_id is not None
         try:
-            return (await self._bus().request(GET_SESSION, SessionRef(session_id=item.started_session_id))).precedence
+            return (await self._spot.session(item.started_session_id)).precedence
         except ZimmerError:  # spot-gate did not say: the precedence the session was started with
-            async with self._engine().connect() as conn:
+            async with self._units.read() as conn:
                 return await start_rows.start_precedence(conn, item.id)
 
-    async def _remove(self, conn: Any, req: PullItems) -> tuple[list[ItemView], list[NotRemoved]]:
+    async def _remove(self, uow: UnitOfWork, req: PullItems) -> tuple[list[ItemView], list[NotRemoved]]:
         """A pull's mechanical removals, from the fixed vocabulary. A pinned item is a human's
         placement: an agent's pull does not remove it. A key that is not queued is reported, not
         ignored. `removed_by` names who: the pulling session, else the caller."""
         removed: list[ItemView] = []
         refused: list[NotRemoved] = []
         by = _by(req.acting_session_id) or deadline.current_caller() or "backlog"
+        conn = uow.conn
         for removal in req.removals:
             row = await store.open_row(conn, removal.key)
             if row is None or row.status != "queued":
@@ -195,11 +193,11 @@ class Puller:
             gone = await store.remove(conn, row.id, removal.reason, by)
             if gone is not None:
                 removed.append(gone)
-                await emit(conn, SCHEMA, ITEM_REMOVED, "item_removed", ItemEvent(item=gone))
+                await uow.emit(ITEM_REMOVED, "item_removed", ItemEvent(item=gone))
         return removed, refused
 
 
-async def _why_not_queued(conn: Any, key: str, open_row: Any) -> str:
+async def _why_not_queued(conn: AsyncConnection, key: str, open_row: Any) -> str:
     """Which "not queued" it is: mid-start, its rows all started or removed (naming the newest),
     or no row has ever had the key."""
     if open_row is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Text, and_, cast, delete, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import distinct_on, insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_backlog import store
 from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited, issue_ref
@@ -28,6 +28,7 @@ from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset, row_byt
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import backlog as c
 from zimmer_common.logs import kv
+from zimmer_common.unit_of_work import UnitsOfWork
 
 log = logging.getLogger("zimmer.backlog.snapshot")
 
@@ -55,9 +56,9 @@ class SnapshotReport:
 
 
 class GithubSnapshot:
-    def __init__(self, engine: Callable[[], AsyncEngine], github: Callable[[], GithubClient], clock: Clock,
+    def __init__(self, units: UnitsOfWork, github: GithubClient, clock: Clock,
                  gated_repos: list[str], on_listed: Callable[[str, int], None] = lambda repo, n: None):
-        self._engine = engine
+        self._units = units
         self._github = github
         self.clock = clock
         self.gated_repos = [r.strip().lower() for r in gated_repos if r.strip()]
@@ -67,9 +68,16 @@ class GithubSnapshot:
         """The configured gated repositories, else those the backlog's issue URLs name."""
         if self.gated_repos:
             return self.gated_repos[:MAX_REPOS]
-        async with self._engine().connect() as conn:
+        async with self._units.read() as conn:
             return list((await conn.execute(select(ISSUE_REPO).where(items.c.issue_url.is_not(None))
                                             .distinct().order_by(ISSUE_REPO).limit(MAX_REPOS))).scalars())
+
+    async def view(self, limit: int = SECTION_LIMIT, budget: int = ANSWER_ROWS_MAX_BYTES, *,
+                   stranded_offset: int = 0, awaiting_offset: int = 0) -> c.IssuesView:
+        """The Issues view as of now (`issues_view`), in one read."""
+        async with self._units.read() as conn:
+            return await issues_view(conn, self.clock.now(), limit, budget, stranded_offset=stranded_offset,
+                                     awaiting_offset=awaiting_offset)
 
     async def run(self) -> SnapshotReport:
         report = SnapshotReport(repos=await self.repos())
@@ -79,7 +87,7 @@ class GithubSnapshot:
                 report.not_reached = report.repos[n:]
                 break
             try:
-                listing = await self._github().open_issues(repo)
+                listing = await self._github.open_issues(repo)
             except RateLimited as exc:
                 report.failed[repo] = str(exc)
                 report.not_reached = report.repos[n + 1:]
@@ -96,21 +104,21 @@ class GithubSnapshot:
 
     async def _record(self, repo: str, issues: list[Any], complete: bool) -> None:
         now = self.clock.now()
-        async with self._engine().begin() as conn:
+        async with self._units.begin() as uow:
             if issues:
                 rows = [{"repo": repo, "number": i.number, "title": i.title[:2000], "state": "open", "seen_at": now}
                         for i in issues]
                 stmt = insert(github_issues).values(rows)
-                await conn.execute(stmt.on_conflict_do_update(
+                await uow.conn.execute(stmt.on_conflict_do_update(
                     index_elements=[github_issues.c.repo, github_issues.c.number],
                     set_={"title": stmt.excluded.title, "state": "open", "seen_at": now}))
             if complete:  # open before, absent from a complete listing now: closed (or moved away)
-                await conn.execute(update(github_issues).where(
+                await uow.conn.execute(update(github_issues).where(
                     github_issues.c.repo == repo, github_issues.c.state == "open",
                     github_issues.c.number.not_in([i.number for i in issues])).values(state="closed", seen_at=now))
-            await conn.execute(insert(github_open_issue_counts).values(
+            await uow.conn.execute(insert(github_open_issue_counts).values(
                 repo=repo, taken_at=now, open_issues=len(issues), complete=complete).on_conflict_do_nothing())
-            await conn.execute(delete(github_open_issue_counts).where(
+            await uow.conn.execute(delete(github_open_issue_counts).where(
                 github_open_issue_counts.c.taken_at < now - TREND_KEPT))
 
 
@@ -124,7 +132,7 @@ async def snapshot_title(conn: AsyncConnection, issue_url: str) -> str | None:
     return title or None
 
 
-async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_LIMIT,
+async def issues_view(conn: AsyncConnection, now: datetime, limit: int = SECTION_LIMIT,
                       budget: int = ANSWER_ROWS_MAX_BYTES, *, stranded_offset: int = 0,
                       awaiting_offset: int = 0) -> c.IssuesView:
     """Stranded and Awaiting your decision as the page shows them (the stored verdict, minus rows
@@ -132,43 +140,43 @@ async def issues_view(engine: AsyncEngine, now: datetime, limit: int = SECTION_L
     lists share `budget` bytes, a third each (issue 27 #13): a section cut short says where its next
     page starts, and "not on the queue" keeps its total."""
     section_budget = budget // 3
-    async with engine.connect() as conn:
-        async def section(where: Any, offset: int) -> tuple[list[c.ItemView], int, int]:
-            shown = and_(where, ~SHOWN_CLOSED)
-            counted = (await conn.execute(select(func.count().filter(shown), func.count().filter(SHOWN_CLOSED))
-                                          .select_from(store.WITH_SESSION).where(where))).one()
-            rows = await store.views_within(conn, store.SELECT_ITEMS.where(shown).order_by(
-                store.LEFT_QUEUE_AT, items.c.id).limit(limit).offset(offset), section_budget)
-            return rows, int(counted[0]), int(counted[1])
 
-        stranded, stranded_total, stranded_closed = await section(store.stranded(now), stranded_offset)
-        awaiting, awaiting_total, awaiting_closed = await section(store.awaiting_decision(now), awaiting_offset)
-        held = (await conn.execute(select(func.count()).select_from(items).where(
-            store.LEFT_QUEUE, store.hold_in_force(now)))).scalar_one()
-        url = literal("https://github.com/") + github_issues.c.repo + "/issues/" + cast(github_issues.c.number, Text)
-        on_queue = exists().where(func.lower(items.c.issue_url) == url)
-        missing = select(github_issues).where(github_issues.c.state == "open", ~on_queue)
-        not_on_queue = take_within([c.GithubIssue(repo=r.repo, number=r.number, title=r.title,
-                                                  url=f"https://github.com/{r.repo}/issues/{r.number}")
-                                    for r in await conn.execute(missing.order_by(
-                                        github_issues.c.repo, github_issues.c.number).limit(limit))],
-                                   section_budget, row_bytes)
-        not_on_queue_total = (await conn.execute(select(func.count()).select_from(missing.subquery()))).scalar_one()
-        counts_table = github_open_issue_counts.c
-        bucket = func.date_bin(literal(TREND_BUCKET), counts_table.taken_at, literal(TREND_ORIGIN))
-        points = await conn.execute(
-            select(counts_table.repo, counts_table.taken_at, counts_table.open_issues)
-            .where(counts_table.taken_at >= now - TREND_SHOWN)
-            .ext(distinct_on(counts_table.repo, bucket))
-            .order_by(counts_table.repo, bucket, counts_table.taken_at.desc()))
-        # Queued rows whose issue the snapshot shows closed: each is flagged on its row, and a pull
-        # should remove it as issue_closed.
-        queued_closed = (await conn.execute(select(func.count()).select_from(items).where(
-            store.QUEUED, SHOWN_CLOSED))).scalar_one()
-        trend: dict[str, list[c.TrendPoint]] = {}
-        for p in points:
-            trend.setdefault(p.repo, []).append(c.TrendPoint(at=p.taken_at, open_issues=p.open_issues))
-        snapshot_at = (await conn.execute(select(func.max(github_open_issue_counts.c.taken_at)))).scalar_one()
+    async def section(where: Any, offset: int) -> tuple[list[c.ItemView], int, int]:
+        shown = and_(where, ~SHOWN_CLOSED)
+        counted = (await conn.execute(select(func.count().filter(shown), func.count().filter(SHOWN_CLOSED))
+                                      .select_from(store.WITH_SESSION).where(where))).one()
+        rows = await store.views_within(conn, store.SELECT_ITEMS.where(shown).order_by(
+            store.LEFT_QUEUE_AT, items.c.id).limit(limit).offset(offset), section_budget)
+        return rows, int(counted[0]), int(counted[1])
+
+    stranded, stranded_total, stranded_closed = await section(store.stranded(now), stranded_offset)
+    awaiting, awaiting_total, awaiting_closed = await section(store.awaiting_decision(now), awaiting_offset)
+    held = (await conn.execute(select(func.count()).select_from(items).where(
+        store.LEFT_QUEUE, store.hold_in_force(now)))).scalar_one()
+    url = literal("https://github.com/") + github_issues.c.repo + "/issues/" + cast(github_issues.c.number, Text)
+    on_queue = exists().where(func.lower(items.c.issue_url) == url)
+    missing = select(github_issues).where(github_issues.c.state == "open", ~on_queue)
+    not_on_queue = take_within([c.GithubIssue(repo=r.repo, number=r.number, title=r.title,
+                                              url=f"https://github.com/{r.repo}/issues/{r.number}")
+                                for r in await conn.execute(missing.order_by(
+                                    github_issues.c.repo, github_issues.c.number).limit(limit))],
+                               section_budget, row_bytes)
+    not_on_queue_total = (await conn.execute(select(func.count()).select_from(missing.subquery()))).scalar_one()
+    counts_table = github_open_issue_counts.c
+    bucket = func.date_bin(literal(TREND_BUCKET), counts_table.taken_at, literal(TREND_ORIGIN))
+    points = await conn.execute(
+        select(counts_table.repo, counts_table.taken_at, counts_table.open_issues)
+        .where(counts_table.taken_at >= now - TREND_SHOWN)
+        .ext(distinct_on(counts_table.repo, bucket))
+        .order_by(counts_table.repo, bucket, counts_table.taken_at.desc()))
+    # Queued rows whose issue the snapshot shows closed: each is flagged on its row, and a pull
+    # should remove it as issue_closed.
+    queued_closed = (await conn.execute(select(func.count()).select_from(items).where(
+        store.QUEUED, SHOWN_CLOSED))).scalar_one()
+    trend: dict[str, list[c.TrendPoint]] = {}
+    for p in points:
+        trend.setdefault(p.repo, []).append(c.TrendPoint(at=p.taken_at, open_issues=p.open_issues))
+    snapshot_at = (await conn.execute(select(func.max(github_open_issue_counts.c.taken_at)))).scalar_one()
     return c.IssuesView(
         stranded=stranded, stranded_total=stranded_total, stranded_closed_in_github=stranded_closed,
         awaiting=awaiting, awaiting_total=awaiting_total, awaiting_closed_in_github=awaiting_closed, held=int(held),

@@ -17,19 +17,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from zimmer_backlog import start_rows, store
 from zimmer_backlog.domain.issues import ISSUELESS_SOURCES
 from zimmer_backlog.snapshot import snapshot_title
+from zimmer_backlog.spot import SpotGate
 from zimmer_common import deadline
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.backlog import ITEM_STARTED, ItemEvent, ItemView, StartedItem
-from zimmer_common.contracts.spot import SESSION_BY_KEY, SPAWN, SessionByKey, SessionView, SpawnSession
+from zimmer_common.contracts.spot import SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import emit
+from zimmer_common.unit_of_work import UnitsOfWork
 
-SCHEMA = store.SCHEMA
 SPAWNED_BY = "work-backlog"
 CALLER = "service:backlog"  # the scope of the backlog's spawn keys at spot-gate
 GOAL = "open-reviewed-green-pr"
@@ -72,10 +69,9 @@ def spawn_request(item: ItemView, *, scheduling_class: str, parent_session_id: i
 
 
 class Starter:
-    def __init__(self, engine: Callable[[], AsyncEngine], bus: Callable[[], Bus], on_commit: Callable[[], None]):
-        self._engine = engine
-        self._bus = bus
-        self._on_commit = on_commit
+    def __init__(self, units: UnitsOfWork, spot: SpotGate):
+        self._units = units
+        self._spot = spot
         # Fault-injection seam for tests: runs after spot-gate answered, before the row is marked.
         self.after_spawn: Callable[[int], Awaitable[None]] | None = None
 
@@ -85,51 +81,49 @@ class Starter:
         try:
             issue_title = None
             if not item.title.strip() and item.issue_url:
-                async with self._engine().connect() as conn:
+                async with self._units.read() as conn:
                     issue_title = await snapshot_title(conn, item.issue_url)
             request = spawn_request(item, scheduling_class=scheduling_class, parent_session_id=parent_session_id,
                                     precedence=precedence, issue_title=issue_title)
             with deadline.as_caller(CALLER):  # the backlog's own keys, which no other caller can claim
-                result = await self._bus().request(SPAWN, request)
+                result = await self._spot.spawn(request)
         except ZimmerError as exc:
             if exc.code is not ErrorCode.UNAVAILABLE:
-                async with self._engine().begin() as conn:  # a definite no: the item stays on the queue
-                    await start_rows.back_to_queued(conn, item.id)
+                async with self._units.begin() as uow:  # a definite no: the item stays on the queue
+                    await start_rows.back_to_queued(uow.conn, item.id)
             raise
         if self.after_spawn is not None:
             await self.after_spawn(item.id)
         return await self._mark_started(item.id, result.session)
 
     async def _mark_started(self, item_id: int, session: SessionView) -> StartedItem:
-        async with self._engine().begin() as conn:
-            if await start_rows.mark_started(conn, item_id, session.id):
-                await store.record_session(conn, session.id, item_id, session.status, store.spot_held(session),
+        async with self._units.begin() as uow:
+            if await start_rows.mark_started(uow.conn, item_id, session.id):
+                await store.record_session(uow.conn, session.id, item_id, session.status, store.spot_held(session),
                                            session.updated_at, session.version)
-                started = await store.fetch(conn, item_id)
-                await emit(conn, SCHEMA, ITEM_STARTED, "item_started", ItemEvent(item=started))
+                started = await store.fetch(uow.conn, item_id)
+                await uow.emit(ITEM_STARTED, "item_started", ItemEvent(item=started))
             else:  # another request (a retried pull, the recovery job) marked it already
-                started = await store.fetch(conn, item_id)
-        self._on_commit()
+                started = await store.fetch(uow.conn, item_id)
         return StartedItem(item=started, session_id=session.id, precedence=session.precedence)
 
     async def recover(self, limit: int = 20) -> list[Any]:
         """Resolve rows left `starting` by a request whose deadline has passed: the session its
         key made (if any) is final now, so mark the row started with it, or put it back queued.
         Never spawns."""
-        async with self._engine().connect() as conn:
+        async with self._units.read() as conn:
             rows = await start_rows.stale_starting(conn, limit, before=time.time() - deadline.REPLY_GRACE)
         outcomes: list[Any] = []
         for row in rows:
             try:
                 with deadline.as_caller(CALLER):
-                    session = await self._bus().request(SESSION_BY_KEY, SessionByKey(
-                        idempotency_key=row.spawn_key or spawn_key(row.id)))
+                    session = await self._spot.session_by_key(row.spawn_key or spawn_key(row.id))
             except ZimmerError as exc:
                 if exc.code is not ErrorCode.NOT_FOUND:
                     outcomes.append(exc)  # spot-gate did not answer: ask again next run
                     continue
-                async with self._engine().begin() as conn:
-                    await start_rows.back_to_queued(conn, row.id, if_deadline=row.start_deadline)
+                async with self._units.begin() as uow:
+                    await start_rows.back_to_queued(uow.conn, row.id, if_deadline=row.start_deadline)
                 outcomes.append("requeued")
                 continue
             outcomes.append(await self._mark_started(row.id, session))
