@@ -6,7 +6,7 @@ owns only the lifecycle.
 The handlers hold no engine and no bus: each gets the one `UnitsOfWork` factory and opens a unit of
 work per operation (transaction, outbox events and idempotency keys, committed together), or,
 consuming an event, works in the consumer's own transaction (`units.join`); what they ask spot-gate
-they ask through `SpotGate`, over the started service's bus.
+they ask through `SpotGateClient`, over the started service's bus.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from zimmer_backlog.liveness import LivenessSweep
 from zimmer_backlog.metrics import BacklogMetrics
 from zimmer_backlog.pull import Puller
 from zimmer_backlog.snapshot import GithubSnapshot
-from zimmer_backlog.spot import SpotGate
+from zimmer_backlog.spot import SpotGateClient
 from zimmer_backlog.start import Starter
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.consumer import ConsumerSpec
@@ -63,7 +63,7 @@ def bootstrap(service: Service, github: GithubSettings) -> BacklogApp:
     units = UnitsOfWork(service, SCHEMA)
     metrics = BacklogMetrics(service.metrics.registry)
     github_client = github.client(on_request=metrics.github_request)
-    spot = SpotGate(service)
+    spot = SpotGateClient(service)
 
     def on_removed(reason: str) -> None:
         metrics.removals.labels(reason).inc()

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_backlog import start_rows, store
 from zimmer_backlog.domain.pullreport import UNKNOWN_CEILING, PullFacts, sentence
-from zimmer_backlog.spot import SpotGate
+from zimmer_backlog.spot import SpotGateClient
 from zimmer_backlog.start import Starter, spawn_key
 from zimmer_common import deadline, idempotency
 from zimmer_common.contracts.backlog import (
@@ -25,7 +25,7 @@ PULL_BUDGET = 30.0  # seconds, for a pull asked without a deadline (a direct cal
 
 
 class Puller:
-    def __init__(self, units: UnitsOfWork, spot: SpotGate, starter: Starter,
+    def __init__(self, units: UnitsOfWork, spot: SpotGateClient, starter: Starter,
                  on_removed: Callable[[str], None] = lambda reason: None):
         self._units = units
         self._spot = spot

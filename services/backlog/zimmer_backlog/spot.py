@@ -18,7 +18,7 @@ class Connected(Protocol):
     bus: Bus | None
 
 
-class SpotGate:
+class SpotGateClient:
     def __init__(self, connected: Connected):
         self._connected = connected
 

@@ -20,7 +20,7 @@ from typing import Any
 from zimmer_backlog import start_rows, store
 from zimmer_backlog.domain.issues import ISSUELESS_SOURCES
 from zimmer_backlog.snapshot import snapshot_title
-from zimmer_backlog.spot import SpotGate
+from zimmer_backlog.spot import SpotGateClient
 from zimmer_common import deadline
 from zimmer_common.contracts.backlog import ITEM_STARTED, ItemEvent, ItemView, StartedItem
 from zimmer_common.contracts.spot import SessionView, SpawnSession
@@ -69,7 +69,7 @@ def spawn_request(item: ItemView, *, scheduling_class: str, parent_session_id: i
 
 
 class Starter:
-    def __init__(self, units: UnitsOfWork, spot: SpotGate):
+    def __init__(self, units: UnitsOfWork, spot: SpotGateClient):
         self._units = units
         self._spot = spot
         # Fault-injection seam for tests: runs after spot-gate answered, before the row is marked.
