@@ -1,6 +1,6 @@
 """The alerts service's health report: benchmark group `health_report` (issue 15).
 
-The subject is `zimmer_alerts.health.HealthReporter(...).report()`: one live read of JetStream
+The subject is `zimmer_alerts.handlers.health.HealthReporter(...).report()`: one live read of JetStream
 (a `$JS.API.CONSUMER.LIST` page per stream, one `STREAM.MSG.GET` by sequence per consumer with
 ready work, the schedule and waiting-tick reads of the cron-freshness check) and of the alerts
 schema (claimed runs, heartbeats, key records, recovery mode), then the pure rules. Its cost must
@@ -223,7 +223,7 @@ async def _start_alerts(ctx: BenchContext, db: str) -> Any:
 
 async def bench_health_report(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     from zimmer_alerts.bus_link import BusLink
-    from zimmer_alerts.health import HealthReporter
+    from zimmer_alerts.handlers.health import HealthReporter
     from zimmer_common.contracts.subjects import Stream
     from zimmer_common.settings import Environment
     from zimmer_common.unit_of_work import UnitsOfWork

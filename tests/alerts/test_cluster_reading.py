@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from zimmer_alerts.health_reader import read_cluster
+from zimmer_alerts.handlers.health_reader import read_cluster
 from zimmer_cli.embedded import free_port, nats_server_binary, port_open
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.health import ClusterHealth

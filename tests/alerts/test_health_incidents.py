@@ -15,12 +15,13 @@ from alerting import eventually  # type: ignore[import-not-found]
 from incidents import (  # type: ignore[import-not-found]
     enqueue, heartbeat, lane_consumer, monitor_of, pages, paged, started)
 
-from zimmer_alerts import health_records
 from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.config import AlertSettings
-from zimmer_alerts.health import HealthReporter
-from zimmer_alerts.monitor import HealthMonitor
+from zimmer_alerts.handlers.health import HealthReporter
+from zimmer_alerts.handlers.monitor import HealthMonitor
 from zimmer_alerts.service import build
+from zimmer_alerts.store import health_records
+from zimmer_common.clock import FrozenClock
 from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import ops
 from zimmer_common.settings import Environment
@@ -178,7 +179,7 @@ async def test_concurrent_callers_share_one_report(alerts, clock) -> None:
 
     from prometheus_client import CollectorRegistry
 
-    from zimmer_alerts.health_metrics import HealthMetrics
+    from zimmer_alerts.handlers.health_metrics import HealthMetrics
 
     registry = CollectorRegistry()
     metrics = HealthMetrics(registry)

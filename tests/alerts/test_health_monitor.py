@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from zimmer_alerts.monitor import CRON_TITLE, UNREADABLE_TITLE, HealthMonitor
+from zimmer_alerts.handlers.monitor import CRON_TITLE, UNREADABLE_TITLE, HealthMonitor
 from zimmer_common.contracts import health as h
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -125,7 +125,7 @@ def with_cluster(status: str, summary: str = "ZIMMER_JOBS 2 of 3 replicas curren
 async def test_a_degraded_cluster_pages_after_five_minutes_once_and_resolves_when_whole() -> None:
     # One of three nodes down read "ok" everywhere: now it pages once it has lasted 5 minutes
     # (an election or a node's restart settles well within them), and resolves when whole.
-    from zimmer_alerts.monitor import CLUSTER_CONDITION, CLUSTER_GRACE_SECONDS, CLUSTER_TITLE
+    from zimmer_alerts.handlers.monitor import CLUSTER_CONDITION, CLUSTER_GRACE_SECONDS, CLUSTER_TITLE
 
     clock = [0.0]
     pager = RecordingPager()

@@ -15,8 +15,8 @@ import pytest
 from alerting import T0  # type: ignore[import-not-found]
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from zimmer_alerts import health_reader as reader
-from zimmer_alerts import health_records
+from zimmer_alerts.handlers import health_reader as reader
+from zimmer_alerts.store import health_records
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.subjects import Stream, job_subject, schedule_subject
 from zimmer_common.db import create_engine, migrate

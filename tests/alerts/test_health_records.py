@@ -11,8 +11,8 @@ from alerting import T0  # type: ignore[import-not-found]
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zimmer_alerts import health_records as hr
-from zimmer_alerts.health_tables import job_runs
+from zimmer_alerts.store import health_records as hr
+from zimmer_alerts.store.health_tables import job_runs
 from zimmer_common.contracts.ops import Heartbeat, JobRun, JobRunState
 from zimmer_common.db import create_engine, migrate
 

@@ -13,8 +13,8 @@ from alerting import alerts_service, eventually, issues  # type: ignore[import-n
 
 from sqlalchemy import func, select
 
-from zimmer_alerts.notifier import CLAIM_LEASE
-from zimmer_alerts.tables import events
+from zimmer_alerts.handlers.notifier import CLAIM_LEASE
+from zimmer_alerts.store.tables import events
 from zimmer_common.settings import Environment
 
 

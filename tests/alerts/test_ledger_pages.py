@@ -11,8 +11,8 @@ from typing import Any
 from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]
 from sqlalchemy import func, select
 
-from zimmer_alerts import ledger_pages
-from zimmer_alerts.tables import notifications
+from zimmer_alerts.store import ledger_pages
+from zimmer_alerts.store.tables import notifications
 from zimmer_common.byte_pages import row_bytes
 from zimmer_common.contracts.alerts import LIST_ALERTS, NOTIFICATIONS_SHOWN, AlertQuery
 from zimmer_common.settings import Environment

@@ -16,7 +16,7 @@ import httpx
 from mcp_client import call, mcp_session
 from sqlalchemy import func, select
 
-from zimmer_alerts.tables import issues
+from zimmer_alerts.store.tables import issues
 from zimmer_common.contracts.alerts import PAGE, Page
 from zimmer_common.contracts.envelope import EventEnvelope
 

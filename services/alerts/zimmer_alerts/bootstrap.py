@@ -10,23 +10,23 @@ talks to NATS gets the `BusLink` (the started service's connection).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_alerts import health_records, ledger, ledger_pages
 from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.config import AlertSettings
-from zimmer_alerts.health import HealthReporter
-from zimmer_alerts.health_metrics import HealthMetrics
-from zimmer_alerts.maintenance import QueuedMaintenance
-from zimmer_alerts.monitor import HealthMonitor
-from zimmer_alerts.notifier import AlertMetrics, Notifier
-from zimmer_alerts.recovery import EXPIRY_JOB, EXPIRY_LANE, QueueRecoveryMode, RecoveryMetrics
-from zimmer_alerts.sinks import Sinks
-from zimmer_alerts.tables import SCHEMA
+from zimmer_alerts.handlers.health import HealthReporter
+from zimmer_alerts.handlers.health_metrics import HealthMetrics
+from zimmer_alerts.handlers.maintenance import QueuedMaintenance
+from zimmer_alerts.handlers.monitor import HealthMonitor
+from zimmer_alerts.handlers.notifier import AlertMetrics, Notifier
+from zimmer_alerts.handlers.recovery import QueueRecoveryMode, RecoveryMetrics
+from zimmer_alerts.handlers.sinks import Sinks
+from zimmer_alerts.jobs import alerts_jobs
+from zimmer_alerts.store import health_records, ledger, ledger_pages
+from zimmer_alerts.store.tables import SCHEMA
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import alerts as a
@@ -34,13 +34,9 @@ from zimmer_common.contracts import health as h
 from zimmer_common.contracts import ops
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
-from zimmer_common.jobs import JobContext, JobSpec
-from zimmer_common.logs import kv
 from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-
-log = logging.getLogger("zimmer.alerts")
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,6 @@ def bootstrap(service: Service, config: AlertSettings) -> Alerts:
     """Build the alerts service's handlers over `service` (not started yet) and register them on it."""
     units = UnitsOfWork(service, SCHEMA)
     link = BusLink(service)
-    service.job_specs.append(health_records_prune_job(units))
     pager = attach_pager(service)
     # The health report and the monitor that pages on it (issue 15).
     health_metrics = HealthMetrics(service.metrics.registry)
@@ -76,6 +71,7 @@ def bootstrap(service: Service, config: AlertSettings) -> Alerts:
     # Queue recovery mode and queued-message maintenance (issue 15): their RPCs and the expiry job.
     recovery = QueueRecoveryMode(units, link, service.clock, pager, RecoveryMetrics(service.metrics.registry))
     _serve_recovery(service, recovery)
+    service.job_specs.extend(alerts_jobs(units, recovery))
     maintenance = QueuedMaintenance(link, service.clock, service.page_error)
     _serve_maintenance(service, maintenance)
     # The one paging path (issue 11): the ledger, its notifier and the sinks.
@@ -87,7 +83,7 @@ def bootstrap(service: Service, config: AlertSettings) -> Alerts:
 
 
 def _serve_recovery(service: Service, mode: QueueRecoveryMode) -> None:
-    """Enter, exit and read queue recovery mode; the job that lifts it when its TTL elapses."""
+    """Enter, exit and read queue recovery mode (the job that lifts it is in `jobs`)."""
 
     async def exit_(req: h.ExitQueueRecoveryMode) -> h.QueueRecoveryStatus:
         return await mode.exit(req.actor)
@@ -95,13 +91,9 @@ def _serve_recovery(service: Service, mode: QueueRecoveryMode) -> None:
     async def status(_req: h.HealthQuery) -> h.QueueRecoveryStatus:
         return await mode.status()
 
-    async def expiry_job(_ctx: JobContext) -> None:
-        await mode.expire()
-
     service.rpc(h.ENTER_QUEUE_RECOVERY)(mode.enter)
     service.rpc(h.EXIT_QUEUE_RECOVERY)(exit_)
     service.rpc(h.QUEUE_RECOVERY_STATUS)(status)
-    service.job_specs.append(JobSpec(EXPIRY_JOB, EXPIRY_LANE, expiry_job))
 
 
 def _serve_maintenance(service: Service, maintenance: QueuedMaintenance) -> None:
@@ -143,14 +135,3 @@ def _serve_ledger(service: Service, units: UnitsOfWork, link: BusLink) -> None:
 
     service.rpc(a.LIST_ALERTS)(list_alerts)
     service.rpc(a.RESOLVE_CONDITION)(resolve)
-
-
-def health_records_prune_job(units: UnitsOfWork) -> JobSpec:
-    """Bound the health records: runs past 14 days, heartbeats past a day."""
-
-    async def run(ctx: JobContext) -> None:
-        async with units.begin() as uow:
-            runs, beats = await health_records.prune(uow.conn, ctx.clock.now())
-        log.info("health records pruned", extra=kv(runs=runs, heartbeats=beats))
-
-    return JobSpec("health_records_prune", "maintenance", run)

@@ -13,7 +13,7 @@ import logging
 
 from zimmer_alerts.bootstrap import Alerts, bootstrap
 from zimmer_alerts.config import AlertSettings
-from zimmer_alerts.tables import SCHEMA
+from zimmer_alerts.store.tables import SCHEMA
 from zimmer_common.clock import Clock
 from zimmer_common.logs import kv
 from zimmer_common.paging import page_or_log

@@ -1,4 +1,4 @@
-"""What the health rules read: plain values, gathered at the edge (zimmer_alerts.health_reader)
+"""What the health rules read: plain values, gathered at the edge (zimmer_alerts.handlers.health_reader)
 from JetStream and from the job-run and heartbeat records the alerts service keeps. The rules in
 zimmer_alerts.domain.queues, .cron and .workers are functions of these and a `now`."""
 

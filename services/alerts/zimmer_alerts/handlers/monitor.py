@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zimmer_alerts import ledger
 from zimmer_alerts.domain.cron import CONSECUTIVE_CRITICAL_TO_ALERT, CronStreaks
 from zimmer_alerts.domain.queues import page_body
-from zimmer_alerts.health import HealthReporter
-from zimmer_alerts.health_metrics import HealthMetrics
+from zimmer_alerts.handlers.health import HealthReporter
+from zimmer_alerts.handlers.health_metrics import HealthMetrics
+from zimmer_alerts.store import ledger
+from zimmer_common.contracts import health as h
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv

@@ -16,11 +16,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import func, select
 
-from zimmer_alerts import ledger
 from zimmer_alerts.domain.policy import Sink, Timing, allowed_sinks
 from zimmer_alerts.domain.policy import due as due_now
-from zimmer_alerts.sinks import Delivery, Notice, Sinks
-from zimmer_alerts.tables import issues
+from zimmer_alerts.handlers.sinks import Delivery, Notice, Sinks
+from zimmer_alerts.store import ledger
+from zimmer_alerts.store.tables import issues
+from zimmer_common.settings import Environment
 from zimmer_common.settings import Environment
 from zimmer_common.unit_of_work import UnitsOfWork
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_alerts.domain.issue_cursor import IssueKey, decode_before, encode_before
-from zimmer_alerts.tables import conditions, events, issues, notifications
+from zimmer_alerts.store.tables import conditions, events, issues, notifications
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, read_within, row_bytes, take_within
 from zimmer_common.contracts.alerts import (
     NOTIFICATIONS_SHOWN, AlertList, AlertQuery, ConditionView, IssueView, NotificationView)

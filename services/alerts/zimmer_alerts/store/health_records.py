@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import Text
 
 from zimmer_alerts.domain.readings import ClaimedRun, Heartbeat, KeyRecord
-from zimmer_alerts.health_tables import heartbeats as heartbeat_rows
-from zimmer_alerts.health_tables import job_runs, nats_servers
+from zimmer_alerts.store.health_tables import heartbeats as heartbeat_rows
+from zimmer_alerts.store.health_tables import job_runs, nats_servers
 from zimmer_common.columns import TIMESTAMPTZ
 from zimmer_common.contracts import ops
 

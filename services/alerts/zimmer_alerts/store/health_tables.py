@@ -1,7 +1,7 @@
-"""The health records' tables (migration 0002), declared once as in zimmer_alerts.tables: job runs
+"""The health records' tables (migration 0002), declared once as in zimmer_alerts.store.tables: job runs
 merged from job_run events, each instance's newest heartbeat (and whether a graceful stop retired
 it, migration 0009), the NATS servers seen. Indexes and
-checks live in the migration; zimmer_alerts.health_records holds the queries."""
+checks live in the migration; zimmer_alerts.store.health_records holds the queries."""
 
 from __future__ import annotations
 

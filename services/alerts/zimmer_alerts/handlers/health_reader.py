@@ -18,9 +18,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from zimmer_alerts import health_records
 from zimmer_alerts.domain import cluster
 from zimmer_alerts.domain.readings import ConsumerReading, Readings
+from zimmer_alerts.store import health_records
+from zimmer_common.bus import Bus
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.health import ClusterHealth, StreamReplicas
 from zimmer_common.contracts.subjects import (

@@ -16,12 +16,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from zimmer_alerts import health_reader, health_records
 from zimmer_alerts.bus_link import BusLink
 from zimmer_alerts.domain import cron, lanes, overall, queues, workers
 from zimmer_alerts.domain.readings import Readings
-from zimmer_alerts.health_metrics import HealthMetrics
-from zimmer_alerts.recovery import recovery_status
+from zimmer_alerts.handlers import health_reader
+from zimmer_alerts.handlers.health_metrics import HealthMetrics
+from zimmer_alerts.handlers.recovery import recovery_status
+from zimmer_alerts.store import health_records
+from zimmer_common.clock import Clock
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import Stream, ctx_of, job_subject, split_host_service

@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from zimmer_alerts.bus_link import BusLink
-from zimmer_alerts.recovery import job_consumers
+from zimmer_alerts.handlers.recovery import job_consumers
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h

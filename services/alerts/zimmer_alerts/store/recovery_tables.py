@@ -1,4 +1,4 @@
-"""Queue recovery mode's one row (migration 0003); see zimmer_alerts.recovery."""
+"""Queue recovery mode's one row (migration 0003); see zimmer_alerts.handlers.recovery."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_alerts.domain.policy import PageGroup, Timing, events_firing, fingerprint
-from zimmer_alerts.tables import conditions, events, issues, notifications, page_groups
+from zimmer_alerts.store.tables import conditions, events, issues, notifications, page_groups
 from zimmer_common.contracts.alerts import ConditionView, Page
 from zimmer_common.errors import ErrorCode, ZimmerError
 
