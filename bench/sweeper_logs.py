@@ -204,7 +204,7 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     engine = create_engine(db)
     try:
         # Today's partitions and a week ahead, as the service's log_partitions job makes them at start.
-        await LogRetention(lambda: engine, SystemClock().now, lambda: None).create_ahead()
+        await LogRetention(_units(engine), SystemClock().now, None).create_ahead()  # type: ignore[arg-type]
     finally:
         await engine.dispose()
     conn = await asyncpg.connect(asyncpg_dsn(db))
@@ -458,11 +458,20 @@ async def _copy_rows(dsn: str, table: LogTable, lo: int, hi: int, verbose_only: 
     await asyncio.gather(half(lo, mid), half(mid + 1, hi))
 
 
+def _units(engine: Any) -> Any:
+    """The service's unit-of-work factory over a bare engine (no outbox relay to wake)."""
+    from types import SimpleNamespace
+
+    from zimmer_common.unit_of_work import UnitsOfWork
+
+    return UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "sweeper")  # type: ignore[arg-type]
+
+
 def _retention(engine: Any, now: datetime) -> Any:
     from zimmer_common.clock import FrozenClock
     from zimmer_sweeper.logs.retention import LogRetention
 
-    return LogRetention(lambda: engine, FrozenClock(now).now, lambda: _NoPager())
+    return LogRetention(_units(engine), FrozenClock(now).now, _NoPager())  # type: ignore[arg-type]
 
 
 async def _build(ctx: BenchContext, rows: int, day0_rows: int) -> LogTable:

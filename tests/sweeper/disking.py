@@ -32,7 +32,7 @@ from zimmer_common.settings import Settings
 from zimmer_spot_gate.service import build as build_spot
 from zimmer_sweeper.disk.config import DiskSettings
 from zimmer_sweeper.disk.volumes import VolumeReading
-from zimmer_sweeper.service import DiskApp
+from zimmer_sweeper.bootstrap import DiskApp
 from zimmer_sweeper.service import build as build_sweeper
 
 HOST = "host-a"

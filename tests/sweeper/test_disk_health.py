@@ -5,11 +5,13 @@ sweeper shares (real PostgreSQL, the sweeper's migrations)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 from sqlalchemy import insert
 
 from sweeping import T0  # type: ignore[import-not-found]
 from zimmer_common.db import create_engine, migrate
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_sweeper.disk import health as disk_health
 from zimmer_sweeper.disk.records import DiskRecords
 from zimmer_sweeper.disk.tables import DiskRootRow
@@ -18,6 +20,10 @@ from zimmer_sweeper.disk.tables import DiskRootRow
 async def _engine(database_url: str):  # type: ignore[no-untyped-def]
     await migrate(database_url, "sweeper", "zimmer_sweeper.migrations")
     return create_engine(database_url)
+
+
+def _units(engine) -> UnitsOfWork:  # type: ignore[no-untyped-def]
+    return UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "sweeper")  # type: ignore[arg-type]
 
 
 def _root(host: str, name: str, *, path: str | None = "/data/x", exists: bool = True, free: int | None = 10 << 30,
@@ -33,7 +39,7 @@ async def test_every_hosts_roots_newest_runs_and_refusals(database_url: str) -> 
         async with engine.begin() as conn:
             await conn.execute(insert(DiskRootRow), [_root("host-a", "clones"), _root("host-a", "scratch", path=None),
                                                      _root("host-b", "clones", sweepable=False)])
-        a = DiskRecords(lambda: engine, "host-a", lambda: T0)
+        a = DiskRecords(_units(engine), "host-a", lambda: T0)
         await a.run("orphan_clone_sweep", started_at=T0 - timedelta(hours=7), outcome="ok", counts={"removed": 1})
         await a.run("orphan_clone_sweep", started_at=T0 - timedelta(hours=1), outcome="partial",
                     counts={"removed": 3, "deferred": 2}, bytes_freed=3 << 30, note="budget exhausted; 2 left")
@@ -58,7 +64,7 @@ async def test_every_hosts_roots_newest_runs_and_refusals(database_url: str) -> 
 async def test_a_reclaim_that_missed_its_target_is_critical_until_one_reaches_it(database_url: str) -> None:
     engine = await _engine(database_url)
     try:
-        records = DiskRecords(lambda: engine, "host-a", lambda: T0)
+        records = DiskRecords(_units(engine), "host-a", lambda: T0)
         await records.run("reclaim_space", started_at=T0, outcome="partial", counts={"reached": 0, "removed": 20})
         missed = await disk_health.read(engine, T0 + timedelta(minutes=5))
         later = await disk_health.read(engine, T0 + timedelta(hours=2))  # no reclaim since: the monitor saw no pressure

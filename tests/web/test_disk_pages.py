@@ -12,6 +12,7 @@ import httpx
 from pageshots import accessibility_problems, screenshot
 from sqlalchemy import insert
 
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_sweeper.disk.records import DiskRecords
 from zimmer_sweeper.disk.tables import DiskRootRow
 
@@ -37,7 +38,7 @@ async def seed_two_hosts(sweeper: Any) -> None:
             dict(host="runner-2", name="clones", path="/home/z/.zimmer/clones", exists_now=True, free_bytes=1 << 30,
                  total_bytes=50 << 30, sweepable=False,
                  fence="inside the durable volume ~/.zimmer: swept only in production and staging", read_at=now)])
-    one = DiskRecords(lambda: sweeper.engine, "runner-1", lambda: now)
+    one = DiskRecords(UnitsOfWork(sweeper, "sweeper"), "runner-1", lambda: now)
     await one.run("orphan_clone_sweep", started_at=now, outcome="partial", counts={"removed": 3, "deferred": 17},
                   bytes_freed=3 << 30, note="the 5-minute budget ran out; 17 left for the next run")
     await one.refusal("orphan_clone_sweep", "/srv/zimmer/clones/zimmer-main-1-aa", [42], "session 42 is running")

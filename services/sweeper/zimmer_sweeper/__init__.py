@@ -8,9 +8,10 @@
 - `transcripts/`: transcript directories, live clone integrity, the transcript archive.
 
 Each concept keeps its rules (`domain.py`, pure), its tables and store, its jobs and its wiring
-(`app.py`); `service.py` only joins the wirings. `schema.py` (the one PostgreSQL schema) and
-`migrations/` are every concept's. A module imports another concept only through the modules that
-concept's `__init__` names under "Offers"; what each concept uses of the others is listed there
-too. The concepts stand on each other in one direction: logs alone; disk beneath clones; disk and
-clones beneath trash and transcripts.
+(`app.py`); `bootstrap.py` builds and joins them, `service.py` is the process. `schema.py` (the
+one PostgreSQL schema), `bus_link.py` (the bus, once connected) and `migrations/` are every
+concept's. A module imports another concept only through the modules that concept's `__init__`
+names under "Offers"; what each concept uses of the others is listed there too. The concepts
+stand on each other in one direction: logs alone; disk beneath clones; disk and clones beneath
+trash and transcripts.
 """

@@ -10,12 +10,12 @@ Modules: `domain` (the rules: orphan candidates, session-id directories, the num
 Offers other concepts:
 - `zimmer_sweeper.clones.guard`: the ownership guard, `CloneReaper` (`remove_clone`, `ReapResult`),
   through which the trash pipeline deletes a clone; its `reap_transcripts` hook is where the
-  transcript reaper is plugged in (by `service.py`);
+  transcript reaper is handed over (by `bootstrap.py`);
 - `zimmer_sweeper.clones.listing`: `all_clones`, the sessions' clones as spot-gate lists them
   (live, or every one of a host's), which the transcript sweep, integrity check and archive read.
 
 Uses of other concepts: disk's floor (`zimmer_sweeper.disk.domain`, `.volumes`, `.removal`,
 `.sweep_run`, `.records`, `.metrics`, `.app`) and `RECLAIM_JOB` from `zimmer_sweeper.disk.watch`;
 `OrphanCloneSweep` answers the monitor's `Reclaimer`. The stale cleanup's `reap_due_archived` hook
-takes the trash pipeline's archived-session pass (plugged in by `service.py`).
+takes the trash pipeline's archived-session pass (handed over by `bootstrap.py`).
 """

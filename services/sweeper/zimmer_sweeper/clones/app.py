@@ -6,13 +6,11 @@ and the session_deleted consumer's name carries it too (every host must see ever
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts.disk import ReclaimReport, ReclaimSpace, reclaim_space_spec
 from zimmer_common.contracts.envelope import EventEnvelope
@@ -20,11 +18,14 @@ from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
+from zimmer_common.paging import PageFn
 from zimmer_common.service import Service
-from zimmer_sweeper.clones.guard import CloneReaper
+from zimmer_sweeper.bus_link import BusLink
+from zimmer_sweeper.clones.guard import CloneReaper, TranscriptReaper
 from zimmer_sweeper.clones.orphans import SWEEP_JOB, OrphanCloneSweep
 from zimmer_sweeper.clones.stale import JOB as STALE_JOB
-from zimmer_sweeper.clones.stale import StaleCloneCleanup
+from zimmer_sweeper.clones.stale import ArchivedReaper, StaleCloneCleanup
 from zimmer_sweeper.disk.app import HostDisk
 
 log = logging.getLogger("zimmer.sweeper.disk")
@@ -37,14 +38,27 @@ class CloneApp:
     stale: StaleCloneCleanup
 
 
-def wire_clones(service: Service, pager: Any, host: HostDisk, *, bus: Callable[[], Bus]) -> CloneApp:
-    settings = service.settings
-    roots, records, metrics = host.roots, host.records, host.metrics
-    reaper = CloneReaper(bus=bus, roots=roots, records=records, pager=lambda: pager, metrics=metrics)
-    orphans = OrphanCloneSweep(bus=bus, reaper=reaper, roots=roots, records=records, metrics=metrics,
-                               clock=service.clock, free_space=host.free_space)
-    stale = StaleCloneCleanup(bus=bus, roots=roots, records=records, metrics=metrics, clock=service.clock,
-                              free_space=host.free_space, page=service.page_error)
+def build_guard(host: HostDisk, *, bus: BusLink, pager: Pager, reap_transcripts: TranscriptReaper) -> CloneReaper:
+    """The ownership guard; once a clone is gone it takes the clone's transcript with it through
+    `reap_transcripts` (the transcript sweep's reaper, handed over by bootstrap)."""
+    return CloneReaper(bus=bus, roots=host.roots, records=host.records, pager=pager, metrics=host.metrics,
+                       reap_transcripts=reap_transcripts)
+
+
+def build_sweeps(host: HostDisk, reaper: CloneReaper, *, bus: BusLink, clock: Clock, page: PageFn,
+                 reap_due_archived: ArchivedReaper) -> CloneApp:
+    """The orphan clone sweep and the stale cleanup, whose archived-session pass is
+    `reap_due_archived` (the trash pipeline's, handed over by bootstrap)."""
+    orphans = OrphanCloneSweep(bus=bus, reaper=reaper, roots=host.roots, records=host.records, metrics=host.metrics,
+                               clock=clock, free_space=host.free_space)
+    stale = StaleCloneCleanup(bus=bus, roots=host.roots, records=host.records, metrics=host.metrics, clock=clock,
+                              free_space=host.free_space, reap_due_archived=reap_due_archived, page=page)
+    return CloneApp(reaper, orphans, stale)
+
+
+def serve_clones(service: Service, clones: CloneApp) -> None:
+    """The sweeps' per-host jobs, the reclaim_space RPC and a deleted session's directories."""
+    orphans, stale, host = clones.orphans, clones.stale, service.settings.host
 
     async def orphan_clone_sweep(ctx: JobContext) -> None:
         await orphans.sweep()
@@ -58,14 +72,12 @@ def wire_clones(service: Service, pager: Any, host: HostDisk, *, bus: Callable[[
     async def reclaim_space(req: ReclaimSpace) -> ReclaimReport:
         return await orphans.reclaim_space(req.target_free_bytes)
 
-    service.rpc(reclaim_space_spec(settings.host))(reclaim_space)
+    service.rpc(reclaim_space_spec(host))(reclaim_space)
 
-    @service.consume(ConsumerSpec(f"sweeper_{settings.host}_session_dirs", Stream.EVENTS, (SESSION_DELETED,)))
+    @service.consume(ConsumerSpec(f"sweeper_{host}_session_dirs", Stream.EVENTS, (SESSION_DELETED,)))
     async def on_session_deleted(conn: AsyncConnection, event: EventEnvelope) -> None:
         deleted = SessionDeleted.model_validate(event.data)
         removed = await stale.remove_session_directories(deleted.session_id)
         if removed:
             log.info("deleted session's directories removed", extra=kv(
                 session_id=deleted.session_id, paths=[r.path for r in removed]))
-
-    return CloneApp(reaper, orphans, stale)

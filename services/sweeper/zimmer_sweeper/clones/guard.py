@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.clones import (
     CLONE_OWNERSHIP,
     RECORD_SESSION_WARNING,
@@ -43,7 +42,9 @@ from zimmer_common.contracts.clones import (
     SessionWarningIn,
 )
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
 from zimmer_common.paging import page_or_log
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones import compose
 from zimmer_sweeper.disk.domain import is_tombstone
 from zimmer_sweeper.disk.metrics import DiskMetrics
@@ -75,13 +76,13 @@ class ReapResult:
 
 
 class CloneReaper:
-    def __init__(self, *, bus: Callable[[], Bus], roots: Roots, records: DiskRecords, pager: Callable[[], Any],
+    def __init__(self, *, bus: BusLink, roots: Roots, records: DiskRecords, pager: Pager | None,
                  metrics: DiskMetrics, reap_transcripts: TranscriptReaper | None = None,
                  timeout: float | None = None, compose_timeout: float = compose.COMPOSE_DOWN_TIMEOUT):
         self._bus = bus
         self.roots = roots
         self.records = records
-        self._pager = pager
+        self.pager = pager
         self.metrics = metrics
         # helper-4's transcript reaper, injected: called with the clone's path once the clone is
         # gone and the second answer still says nobody took the path back.
@@ -124,8 +125,8 @@ class CloneReaper:
     async def ownership(self, path: Path, *, job: str) -> CloneOwnership | None:
         """Spot-gate's answer for one path, or None when none came (the caller fails closed)."""
         try:
-            answer = await self._bus().request(CLONE_OWNERSHIP, CloneOwnershipQuery(paths=[str(path)]),
-                                               timeout=self.timeout)
+            answer = await self._bus.bus.request(CLONE_OWNERSHIP, CloneOwnershipQuery(paths=[str(path)]),
+                                                 timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001 - any doubt is "protected"
             log.warning("clone ownership not answered", extra=kv(path=str(path), job=job, error=str(exc)[:300]))
             return None
@@ -146,7 +147,7 @@ class CloneReaper:
                        f"{'timed out' if torn.outcome == 'timed_out' else 'failed'}: its containers, networks "
                        "and volumes may still be there (the clone was removed all the same)")
             context = {"path": str(path), "job": job, "outcome": torn.outcome, "host": self.records.host}
-            pager = self._pager()
+            pager = self.pager
             page = None if pager is None else (lambda title, msg, fingerprint, source, ctx: pager.report(
                 title=title, fingerprint=fingerprint, message=msg, context=ctx, snippet_source=source))
             # page_or_log never raises: a page that cannot be sent must not keep the clone on disk.
@@ -207,7 +208,7 @@ class CloneReaper:
             log.warning("guard refusal not recorded", extra=kv(path=str(path), job=job, error=repr(exc)[:300]))
 
     async def _page(self, job: str, path: Path, owners: list[int], reason: str, *, kind: str) -> None:
-        pager = self._pager()
+        pager = self.pager
         if pager is None:
             await page_or_log(None, "Clone reap refused", f"{job} was about to delete {path}; the guard refused: "
                               f"{reason}", ["sweeper", REFUSED_KIND, kind, job], sessions=owners)
@@ -223,7 +224,7 @@ class CloneReaper:
             message=f"{job} on {self.records.host} was about to delete this session's clone {path}; the guard "
                     "refused because the session is live or being unarchived. Nothing was deleted.")
         try:
-            await self._bus().request(RECORD_SESSION_WARNING, warning, timeout=self.timeout)
+            await self._bus.bus.request(RECORD_SESSION_WARNING, warning, timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001 - the refusal stands without the warning
             log.warning("guard refusal stands, but its warning could not be left on the session",
                       extra=kv(session_id=session_id, path=str(path), job=job, error=str(exc)[:300]))

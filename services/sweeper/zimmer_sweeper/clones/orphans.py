@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 from zimmer_common import deadline
 from zimmer_common.budget import BudgetExhausted, SweepBudget
-from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import CLONE_OWNERSHIP, OWNERSHIP_BATCH_MAX, CloneOwnershipQuery
 from zimmer_common.contracts.disk import ReclaimReport, RemovedDirectory
 from zimmer_common.logs import kv
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones import listing as clone_listing
 from zimmer_sweeper.clones.domain import (
     AGE_THRESHOLD, BATCH_LIMIT, PRESSURE_AGE_THRESHOLD, PRESSURE_BATCH_LIMIT, RECLAIM_BUDGET_SECONDS, OrphanChoice,
@@ -59,7 +58,7 @@ class SnapshotUnavailable(Exception):
 
 
 class OrphanCloneSweep:
-    def __init__(self, *, bus: Callable[[], Bus], reaper: CloneReaper, roots: Roots, records: DiskRecords,
+    def __init__(self, *, bus: BusLink, reaper: CloneReaper, roots: Roots, records: DiskRecords,
                  metrics: DiskMetrics, clock: Clock, free_space: FreeSpace = statvfs_free):
         self._bus = bus
         self.reaper = reaper
@@ -207,7 +206,7 @@ class OrphanCloneSweep:
             return OrphanChoice()
         tracked = await self._tracked([e.name for e in aged], run)
         try:
-            live = [c.clone_path for c in await clone_listing.all_clones(self._bus(), scope="live")]
+            live = [c.clone_path for c in await clone_listing.all_clones(self._bus.bus, scope="live")]
         except Exception as exc:  # noqa: BLE001 - no live list, no deletion
             raise SnapshotUnavailable(f"spot-gate did not list the live clones ({str(exc)[:200]})") from exc
         choice = choose_orphans(aged, tracked=tracked, live_clone_paths=live, limit=limit)
@@ -223,7 +222,7 @@ class OrphanCloneSweep:
         for start in range(0, len(names), OWNERSHIP_BATCH_MAX):
             batch = names[start:start + OWNERSHIP_BATCH_MAX]
             try:
-                answer = await self._bus().request(CLONE_OWNERSHIP, CloneOwnershipQuery(paths=batch))
+                answer = await self._bus.bus.request(CLONE_OWNERSHIP, CloneOwnershipQuery(paths=batch))
             except Exception as exc:  # noqa: BLE001 - no answer, no deletion
                 raise SnapshotUnavailable(f"spot-gate did not say who owns the clones ({str(exc)[:200]})") from exc
             for a in answer.answers:

@@ -30,12 +30,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
-from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import IDS_BATCH_MAX, SESSIONS_EXIST, SessionIdsAnswer, SessionIdsQuery
 from zimmer_common.contracts.disk import RootName
 from zimmer_common.logs import kv
 from zimmer_common.paging import PageFn, page_or_log
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones.domain import orphan_session_directories, session_directory_candidates
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS, DirEntry
 from zimmer_sweeper.disk.metrics import DiskMetrics
@@ -59,7 +59,7 @@ class SweepAborted(Exception):
 
 
 class StaleCloneCleanup:
-    def __init__(self, *, bus: Callable[[], Bus], roots: Roots, records: DiskRecords, metrics: DiskMetrics,
+    def __init__(self, *, bus: BusLink, roots: Roots, records: DiskRecords, metrics: DiskMetrics,
                  clock: Clock, free_space: FreeSpace = statvfs_free, reap_due_archived: ArchivedReaper | None = None,
                  page: PageFn | None = None):
         self._bus = bus
@@ -207,7 +207,7 @@ class StaleCloneCleanup:
             run.counts["removed"] += 1
 
     async def _ask(self, ids: list[int]) -> SessionIdsAnswer:
-        return await self._bus().request(SESSIONS_EXIST, SessionIdsQuery(ids=ids))
+        return await self._bus.bus.request(SESSIONS_EXIST, SessionIdsQuery(ids=ids))
 
     async def _ask_or_abort(self, ids: list[int]) -> SessionIdsAnswer:
         try:

@@ -22,5 +22,5 @@ Offers other concepts (the floor the clone, trash and transcript sweeps stand on
   sweep answers it), and `RECLAIM_JOB`, the job a reclaim's runs are recorded under;
 - `zimmer_sweeper.disk.app`: `HostDisk`, the handle each concept's wiring is given.
 
-Uses of other concepts: nothing. The reclaimer is plugged in by `service.py`.
+Uses of other concepts: nothing. The reclaimer is handed over by `bootstrap.py`.
 """

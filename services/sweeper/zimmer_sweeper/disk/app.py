@@ -8,14 +8,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from prometheus_client import CollectorRegistry
 
 from zimmer_common.contracts.disk import DISK_HEALTH, ROOT_NAMES, DiskHealth, DiskHealthQuery
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
 from zimmer_common.service import Service
+from zimmer_common.settings import Environment
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_sweeper.disk import health as disk_health
 from zimmer_sweeper.disk.config import DiskSettings
 from zimmer_sweeper.disk.metrics import DiskMetrics
@@ -38,24 +41,26 @@ class HostDisk:
     free_space: FreeSpace  # the free bytes of `read`, which every sweep measures what it freed against
 
 
-def host_disk(service: Service, disk: DiskSettings, *, engine: Callable[[], AsyncEngine],
-              read: VolumeReader | None = None) -> HostDisk:
+def host_disk(disk: DiskSettings, *, units: UnitsOfWork, env: Environment, host: str, now: Callable[[], datetime],
+              registry: CollectorRegistry, read: VolumeReader | None = None) -> HostDisk:
     read = read or read_volume
 
     def free_space(path: Path) -> int:
         return read(path).free_bytes
 
-    return HostDisk(disk, Roots(disk, service.settings.env), DiskRecords(engine, service.settings.host,
-                                                                        service.clock.now),
-                    DiskMetrics(service.metrics.registry), read, free_space)
+    return HostDisk(disk, Roots(disk, env), DiskRecords(units, host, now), DiskMetrics(registry), read, free_space)
 
 
-def watch_disk(service: Service, pager: Any, host: HostDisk, reclaimer: Reclaimer, *,
-               engine: Callable[[], AsyncEngine]) -> DiskWatch:
-    """The free-space monitor, started with the service when this host has a root to watch."""
-    disk, roots = host.settings, host.roots
-    watch = DiskWatch(roots=roots, disk=disk, sweep=reclaimer, engine=engine, host=service.settings.host,
-                      pager=lambda: pager, metrics=host.metrics, now=service.clock.now, read=host.read)
+def build_watch(host_disk: HostDisk, reclaimer: Reclaimer, *, units: UnitsOfWork, host: str, pager: Pager,
+                now: Callable[[], datetime]) -> DiskWatch:
+    """The free-space monitor; it asks `reclaimer` for room (the orphan clone sweep, by bootstrap)."""
+    return DiskWatch(roots=host_disk.roots, disk=host_disk.settings, sweep=reclaimer, units=units, host=host,
+                     pager=pager, metrics=host_disk.metrics, now=now, read=host_disk.read)
+
+
+def watch_disk(service: Service, watch: DiskWatch) -> None:
+    """Start the free-space monitor with the service when this host has a root to watch."""
+    disk, roots = watch.disk, watch.roots
 
     async def monitor() -> None:
         while not service.stopping:
@@ -72,13 +77,11 @@ def watch_disk(service: Service, pager: Any, host: HostDisk, reclaimer: Reclaime
         if any(roots.path(name) is not None for name in ROOT_NAMES):
             svc.spawn(monitor(), "sweeper-free-space")
 
-    return watch
 
-
-def serve_disk_health(service: Service, *, engine: Callable[[], AsyncEngine]) -> None:
+def serve_disk_health(service: Service, *, units: UnitsOfWork) -> None:
     """The Disk and clones readings, every host's (any sweeper answers)."""
 
     async def disk_readings(req: DiskHealthQuery) -> DiskHealth:
-        return await disk_health.read(engine(), service.clock.now())
+        return await disk_health.read(units.engine, service.clock.now())
 
     service.rpc(DISK_HEALTH)(disk_readings)

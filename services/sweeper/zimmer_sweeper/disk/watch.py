@@ -19,10 +19,11 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.contracts.disk import ROOT_NAMES, ReclaimReport, RootName
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_sweeper.disk.config import DiskSettings
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.tables import DiskRootRow, DiskRunRow
@@ -61,15 +62,15 @@ class WatchCheck:
 
 
 class DiskWatch:
-    def __init__(self, *, roots: Roots, disk: DiskSettings, sweep: Reclaimer, engine: Callable[[], AsyncEngine],
-                 host: str, pager: Callable[[], Any], metrics: DiskMetrics, now: Callable[[], datetime],
+    def __init__(self, *, roots: Roots, disk: DiskSettings, sweep: Reclaimer, units: UnitsOfWork,
+                 host: str, pager: Pager | None, metrics: DiskMetrics, now: Callable[[], datetime],
                  read: VolumeReader = read_volume):
         self.roots = roots
         self.disk = disk
         self.sweep = sweep
-        self._engine = engine
+        self.units = units
         self.host = host
-        self._pager = pager
+        self.pager = pager
         self.metrics = metrics
         self.now = now
         self.read = read
@@ -115,15 +116,15 @@ class DiskWatch:
                      sweepable=self.roots.fence(s.name).sweepable, fence=self.roots.fence(s.name).sentence, read_at=at)
                 for s in states]
         stmt = pg_insert(DiskRootRow).values(rows)
-        async with self._engine().begin() as conn:
-            await conn.execute(stmt.on_conflict_do_update(
+        async with self.units.begin() as uow:
+            await uow.conn.execute(stmt.on_conflict_do_update(
                 index_elements=["host", "name"],
                 set_={c: stmt.excluded[c] for c in ("path", "exists_now", "free_bytes", "total_bytes", "sweepable",
                                                     "fence", "read_at")}))
 
     async def _verdict(self, reached: bool, sentence: str) -> None:
         self.metrics.reclaim_unreachable.labels(self.host).set(0 if reached else 1)
-        pager = self._pager()
+        pager = self.pager
         if not reached:
             self._unreachable = True
             if pager is not None:
@@ -148,7 +149,7 @@ class DiskWatch:
         query = (select(runs.counts["reached"].as_integer()).where(runs.host == self.host, runs.job == RECLAIM_JOB)
                  .order_by(runs.started_at.desc(), runs.id.desc()).limit(1))
         try:
-            async with self._engine().connect() as conn:
+            async with self.units.read() as conn:
                 reached = (await conn.execute(query)).scalar_one_or_none()
         except Exception as exc:  # noqa: BLE001 - resolving a condition never opened is harmless
             log.warning("could not read the newest reclaim", extra=kv(error=repr(exc)[:200]))

@@ -7,7 +7,7 @@ Modules: `domain` (the rules: level class, day partitions, what to create and dr
 `known_sessions`, `ingest`, `ingest_lag`, `retention` (the jobs), `timeline`, `health`, `metrics`,
 `config`, and `app` (the wiring).
 
-Offers other concepts: nothing; only `service.py` wires it (`zimmer_sweeper.logs.app`).
+Offers other concepts: nothing; only `bootstrap.py` wires it (`zimmer_sweeper.logs.app`).
 
 Uses of other concepts: nothing (the shared `zimmer_sweeper.schema` only).
 """

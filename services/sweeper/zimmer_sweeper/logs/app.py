@@ -2,24 +2,23 @@
 session timeline, retention by whole day partitions, deleted sessions' lines purged, and the
 readings behind the Health page's Log Retention panel.
 
-Two steps, so the service keeps its start-up order: `build_logs` makes the operations (first, as
-their metrics are the sweeper's first), `serve_logs` registers what they serve, consume and
-schedule (after the disk, trash and transcript duties)."""
+Two steps, so `bootstrap` keeps the service's start-up order: `build_logs` makes the operations
+from their collaborators (first, as their metrics are the sweeper's first), `serve_logs` registers
+what they serve, consume and schedule (after the disk, trash and transcript duties)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from prometheus_client import CollectorRegistry
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.budget import SweepBudget
-from zimmer_common.bus import Bus
 from zimmer_common.byte_pages import answer_budget
+from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import logs as c
 from zimmer_common.contracts.envelope import EventEnvelope
@@ -27,7 +26,12 @@ from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.outage import Outages
+from zimmer_common.pager import Pager
+from zimmer_common.paging import PageFn
 from zimmer_common.service import Service
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.logs import health, timeline
 from zimmer_sweeper.logs.config import LogIngestSettings
 from zimmer_sweeper.logs.ingest import BatchOutcome, BatchSizing, LogIngest
@@ -48,9 +52,9 @@ class LogsApp:
     metrics: SweeperMetrics
 
 
-def build_logs(service: Service, pager: Any, config: LogIngestSettings, *, engine: Callable[[], AsyncEngine],
-               bus: Callable[[], Bus]) -> LogsApp:
-    metrics = SweeperMetrics(service.metrics.registry)
+def build_logs(config: LogIngestSettings, *, units: UnitsOfWork, bus: BusLink, clock: Clock, pager: Pager,
+               page: PageFn, outages: Outages, registry: CollectorRegistry) -> LogsApp:
+    metrics = SweeperMetrics(registry)
 
     def batch_written(outcome: BatchOutcome, seconds: float, next_size: int) -> None:
         metrics.lines.labels("written").inc(outcome.written)
@@ -61,30 +65,29 @@ def build_logs(service: Service, pager: Any, config: LogIngestSettings, *, engin
 
     sizing = BatchSizing(size=min(max(500, config.batch_min), config.batch_max), minimum=config.batch_min,
                          maximum=config.batch_max)
-    ingest = LogIngest(bus, engine, service.clock.now, outages=service.outages, sizing=sizing,
-                       ack_wait_seconds=config.ack_wait_seconds, on_batch=batch_written, page=service.page_error,
+    ingest = LogIngest(bus, units, clock.now, outages=outages, sizing=sizing,
+                       ack_wait_seconds=config.ack_wait_seconds, on_batch=batch_written, page=page,
                        sessions=KnownSessions(bus))
     retention = LogRetention(
-        engine, service.clock.now, lambda: pager,
+        units, clock.now, pager,
         on_dropped=lambda klass, rows: (metrics.dropped.labels(klass).inc(),
                                         metrics.dropped_rows.labels(klass).inc(rows)),
         on_failed=lambda klass: metrics.drop_failures.labels(klass).inc(),
         on_purged=metrics.purged_rows.inc)
     # JetStream stamps messages with the NATS server's wall clock, so the lag is read against the
     # real one (a test's frozen clock would make every line look months old).
-    lag = IngestLag(bus, lambda: datetime.now(UTC), lambda: pager)
+    lag = IngestLag(bus, lambda: datetime.now(UTC), pager)
     return LogsApp(ingest, retention, lag, metrics)
 
 
-def serve_logs(service: Service, logs: LogsApp, *, engine: Callable[[], AsyncEngine],
-               bus: Callable[[], Bus]) -> None:
+def serve_logs(service: Service, logs: LogsApp, *, units: UnitsOfWork, bus: BusLink) -> None:
     ingest, retention, lag, metrics = logs.ingest, logs.retention, logs.lag, logs.metrics
 
     async def session_logs(req: c.LogQuery) -> c.LogPage:
-        return await timeline.page(engine(), req, answer_budget(bus().payload_room()))
+        return await timeline.page(units.engine, req, answer_budget(bus.bus.payload_room()))
 
     async def retention_health(req: c.RetentionHealthQuery) -> c.LogRetentionHealth:
-        return await health.read(engine(), service.clock.now(), lag.oldest_unwritten_age)
+        return await health.read(units.engine, service.clock.now(), lag.oldest_unwritten_age)
 
     service.rpc(c.GET_SESSION_LOGS)(session_logs)
     service.rpc(c.LOG_RETENTION_HEALTH)(retention_health)
@@ -117,7 +120,7 @@ def serve_logs(service: Service, logs: LogsApp, *, engine: Callable[[], AsyncEng
             try:
                 await ingest.prune_ledger()
                 if rounds % 3 == 0:
-                    reading = await health.read(engine(), service.clock.now(), lag.check)
+                    reading = await health.read(units.engine, service.clock.now(), lag.check)
                     metrics.observe(reading)
             except Exception as exc:  # noqa: BLE001 - a missed round keeps the last readings
                 if service.outages.report(exc, where="sweeper housekeeping") is None:

@@ -30,15 +30,16 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_common.bus import Bus
 from zimmer_common.consumer import InterruptibleFetch
 from zimmer_common.contracts.logs import INGEST_LOGS, LINES_MAX
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
 from zimmer_common.paging import PageFn, page_or_log
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.logs import copytext, partitions
 from zimmer_sweeper.logs.decode import Decoded, Refused, decode
 from zimmer_sweeper.logs.domain import CLASSES, DayPartition
@@ -111,14 +112,14 @@ class BatchOutcome:
 
 
 class LogIngest:
-    def __init__(self, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], now: Callable[[], datetime], *,
+    def __init__(self, bus: BusLink, units: UnitsOfWork, now: Callable[[], datetime], *,
                  outages: Outages, sizing: BatchSizing | None = None, ack_wait_seconds: float = 30.0,
                  on_batch: Callable[[BatchOutcome, float, int], None] | None = None, page: PageFn | None = None,
                  sessions: KnownSessions):
         self._bus = bus
         self.sessions = sessions  # which sessions exist: a line for one that does not is refused
         self.page = page  # refused lines are lost lines: one page per batch that had any
-        self._engine = engine
+        self.units = units
         self.now = now
         self.outages = outages
         self.sizing = sizing or BatchSizing()
@@ -133,7 +134,7 @@ class LogIngest:
         cfg = ConsumerConfig(durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
                              ack_wait=self.ack_wait_seconds, max_ack_pending=self.sizing.maximum * 4,
                              filter_subject=INGEST_LOGS)
-        await self._bus().js.add_consumer(Stream.INGEST.value, cfg, timeout=self._bus().admin_timeout)
+        await self._bus.bus.js.add_consumer(Stream.INGEST.value, cfg, timeout=self._bus.bus.admin_timeout)
         self._task = asyncio.create_task(self._loop(), name="sweeper-log-ingest")
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -150,7 +151,7 @@ class LogIngest:
         Python's work and the COPY mostly PostgreSQL's, so on two cores they overlap. At most one
         batch is being written and one more held decoded; a failed write backs off before the next
         one starts."""
-        sub = await self._bus().js.pull_subscribe_bind(DURABLE, stream=Stream.INGEST.value)
+        sub = await self._bus.bus.js.pull_subscribe_bind(DURABLE, stream=Stream.INGEST.value)
         writing: asyncio.Task[BatchOutcome | None] | None = None
         try:
             while not self._stopping.is_set():
@@ -276,13 +277,14 @@ class LogIngest:
             if "no partition" not in str(exc):
                 raise
             log.warning("no partition for today's log lines: creating it now (log_partitions has not run)")
-            await ensure_today(self._engine(), self.now())
+            await ensure_today(self.units, self.now())
             return await self._write_once(lines, missing)
 
     async def _write_once(self, messages: list[tuple[Msg, Decoded]], missing: set[int] | frozenset[int]) -> Written:
         created_at = self.now()
         by_seq = {msg.metadata.sequence.stream: found for msg, found in messages}
-        async with self._engine().begin() as conn:
+        async with self.units.begin() as uow:
+            conn = uow.conn
             sessions = {session_id for found in by_seq.values() for session_id, _tail in found.lines}
             fresh, deleted = await _record(conn, DURABLE, list(by_seq), sessions)
             rows = [row for seq in fresh for row in by_seq[seq].lines]
@@ -296,10 +298,10 @@ class LogIngest:
 
     async def prune_ledger(self) -> int:
         """Forget the sequences at or below the consumer's ack floor: those are never redelivered."""
-        info = await self._bus().js.consumer_info(Stream.INGEST.value, DURABLE)
+        info = await self._bus.bus.js.consumer_info(Stream.INGEST.value, DURABLE)
         floor = info.ack_floor.stream_seq if info.ack_floor else 0
-        async with self._engine().begin() as conn:
-            result = await conn.execute(ledger.delete().where(ledger.c.consumer == DURABLE,
+        async with self.units.begin() as uow:
+            result = await uow.conn.execute(ledger.delete().where(ledger.c.consumer == DURABLE,
                                                               ledger.c.stream_seq <= floor))
         return int(result.rowcount or 0)
 
@@ -377,11 +379,12 @@ async def _copy(conn: AsyncConnection, data: memoryview) -> None:
                                format="text")
 
 
-async def ensure_today(engine: AsyncEngine, now: datetime) -> list[DayPartition]:
+async def ensure_today(units: UnitsOfWork, now: datetime) -> list[DayPartition]:
     """Today's partitions, created if missing: the ingest path's fallback when the job is late."""
-    async with engine.connect() as conn:
+    async with units.read() as conn:
         have = await partitions.existing(conn)
     made = [p for p in (DayPartition.holding(k, now) for k in CLASSES) if p not in have]
     for partition in made:
-        await partitions.create_one(engine, partition)
+        async with units.begin() as uow:  # one partition a transaction (`partitions.create_in`)
+            await partitions.create_in(uow.conn, partition)
     return made

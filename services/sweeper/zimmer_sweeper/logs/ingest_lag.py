@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.logs import INGEST_LOGS
 from zimmer_common.contracts.subjects import Stream
+from zimmer_common.pager import Pager
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.logs.ingest import DURABLE
 
 STREAM_MAX_AGE = timedelta(days=3)  # zimmer_common.streams: ZIMMER_INGEST max_age
@@ -20,14 +20,14 @@ class IngestLag:
     read by sequence (the consumer's ack floor, then one message get), never by a scan. Pages
     once it passes PAGE_LAG, and resolves the page when it comes back under."""
 
-    def __init__(self, bus: Callable[[], Bus], now: Callable[[], datetime], pager: Callable[[], Any]):
+    def __init__(self, bus: BusLink, now: Callable[[], datetime], pager: Pager):
         self._bus = bus
         self.now = now
-        self._pager = pager
+        self.pager = pager
         self.paged = False
 
     async def oldest_unwritten_age(self) -> timedelta | None:
-        bus = self._bus()
+        bus = self._bus.bus
         info = await bus.js.consumer_info(Stream.INGEST.value, DURABLE)
         if not (info.num_pending or info.num_ack_pending):
             return timedelta(0)
@@ -46,7 +46,7 @@ class IngestLag:
         late = age > PAGE_LAG
         if late or self.paged:
             hours = age.total_seconds() / 3600
-            await self._pager().report(
+            await self.pager.report(
                 title="Log ingest falling behind", fingerprint=["sweeper", "log_ingest_lag"],
                 condition_key="sweeper:log_ingest_lag", still_true=late,
                 message=(f"The oldest log line not yet written is {hours:.1f} h old; the ingest stream drops lines "

@@ -13,10 +13,10 @@ not exist": the batch waits in JetStream and is tried again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.clones import IDS_BATCH_MAX, SESSIONS_EXIST, SessionIdsQuery
+from zimmer_sweeper.bus_link import BusLink
 
 # Sessions remembered; past it the oldest are forgotten (asked about again if they log again).
 CAPACITY = 200_000
@@ -27,7 +27,7 @@ class SessionsUnanswered(Exception):
 
 
 class KnownSessions:
-    def __init__(self, bus: Callable[[], Bus], *, timeout: float | None = None, capacity: int = CAPACITY):
+    def __init__(self, bus: BusLink, *, timeout: float | None = None, capacity: int = CAPACITY):
         self._bus = bus
         self.timeout = timeout
         self.capacity = capacity
@@ -44,7 +44,7 @@ class KnownSessions:
             chunk = unknown[start:start + IDS_BATCH_MAX]
             self.asked += 1
             try:
-                answer = await self._bus().request(SESSIONS_EXIST, SessionIdsQuery(ids=chunk), timeout=self.timeout)
+                answer = await self._bus.bus.request(SESSIONS_EXIST, SessionIdsQuery(ids=chunk), timeout=self.timeout)
             except Exception as exc:  # noqa: BLE001 - any failure to answer is "not answered", never "missing"
                 raise SessionsUnanswered(f"spot-gate did not say whether sessions exist: {exc!r}"[:300]) from exc
             existing.update(answer.existing)

@@ -77,16 +77,22 @@ async def existing(conn: AsyncConnection) -> set[DayPartition]:
 
 
 async def create_one(engine: AsyncEngine, partition: DayPartition) -> None:
-    """Create one day partition (with its copy of the timeline index, inherited from the parent),
-    in a transaction of its own: creating takes an exclusive lock on the class's parent, and a
-    transaction holding both classes' parents at once deadlocks with a reader that locks them in
-    the other order."""
+    """Create one day partition in a transaction of its own (`create_in`), for a caller holding an
+    engine rather than the service's units of work (the tests' and benchmarks' setup)."""
     async with engine.begin() as conn:
-        await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": CREATE_LOCK})
-        await conn.execute(text(f"SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
-        await conn.execute(text(
-            f'CREATE TABLE IF NOT EXISTS "{SCHEMA}"."{partition.name}" PARTITION OF "{SCHEMA}"."{partition.parent}" '
-            f"FOR VALUES FROM ('{partition.lower.isoformat()}') TO ('{partition.upper.isoformat()}')"))
+        await create_in(conn, partition)
+
+
+async def create_in(conn: AsyncConnection, partition: DayPartition) -> None:
+    """Create one day partition (with its copy of the timeline index, inherited from the parent).
+    `conn`'s transaction must create nothing else: creating takes an exclusive lock on the class's
+    parent, and a transaction holding both classes' parents at once deadlocks with a reader that
+    locks them in the other order."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": CREATE_LOCK})
+    await conn.execute(text(f"SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
+    await conn.execute(text(
+        f'CREATE TABLE IF NOT EXISTS "{SCHEMA}"."{partition.name}" PARTITION OF "{SCHEMA}"."{partition.parent}" '
+        f"FOR VALUES FROM ('{partition.lower.isoformat()}') TO ('{partition.upper.isoformat()}')"))
 
 
 async def drop(conn: AsyncConnection, partition: DayPartition) -> None:

@@ -19,10 +19,12 @@ from typing import Any
 
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
+from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_sweeper.logs import partitions
 from zimmer_sweeper.logs.domain import DayPartition, to_create, to_drop
 from zimmer_sweeper.logs.tables import logs, purges, runs
@@ -46,12 +48,12 @@ class RetentionReport:
 
 
 class LogRetention:
-    def __init__(self, engine: Callable[[], AsyncEngine], now: Callable[[], datetime], pager: Callable[[], Any], *,
+    def __init__(self, units: UnitsOfWork, now: Callable[[], datetime], pager: Pager, *,
                  on_dropped: Callable[[str, int], None] | None = None, on_failed: Callable[[str], None] | None = None,
                  on_purged: Callable[[int], None] | None = None):
-        self._engine = engine
+        self.units = units
         self.now = now
-        self._pager = pager
+        self.pager = pager
         self.on_dropped = on_dropped or (lambda klass, rows: None)
         self.on_failed = on_failed or (lambda klass: None)
         self.on_purged = on_purged or (lambda rows: None)
@@ -60,10 +62,11 @@ class LogRetention:
 
     async def create_ahead(self) -> list[DayPartition]:
         """Today's partitions and a week ahead, for both classes; creates only the missing ones."""
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             made = to_create(self.now(), await partitions.existing(conn))
         for partition in made:
-            await partitions.create_one(self._engine(), partition)
+            async with self.units.begin() as uow:  # one partition a transaction (`partitions.create_in`)
+                await partitions.create_in(uow.conn, partition)
         if made:
             log.info("log partitions created", extra=kv(partitions=[p.name for p in made]))
         return made
@@ -73,7 +76,7 @@ class LogRetention:
     async def run(self, budget: SweepBudget) -> RetentionReport:
         now = self.now()
         report = RetentionReport(started_at=now)
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             estimates = await partitions.estimates(conn)
         due = to_drop(now, set(estimates))
         for i, partition in enumerate(due):
@@ -97,8 +100,8 @@ class LogRetention:
         entry = {"partition": partition.name, "estimated_rows": estimated_rows,
                  "day": partition.day.isoformat(), "class": partition.klass}
         try:
-            async with self._engine().begin() as conn:
-                await partitions.drop(conn, partition)
+            async with self.units.begin() as uow:
+                await partitions.drop(uow.conn, partition)
         except Exception as exc:  # noqa: BLE001 - one failed drop does not stop the others
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             report.failed.append(entry)
@@ -119,7 +122,7 @@ class LogRetention:
         """Delete deleted sessions' rows across every partition, 5,000 rows a transaction, until
         done or the budget is spent (the rest is the next tick's)."""
         total = 0
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             pending = list((await conn.execute(
                 select(purges.c.session_id).where(purges.c.finished_at.is_(None))
                 .order_by(purges.c.requested_at, purges.c.session_id))).scalars())
@@ -132,10 +135,10 @@ class LogRetention:
                         report.budget_exhausted = True
                     log.warning("log purge budget spent; the next tick goes on", extra=kv(session_id=session_id))
                     return total
-                async with self._engine().begin() as conn:
-                    deleted = await _delete_slice(conn, session_id)
+                async with self.units.begin() as uow:
+                    deleted = await _delete_slice(uow.conn, session_id)
                     done = deleted < PURGE_BATCH
-                    await conn.execute(purges.update().where(purges.c.session_id == session_id).values(
+                    await uow.conn.execute(purges.update().where(purges.c.session_id == session_id).values(
                         deleted_rows=purges.c.deleted_rows + deleted, finished_at=self.now() if done else None))
                 total += deleted
                 self.on_purged(deleted)
@@ -146,29 +149,29 @@ class LogRetention:
 
     async def _record(self, report: RetentionReport) -> None:
         finished = self.now()
-        async with self._engine().begin() as conn:
-            await conn.execute(runs.insert().values(
+        async with self.units.begin() as uow:
+            await uow.conn.execute(runs.insert().values(
                 started_at=report.started_at, finished_at=finished, dropped=len(report.dropped),
                 failed=len(report.failed), purged_rows=report.purged_rows, budget_exhausted=report.budget_exhausted,
                 detail={"dropped": report.dropped, "failed": report.failed, "unreached": report.unreached}))
-            await conn.execute(runs.delete().where(runs.c.finished_at < finished - RUNS_KEPT))
+            await uow.conn.execute(runs.delete().where(runs.c.finished_at < finished - RUNS_KEPT))
 
     async def _page(self, report: RetentionReport) -> None:
         """Failed drops page (one condition, resolved by the first tick that drops cleanly after)."""
         if report.failed:
             names = ", ".join(f["partition"] for f in report.failed)
-            await self._pager().report(
+            await self.pager.report(
                 title="Log retention could not drop partitions", fingerprint=["sweeper", "log_retention_drop"],
                 condition_key=DROP_CONDITION, context={"failed": report.failed},
                 message=f"{len(report.failed)} log partition(s) past their window were not dropped ({names}); "
                         "the next tick retries. Rows older than their window stay until one succeeds.")
         elif await self._previous_failed():
-            await self._pager().report(
+            await self.pager.report(
                 title="Log retention could not drop partitions", fingerprint=["sweeper", "log_retention_drop"],
                 condition_key=DROP_CONDITION, still_true=False, message="Log retention drops partitions again")
 
     async def _previous_failed(self) -> bool:
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             failed = (await conn.execute(select(runs.c.failed).order_by(runs.c.id.desc()).offset(1).limit(1))).scalar()
         return bool(failed)
 

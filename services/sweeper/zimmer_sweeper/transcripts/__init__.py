@@ -7,7 +7,7 @@ Modules: `domain` (the rules: the derivation, liveness, collisions, selection, t
 `fs` (the filesystem half of the sweep), `sweep`, `integrity`, `archive`, `archive_zip`, `tables`
 (the archive's checkpoint), and `app` (the wiring).
 
-Offers other concepts: nothing imported. `service.py` plugs `TranscriptApp.sweep.reap` into the
+Offers other concepts: nothing imported. `bootstrap.py` hands `TranscriptApp.sweep.reap` to the
 guard's `reap_transcripts`.
 
 Uses of other concepts: `zimmer_sweeper.clones.listing` (the sessions' clones spot-gate lists);

@@ -7,20 +7,21 @@ sweeper takes the event."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.budget import SweepBudget
-from zimmer_common.bus import Bus
+from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
+from zimmer_common.pager import Pager
 from zimmer_common.service import Service
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.disk.app import HostDisk
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS
 from zimmer_sweeper.transcripts.archive import BUDGET_SECONDS as ARCHIVE_BUDGET_SECONDS
@@ -36,20 +37,25 @@ log = logging.getLogger("zimmer.sweeper.transcripts")
 
 @dataclass(frozen=True)
 class TranscriptApp:
-    sweep: TranscriptSweep  # the orphan sweep, and `reap`, which the guard calls (plugged in by service.py)
+    sweep: TranscriptSweep  # the orphan sweep, and `reap`, which the guard calls (handed to it by bootstrap)
     integrity: LiveCloneIntegrity
     archive: TranscriptArchive
 
 
-def wire_transcripts(service: Service, pager: Any, disk: HostDisk, *, engine: Callable[[], AsyncEngine],
-                     bus: Callable[[], Bus]) -> TranscriptApp:
-    clock = service.clock
+def build_transcripts(disk: HostDisk, *, units: UnitsOfWork, bus: BusLink, clock: Clock, pager: Pager,
+                      replicas: int) -> TranscriptApp:
     sweep = TranscriptSweep(bus=bus, roots=disk.roots, records=disk.records, now=clock.now, metrics=disk.metrics,
                             free_space=disk.free_space)
-    integrity = LiveCloneIntegrity(bus=bus, engine=engine, records=disk.records, now=clock.now,
-                                   pager=lambda: pager, metrics=disk.metrics)
-    archive = TranscriptArchive(bus=bus, engine=engine, roots=disk.roots, records=disk.records, now=clock.now,
-                                metrics=disk.metrics, replicas=service.settings.stream_replicas)
+    integrity = LiveCloneIntegrity(bus=bus, units=units, records=disk.records, now=clock.now, pager=pager,
+                                   metrics=disk.metrics)
+    archive = TranscriptArchive(bus=bus, units=units, roots=disk.roots, records=disk.records, now=clock.now,
+                                metrics=disk.metrics, replicas=replicas)
+    return TranscriptApp(sweep, integrity, archive)
+
+
+def serve_transcripts(service: Service, transcripts: TranscriptApp) -> None:
+    """The three per-host jobs, and a deleted session's archived zip."""
+    clock, sweep, integrity, archive = service.clock, transcripts.sweep, transcripts.integrity, transcripts.archive
 
     async def orphan_transcript_sweep(ctx: JobContext) -> None:
         await sweep.run(SweepBudget(SWEEP_BUDGET_SECONDS, clock))
@@ -67,5 +73,3 @@ def wire_transcripts(service: Service, pager: Any, disk: HostDisk, *, engine: Ca
     @service.consume(ConsumerSpec("sweeper_transcript_archive_deleted", Stream.EVENTS, (SESSION_DELETED,)))
     async def on_session_deleted(conn: AsyncConnection, event: EventEnvelope) -> None:
         await archive.forget(conn, SessionDeleted.model_validate(event.data).session_id)
-
-    return TranscriptApp(sweep, integrity, archive)

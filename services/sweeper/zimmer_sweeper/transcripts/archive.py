@@ -40,14 +40,15 @@ from nats.js.errors import NotFoundError
 from nats.js.object_store import ObjectStore
 from sqlalchemy import delete, select, text
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.clones import SessionClone
 from zimmer_common.contracts.disk import LATEST_OBJECT, TRANSCRIPT_BUCKET, SweepOutcome, session_transcript_object
 from zimmer_common.logs import kv
 from zimmer_common.objects import chunks, open_bucket, put_file
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.records import DiskRecords
@@ -86,11 +87,11 @@ class ArchiveReport:
 
 
 class TranscriptArchive:
-    def __init__(self, *, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], roots: Roots,
+    def __init__(self, *, bus: BusLink, units: UnitsOfWork, roots: Roots,
                  records: DiskRecords, now: Callable[[], datetime], metrics: DiskMetrics, replicas: int = 1,
                  timeout: float | None = None, limit: int = MAX_SESSIONS_PER_RUN):
         self._bus = bus
-        self._engine = engine
+        self.units = units
         self.roots = roots
         self.records = records
         self.now = now
@@ -100,7 +101,7 @@ class TranscriptArchive:
         self.limit = limit
 
     async def bucket(self) -> ObjectStore:
-        return await open_bucket(self._bus().js, TRANSCRIPT_BUCKET, replicas=self.replicas,
+        return await open_bucket(self._bus.bus.js, TRANSCRIPT_BUCKET, replicas=self.replicas,
                                  description=BUCKET_DESCRIPTION)
 
     # ---- a tick -----------------------------------------------------------------------------
@@ -127,10 +128,10 @@ class TranscriptArchive:
         if root is None:
             return ArchiveReport("aborted", note="no transcripts root is configured on this host")
         try:
-            clones = await all_clones(self._bus(), scope="all", host=self.records.host, timeout=self.timeout)
+            clones = await all_clones(self._bus.bus, scope="all", host=self.records.host, timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001 - the next tick asks again
             return ArchiveReport("aborted", note=f"spot-gate did not list this host's sessions ({str(exc)[:200]})")
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             archived = await _checkpoints(conn, [c.session_id for c in clones])
         counts = {"sessions": len(clones), "no_transcript": 0, "unchanged": 0}
         due = await asyncio.to_thread(_due, str(root), clones, archived, counts)
@@ -171,8 +172,8 @@ class TranscriptArchive:
         row = dict(session_id=sid, host=self.records.host, session_updated_at=item.clone.updated_at,
                    newest_mtime=item.newest, archived_at=at, object_name=name, bytes=made.bytes,
                    files=made.files, directories=item.directories, digest=info.digest or "")
-        async with self._engine().begin() as conn:
-            await conn.execute(insert(A).values(**row).on_conflict_do_update(index_elements=[A.c.session_id],
+        async with self.units.begin() as uow:
+            await uow.conn.execute(insert(A).values(**row).on_conflict_do_update(index_elements=[A.c.session_id],
                                                                              set_=row))
         log.info("session transcript archived", extra=kv(session_id=sid, object=name, bytes=made.bytes,
                                                          files=made.files, directories=item.directories))
@@ -183,7 +184,9 @@ class TranscriptArchive:
     async def rebuild_latest(self, store: ObjectStore) -> dict[str, int]:
         """Rebuild latest.zip if the checkpoints changed since it was built; {} when it is current,
         `latest_busy` when another host holds the rebuild."""
-        async with self._engine().connect() as conn:
+        # A connection of its own, committing as it goes: it holds a session-level advisory lock
+        # across the rebuild (raw SQL, as every lock), never a transaction open while it copies.
+        async with self.units.read() as conn:
             rows = await _archived(conn)
             built = (await conn.execute(select(L.c.fingerprint).where(L.c.object_name == LATEST_OBJECT))).scalar()
             await conn.commit()
@@ -199,7 +202,7 @@ class TranscriptArchive:
 
     async def _rebuild(self, conn: AsyncConnection, store: ObjectStore, rows: list[Any]) -> dict[str, int]:
         await conn.commit()  # nothing held open while the archive is copied
-        js = self._bus().js
+        js = self._bus.bus.js
         included: list[tuple[int, str]] = []
         missing: list[int] = []
         stamp = self.now().timetuple()[:6]
@@ -238,7 +241,7 @@ class TranscriptArchive:
         """In the session_deleted consumer's transaction: the zip goes, then its checkpoint (a
         failed delete raises, and the event comes again). latest.zip follows at the next tick."""
         try:
-            store = await self._bus().js.object_store(TRANSCRIPT_BUCKET)
+            store = await self._bus.bus.js.object_store(TRANSCRIPT_BUCKET)
             await store.delete(session_transcript_object(session_id))
         except NotFoundError:
             pass

@@ -27,15 +27,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.clones import SessionClone
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.records import DiskRecords
@@ -129,14 +130,14 @@ def page_message(host: str, lost: list[Inspection]) -> str:
 
 
 class LiveCloneIntegrity:
-    def __init__(self, *, bus: Callable[[], Bus], engine: Callable[[], AsyncEngine], records: DiskRecords,
-                 now: Callable[[], datetime], pager: Callable[[], Any], metrics: DiskMetrics,
+    def __init__(self, *, bus: BusLink, units: UnitsOfWork, records: DiskRecords,
+                 now: Callable[[], datetime], pager: Pager, metrics: DiskMetrics,
                  timeout: float | None = None):
         self._bus = bus
-        self._engine = engine
+        self.units = units
         self.records = records
         self.now = now
-        self._pager = pager
+        self.pager = pager
         self.metrics = metrics
         self.timeout = timeout
 
@@ -148,7 +149,7 @@ class LiveCloneIntegrity:
         started = self.now()
         report = IntegrityReport()
         try:
-            clones = await all_clones(self._bus(), scope="live", host=self.records.host, timeout=self.timeout)
+            clones = await all_clones(self._bus.bus, scope="live", host=self.records.host, timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001 - an unchecked hour is recorded and said, not guessed
             report.note = f"spot-gate did not list this host's live sessions ({str(exc)[:200]}): nothing was checked"
             log.warning("live clone integrity not checked", extra=kv(host=self.records.host, reason=report.note))
@@ -161,7 +162,7 @@ class LiveCloneIntegrity:
         was_firing = await self._previous_lost()
         if report.lost:
             report.note = page_message(self.records.host, report.lost)
-            await self._pager().report(
+            await self.pager.report(
                 title=TITLE, fingerprint=["sweeper", JOB], condition_key=self.condition_key,
                 message=report.note, source=f"sweeper/{JOB}",
                 context={"host": self.records.host, "sessions": [
@@ -173,7 +174,7 @@ class LiveCloneIntegrity:
                            "which is not reported)")
             log.info("live clone integrity", extra=kv(host=self.records.host, **report.counts))
             if was_firing:
-                await self._pager().report(
+                await self.pager.report(
                     title=TITLE, fingerprint=["sweeper", JOB], condition_key=self.condition_key, still_true=False,
                     level="warning", source=f"sweeper/{JOB}", message=f"live clones on {self.records.host} are intact "
                                                                      "again")
@@ -186,7 +187,7 @@ class LiveCloneIntegrity:
 
     async def _previous_lost(self) -> bool:
         """Whether the last checked hour on this host paged (so this healthy one resolves it)."""
-        async with self._engine().connect() as conn:
+        async with self.units.read() as conn:
             counts = (await conn.execute(
                 select(DiskRunRow.counts).where(DiskRunRow.host == self.records.host, DiskRunRow.job == JOB,
                                                 DiskRunRow.outcome == "ok")

@@ -35,10 +35,10 @@ from datetime import datetime
 from pathlib import Path
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.disk import SweepOutcome
 from zimmer_common.logs import kv
 from zimmer_common.settings import Environment
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.domain import Fence
 from zimmer_sweeper.disk.metrics import DiskMetrics
@@ -79,7 +79,7 @@ class TranscriptReap:
 
 
 class TranscriptSweep:
-    def __init__(self, *, bus: Callable[[], Bus], roots: Roots, records: DiskRecords, now: Callable[[], datetime],
+    def __init__(self, *, bus: BusLink, roots: Roots, records: DiskRecords, now: Callable[[], datetime],
                  metrics: DiskMetrics, free_space: FreeSpace = statvfs_free, timeout: float | None = None,
                  limit: int = BATCH_LIMIT):
         self._bus = bus
@@ -118,7 +118,7 @@ class TranscriptSweep:
             raise SnapshotUnavailable(f"the clones base {bases[0]} is empty, which reads like an unmounted volume: "
                                       "every clone-derived transcript would read as orphaned")
         try:
-            claimed = await all_clones(self._bus(), scope="live", timeout=self.timeout)
+            claimed = await all_clones(self._bus.bus, scope="live", timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001 - any doubt keeps every transcript
             raise SnapshotUnavailable(f"spot-gate did not list the live and reap-protected sessions' clones "
                                       f"({str(exc)[:200]}): failed closed") from exc

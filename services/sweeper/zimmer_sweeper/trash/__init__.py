@@ -8,7 +8,7 @@ Modules: `domain` (the rules: states, retries, deadlines, what is restorable, de
 `store` (the records' SQL), `git_artifacts` (every git command), `cleanup`, `restore`, `empty`,
 `archived_reap`, `mangled_report`, `metrics`, `config`, and `app` (the wiring).
 
-Offers other concepts: nothing imported. `service.py` plugs `TrashApp.archived.sweep` into the
+Offers other concepts: nothing imported. `bootstrap.py` hands `TrashApp.archived.sweep` to the
 stale cleanup's `reap_due_archived`.
 
 Uses of other concepts: the ownership guard (`zimmer_sweeper.clones.guard.CloneReaper`) for every

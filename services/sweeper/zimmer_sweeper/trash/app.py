@@ -1,6 +1,6 @@
 """Wiring of the trash pipeline on this host (issue 16): the archive/unarchive consumer, the
 deferred clone cleanup (restores first, then due cleanups), EmptyTrash, the daily mangled clone
-report, and the archived-session pass (`service.py` plugs it into the hourly stale clone cleanup).
+report, and the archived-session pass (`bootstrap.py` hands it to the hourly stale clone cleanup).
 
 Every host's sweeper must see every archive (only the host holding the clone acts on it), so the
 durable consumer's name carries the host. Archive and unarchive share the one consumer, in stream
@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from prometheus_client import CollectorRegistry
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_common.bus import Bus
-
+from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SESSION_ARCHIVED, SESSION_UNARCHIVED, SessionEvent
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
 from zimmer_common.service import Service
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper
 from zimmer_sweeper.disk.app import HostDisk
 from zimmer_sweeper.trash import store
@@ -55,33 +59,33 @@ class TrashApp:
     archived: ArchivedCloneReap
 
 
-def wire_trash(service: Service, pager: object, disk: HostDisk, guard: CloneReaper,
-               trash: TrashSettings | None = None) -> TrashApp:
-    trash = trash or TrashSettings()
-    host = service.settings.host
+def build_trash(disk: HostDisk, guard: CloneReaper, trash: TrashSettings, *, units: UnitsOfWork, bus: BusLink,
+                host: str, clock: Clock, pager: Pager, registry: CollectorRegistry,
+                cleanup_soon: Callable[[], None]) -> TrashApp:
+    """The trash jobs over `deps`; `cleanup_soon` asks for a deferred_clone_cleanup run now."""
+    deps = TrashDeps(units=units, bus=bus, host=host, roots=disk.roots, guard=guard, records=disk.records,
+                     disk_metrics=disk.metrics, metrics=TrashMetrics(registry), pager=pager, clock=clock,
+                     free_space=disk.free_space, git_timeout=trash.git_timeout_seconds, git_binary=trash.git_binary)
+    return TrashApp(deps, DeferredCloneCleanup(deps), UnarchiveRestore(deps), EmptyTrash(deps),
+                    MangledCloneReport(deps), ArchivedCloneReap(deps, on_adopted=cleanup_soon))
 
-    def engine() -> AsyncEngine:
-        assert service.engine is not None, "used before start"
-        return service.engine
 
-    def bus() -> Bus:
-        assert service.bus is not None, "used before start"
-        return service.bus
+def cleanup_soon(service: Service) -> Callable[[], None]:
+    """Ask for a deferred_clone_cleanup run now (its 30-second cadence catches a request lost)."""
 
-    deps = TrashDeps(engine=engine, bus=bus, host=host, roots=disk.roots, guard=guard, records=disk.records,
-                     disk_metrics=disk.metrics, metrics=TrashMetrics(service.metrics.registry), pager=lambda: pager,
-                     clock=service.clock, free_space=disk.free_space, git_timeout=trash.git_timeout_seconds,
-                     git_binary=trash.git_binary)
-
-    def cleanup_soon() -> None:
+    def soon() -> None:
         if service.host_runner is not None:
             asyncio.ensure_future(_enqueue(service, CLEANUP_JOB))
 
-    app = TrashApp(deps, DeferredCloneCleanup(deps), UnarchiveRestore(deps), EmptyTrash(deps),
-                   MangledCloneReport(deps), ArchivedCloneReap(deps, on_adopted=cleanup_soon))
+    return soon
 
-    @service.consume(ConsumerSpec(f"sweeper_{host}_trash", Stream.EVENTS, (SESSION_ARCHIVED, SESSION_UNARCHIVED),
-                                  after_commit=cleanup_soon))
+
+def serve_trash(service: Service, app: TrashApp, soon: Callable[[], None]) -> None:
+    """The archive/unarchive consumer (it only records, then asks for a run: `soon`) and the jobs."""
+    deps = app.deps
+
+    @service.consume(ConsumerSpec(f"sweeper_{deps.host}_trash", Stream.EVENTS, (SESSION_ARCHIVED, SESSION_UNARCHIVED),
+                                  after_commit=soon))
     async def on_trash_event(conn: AsyncConnection, event: EventEnvelope) -> None:
         await record_event(conn, deps, event)
 
@@ -100,7 +104,6 @@ def wire_trash(service: Service, pager: object, disk: HostDisk, guard: CloneReap
     for name, fn in ((CLEANUP_JOB, deferred_clone_cleanup), (EMPTY_JOB, empty_trash),
                      (REPORT_JOB, mangled_clone_report)):
         service.job_specs.append(JobSpec(name, "maintenance", fn, per_host=True))
-    return app
 
 
 async def record_event(conn: AsyncConnection, deps: TrashDeps, event: EventEnvelope) -> None:

@@ -43,8 +43,8 @@ class ArchivedCloneReap:
         counts: Counter[str] = Counter()
         after_id: int | None = 0
         while after_id is not None and not budget.exhausted():
-            page = await self.d.bus().request(SESSION_CLONES, SessionClonesQuery(scope="all", host=self.d.host,
-                                                                                 after_id=after_id))
+            page = await self.d.bus.bus.request(SESSION_CLONES, SessionClonesQuery(scope="all", host=self.d.host,
+                                                                                   after_id=after_id))
             for clone in page.clones:
                 if budget.exhausted():
                     counts["deferred"] += 1
@@ -66,13 +66,13 @@ class ArchivedCloneReap:
     async def _one(self, clone: SessionClone, counts: Counter[str]) -> int:
         sid = clone.session_id
         try:
-            view = await self.d.bus().request(GET_SESSION, SessionRef(session_id=sid))
+            view = await self.d.bus.bus.request(GET_SESSION, SessionRef(session_id=sid))
         except Exception as exc:  # noqa: BLE001 - not answered: nothing decided for it this hour
             counts["unread"] += 1
             log.warning("archived clone left: its session could not be read", extra=kv(session_id=sid,
                                                                                       error=str(exc)[:300]))
             return 0
-        async with self.d.engine().connect() as conn:
+        async with self.d.units.read() as conn:
             row = (await store.records_for(conn, [sid])).get(sid)
         record = RecordView(State(row.state), row.trash_after, row.session_version) if row is not None else None
         action = archived_clone_action(record, session_version=view.version, now=self.d.clock.now())
@@ -82,8 +82,8 @@ class ArchivedCloneReap:
         if action is ArchivedCloneAction.ADOPT:
             if view.status != "archived" or view.archived_at is None:
                 return 0  # unarchived since the listing
-            async with self.d.engine().begin() as conn:
-                adopted = await store.record_archive(conn, session_id=sid, host=self.d.host,
+            async with self.d.units.begin() as uow:
+                adopted = await store.record_archive(uow.conn, session_id=sid, host=self.d.host,
                                                      clone_path=view.clone_path or clone.clone_path,
                                                      archived_at=view.archived_at, version=view.version,
                                                      now=self.d.clock.now())

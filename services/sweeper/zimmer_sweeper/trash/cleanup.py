@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_common.budget import SweepBudget
-from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import SESSIONS_EXIST, SessionIdsAnswer, SessionIdsQuery
 from zimmer_common.logs import kv
+from zimmer_common.pager import Pager
 from zimmer_common.paging import page_or_log
+from zimmer_common.unit_of_work import UnitsOfWork
+from zimmer_sweeper.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS
 from zimmer_sweeper.disk.metrics import DiskMetrics
@@ -52,15 +52,15 @@ log = logging.getLogger("zimmer.sweeper.trash")
 class TrashDeps:
     """What the trash jobs share: this host's roots and records, the guard, spot-gate over the bus."""
 
-    engine: Callable[[], AsyncEngine]
-    bus: Callable[[], Bus]
+    units: UnitsOfWork
+    bus: BusLink
     host: str
     roots: Roots
     guard: CloneReaper
     records: DiskRecords
     disk_metrics: DiskMetrics
     metrics: TrashMetrics
-    pager: Callable[[], Any]
+    pager: Pager | None
     clock: Clock
     free_space: FreeSpace = statvfs_free  # the host's reading of its volume (injectable, as the sweeps')
     git_timeout: float = GIT_TIMEOUT_SECONDS
@@ -80,7 +80,7 @@ class TrashDeps:
     async def protected(self, session_ids: list[int]) -> SessionIdsAnswer:
         """Spot-gate's answer, now: which of these sessions exist and which are live or reap-protected.
         Raises when there is none (the caller retries; nothing is deleted on a guess)."""
-        return await self.bus().request(SESSIONS_EXIST, SessionIdsQuery(ids=session_ids))
+        return await self.bus.bus.request(SESSIONS_EXIST, SessionIdsQuery(ids=session_ids))
 
     def free_bytes(self) -> int | None:
         base = self.roots.path("clones")
@@ -111,8 +111,8 @@ class DeferredCloneCleanup:
                             extra=kv(host=self.d.host, deferred=run.counts["deferred"], budget_seconds=budget.seconds))
                 run.mark("partial", f"{run.counts['deferred']} due session(s) left for the next tick at the budget.")
                 break
-            async with self.d.engine().begin() as conn:
-                claim = await store.claim_cleanup(conn, host=self.d.host, now=self.d.clock.now())
+            async with self.d.units.begin() as uow:
+                claim = await store.claim_cleanup(uow.conn, host=self.d.host, now=self.d.clock.now())
             if claim is None:
                 break
             row, may_try = claim
@@ -136,8 +136,8 @@ class DeferredCloneCleanup:
         except Exception as exc:  # noqa: BLE001 - any failure is this attempt's: quiet until the last
             await self._failed(row, exc, run)
             return
-        async with self.d.engine().begin() as conn:
-            if not await store.finish_cleanup(conn, row, now=self.d.clock.now(), state=state.value, **fields):
+        async with self.d.units.begin() as uow:
+            if not await store.finish_cleanup(uow.conn, row, now=self.d.clock.now(), state=state.value, **fields):
                 log.info("trash record changed while its cleanup ran (unarchived or archived again); left to it",
                          extra=kv(session_id=row.session_id))
                 return
@@ -232,8 +232,8 @@ class DeferredCloneCleanup:
         log.warning("mangled clone defused: a working tree of only deletions of tracked files was not preserved; "
                     "the bundle still travels", extra=kv(session_id=row.session_id, clone_path=row.clone_path,
                                                          dropped_deletions=dropped))
-        async with self.d.engine().begin() as conn:
-            await store.record_defusal(conn, session_id=row.session_id, archived_at=row.archived_at,
+        async with self.d.units.begin() as uow:
+            await store.record_defusal(uow.conn, session_id=row.session_id, archived_at=row.archived_at,
                                        host=self.d.host, dropped_deletions=dropped, now=self.d.clock.now())
         self.d.metrics.defused.inc()
         self.d.metrics.dropped_deletions.inc(dropped)
@@ -246,8 +246,8 @@ class DeferredCloneCleanup:
         run.counts["failed"] += 1
         run.mark("partial", f"session {row.session_id}'s attempt {row.attempts} failed and is retried.")
         self.d.metrics.attempt_failures.inc()
-        async with self.d.engine().begin() as conn:
-            await store.finish_cleanup(conn, row, now=self.d.clock.now(), last_error=error)
+        async with self.d.units.begin() as uow:
+            await store.finish_cleanup(uow.conn, row, now=self.d.clock.now(), last_error=error)
         level = logging.INFO if failure_log_level(row.attempts) == "info" else logging.WARNING
         log.log(level, "clone cleanup attempt failed; retried", extra=kv(
             session_id=row.session_id, attempt=row.attempts, next_attempt_at=row.next_attempt_at.isoformat(),
@@ -259,14 +259,14 @@ class DeferredCloneCleanup:
         run.counts["exhausted"] += 1
         run.mark("partial", f"session {row.session_id}'s cleanup exhausted its attempts (paged).")
         self.d.metrics.cleanups.labels(State.EXHAUSTED.value).inc()
-        async with self.d.engine().begin() as conn:
-            await store.finish_cleanup(conn, row, now=self.d.clock.now(), state=State.EXHAUSTED.value,
+        async with self.d.units.begin() as uow:
+            await store.finish_cleanup(uow.conn, row, now=self.d.clock.now(), state=State.EXHAUSTED.value,
                                        last_error=error, outcome="the cleanup failed on every attempt")
         # The raw error (git's stderr, a path) goes through the snippet builder into its own field,
         # redacted and bounded; the prose names what happened (seed 003 "The log snippet").
         message = (f"the clone cleanup of archived session {row.session_id} failed {row.attempts} times; its clone "
                    f"waits for EmptyTrash after {row.trash_after}. The last error is in the snippet.")
-        pager = self.d.pager()
+        pager = self.d.pager
         if pager is None:
             await page_or_log(None, "Clone cleanup failed", message, ["sweeper", JOB, "exhausted"],
                               session_id=row.session_id)
@@ -276,7 +276,7 @@ class DeferredCloneCleanup:
                                     "attempts": row.attempts}, snippet_source=error)
 
     async def _due_count(self) -> int:
-        async with self.d.engine().connect() as conn:
+        async with self.d.units.read() as conn:
             return await store.count_due(conn, host=self.d.host, now=self.d.clock.now())
 
 

@@ -51,7 +51,7 @@ class EmptyTrash:
     async def run(self, budget: SweepBudget | None = None) -> SweepRun:
         budget = budget or SweepBudget(SWEEP_BUDGET_SECONDS, self.d.clock)
         run = SweepRun(JOB, self.d.clock.now())
-        async with self.d.engine().connect() as conn:
+        async with self.d.units.read() as conn:
             due = await store.expired(conn, host=self.d.host, now=self.d.clock.now(), limit=IDS_BATCH_MAX)
         for n, row in enumerate(due):
             if budget.exhausted():
@@ -123,8 +123,8 @@ class EmptyTrash:
         return out
 
     async def _finish(self, row: Row[Any], run: SweepRun, state: State, outcome: str) -> None:
-        async with self.d.engine().begin() as conn:
-            if not await store.finish_expired(conn, row, now=self.d.clock.now(), state=state.value,
+        async with self.d.units.begin() as uow:
+            if not await store.finish_expired(uow.conn, row, now=self.d.clock.now(), state=state.value,
                                               outcome=outcome[:2000]):
                 return  # unarchived or archived again meanwhile: the new event owns the record
         run.counts[state.value] += 1

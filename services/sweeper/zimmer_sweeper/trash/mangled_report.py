@@ -29,7 +29,7 @@ class MangledCloneReport:
     async def run(self) -> SweepRun:
         started = self.d.clock.now()
         since = report_since(started)
-        async with self.d.engine().connect() as conn:
+        async with self.d.units.read() as conn:
             rows = await store.defusals_since(conn, host=self.d.host, since=since)
         defusals = [Defusal(r.session_id, r.dropped_deletions) for r in rows]
         level, message = report_line(defusals)

@@ -43,13 +43,13 @@ class UnarchiveRestore:
         """Every restore this host owes: done (once) and reported (until spot-gate has the answer).
         A run that owed nothing writes no run record (it rides the cleanup's 30-second tick)."""
         run = SweepRun(JOB, self.d.clock.now())
-        async with self.d.engine().connect() as conn:
+        async with self.d.units.read() as conn:
             rows = await store.restores_due(conn, host=self.d.host)
         for row in rows:
             if row.restore_outcome is None:
                 outcome, detail = await self._restore(row)
-                async with self.d.engine().begin() as conn:
-                    if not await store.finish_restore(conn, row, now=self.d.clock.now(), restore_outcome=outcome,
+                async with self.d.units.begin() as uow:
+                    if not await store.finish_restore(uow.conn, row, now=self.d.clock.now(), restore_outcome=outcome,
                                                       restore_detail=detail[:4000]):
                         continue  # archived again meanwhile: the new cycle owns the record
                 run.counts[outcome] += 1
@@ -102,19 +102,19 @@ class UnarchiveRestore:
     async def _report(self, row: Row[Any], outcome: Outcome, detail: str) -> bool:
         """Tell spot-gate; on no answer the record stays `restoring` and the next tick asks again."""
         try:
-            await self.d.bus().request(UNARCHIVE_RESTORED, UnarchiveRestored(
+            await self.d.bus.bus.request(UNARCHIVE_RESTORED, UnarchiveRestored(
                 session_id=row.session_id, outcome=outcome, detail=detail[:4000]))
         except Exception as exc:  # noqa: BLE001 - no answer is "ask again"; a deleted session needs none
             if not (isinstance(exc, ZimmerError) and exc.code == ErrorCode.NOT_FOUND):
                 log.warning("restore finished but spot-gate was not told; asked again next tick",
                             extra=kv(session_id=row.session_id, error=str(exc)[:300]))
                 return False
-        async with self.d.engine().begin() as conn:
-            await store.finish_restore(conn, row, now=self.d.clock.now(), state=State.RESTORED.value)
+        async with self.d.units.begin() as uow:
+            await store.finish_restore(uow.conn, row, now=self.d.clock.now(), state=State.RESTORED.value)
         return True
 
     async def _page(self, row: Row[Any], detail: str) -> None:
-        pager = self.d.pager()
+        pager = self.d.pager
         if pager is None:
             await page_or_log(None, "Unarchive restore failed", f"session {row.session_id}'s clone was not restored",
                               ["sweeper", JOB, "failed"], session_id=row.session_id)
