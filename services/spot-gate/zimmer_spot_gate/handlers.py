@@ -57,7 +57,7 @@ class SpotGate:
         self.gate = gate
         self.admissions = admissions
         self.prices = prices
-        self.wakes = wakes  # a direct follow-up consumes a wall-clock pause
+        self.wakes = wakes  # by name (a direct follow-up consumes its pause in the turn's batch: TurnRequest.consume_pause)
         # The other handlers, by name (the bootstrap built them; nothing here calls them).
         self.policy = policy
         self.ceiling = ceiling
@@ -187,10 +187,9 @@ class SpotGate:
         """Concurrent requests are decided together, one transaction per batch. With an
         idempotency key a retry gets the first answer back and no second turn is started. A
         follow-up addressed to the session directly takes it over: it consumes a wall-clock pause."""
-        if req.kind == TurnKind.FOLLOW_UP.value:
-            await self.wakes.consume_for_follow_up(req.session_id)
         return await self.admissions.turn(TurnRequest(req.session_id, TurnKind(req.kind), req.prompt,
-                                                      req.attachments, key=idempotency.ref_for("request_turn", req)))
+                                                      req.attachments, key=idempotency.ref_for("request_turn", req),
+                                                      consume_pause=req.kind == TurnKind.FOLLOW_UP.value))
 
     async def report_status(self, req: SessionStatusReport) -> SessionView:
         async with self.units.begin() as uow:

@@ -91,6 +91,7 @@ class TurnRequest:
     key: KeyRef | None = None  # the caller's idempotency key: a retry gets the first answer
     boundary: bool = False  # the next queued turn of a running session whose turn just ended
     event: str = "turn"  # what the decision log calls the outcome (ceiling_resume, auth_unpark, …)
+    consume_pause: bool = False  # a follow-up addressed to the session directly: its wall-clock pause is consumed
 
     def ask(self) -> Ask:
         if self.recheck:
@@ -135,6 +136,9 @@ class TurnGate:
     async def process(self, conn: AsyncConnection, requests: list[TurnRequest],
                       policy: quota.PolicyRow | None = None) -> list[Result]:
         inputs, fleet = await self.read_inputs(conn, policy)
+        consumed = sorted({q.session_id for q in requests if q.consume_pause})
+        if consumed:  # in the turn's own transaction: the pause ends if and only if the turn is decided
+            await store.cancel_wakes_of(conn, consumed)
         rows = {r.id: dict(r._mapping) for r in
                 await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
         overrides = inputs.policy.overrides

@@ -111,8 +111,3 @@ class Wakes:
         if refused is not None:
             raise refused  # once the decision log's row has committed
         return result
-
-    async def consume_for_follow_up(self, session_id: int) -> None:
-        """A follow-up addressed to the session directly takes it over: its pause is consumed."""
-        async with self.units.begin() as uow:
-            await store.cancel_wakes(uow.conn, session_id)
