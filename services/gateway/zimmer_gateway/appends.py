@@ -16,15 +16,23 @@ No delay is added: a batch leaves after a few event-loop turns (what arrived fro
 the same turns), and batches do not wait for one another. A batch holds at most
 `APPEND_MANY_MAX` appends and fits one bus message; an append too large for one goes alone and
 gets the answer a single request gets.
+
+Each append is serialised once, on arrival: its JSON measures it for packing and is the bytes the
+batch's request is written from. The backlog's answer is read as JSON, not validated again (the
+backlog's own contract wrote it), and each append's result goes back as the bytes of its HTTP body.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
 
 from zimmer_common import deadline
 from zimmer_common.bus import Bus, no_time_left
@@ -43,13 +51,21 @@ _UNANSWERED = RpcErrorBody(code=ErrorCode.INTERNAL.value, message="internal erro
                            "without its answer")
 
 
+# An append as the contract's `AppendItem` (a route's body subclass serialises as the contract).
+_ITEM = TypeAdapter(c.AppendItem)
+
+
 @dataclass(frozen=True)
 class _Waiting:
     item: c.AppendItem
     caller: str | None
     due: float | None
-    size: int
-    answer: asyncio.Future[c.AppendResult]
+    json: bytes  # `{"item":…,"caller":…}`, as `CallerAppend` serialises it
+    answer: asyncio.Future[bytes]
+
+    @property
+    def size(self) -> int:
+        return len(self.json) + ENTRY_ROOM
 
 
 class Appends:
@@ -61,13 +77,17 @@ class Appends:
 
     async def append(self, item: c.AppendItem) -> c.AppendResult:
         """Append `item` for the caller and under the deadline of the request being served."""
+        return c.AppendResult.model_validate_json(await self.append_json(item))
+
+    async def append_json(self, item: c.AppendItem) -> bytes:
+        """`append`, answered with the result's JSON (the REST route's body, as it is)."""
         bus = self._bus()
         if bus is None:
             raise ZimmerError(ErrorCode.UNAVAILABLE, "the gateway is not connected to the bus yet")
-        answer: asyncio.Future[c.AppendResult] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         caller = deadline.current_caller()
-        size = len(item.model_dump_json().encode()) + len(caller or "") + ENTRY_ROOM
-        self._waiting.append(_Waiting(item, caller, deadline.current(), size, answer))
+        entry = b'{"item":' + _ITEM.dump_json(item) + b',"caller":' + _json(caller) + b"}"
+        self._waiting.append(_Waiting(item, caller, deadline.current(), entry, answer))
         if not self._gathering:
             self._gathering = True
             # The batch serves many callers: none of their deadlines or identities is its own.
@@ -94,20 +114,21 @@ class Appends:
             leaving = _leaving(batch, bus)
             if not leaving:
                 return
-            request = c.AppendMany(appends=[c.CallerAppend(item=e.item, caller=e.caller) for e in leaving])
+            request = b'{"appends":[' + b",".join(e.json for e in leaving) + b"]}"  # `AppendMany`'s JSON
             try:
                 with deadline.use(min((e.due for e in leaving if e.due is not None), default=None)):
-                    result = await bus.request(c.APPEND_MANY, request)
+                    data = await bus.request_raw(c.APPEND_MANY, request)
             except ZimmerError as exc:  # the whole batch: refused before it left, or sent and not answered
                 for entry in leaving:
                     _refuse(entry, ZimmerError(exc.code, exc.message, dict(exc.details)))
                 return
-            for entry, outcome in zip(leaving, result.outcomes, strict=True):
-                if outcome.result is not None:
-                    _settle(entry, outcome.result)
+            outcomes: list[dict[str, Any]] = json.loads(data)["outcomes"]  # `AppendManyResult`, as the backlog wrote it
+            for entry, outcome in zip(leaving, outcomes, strict=True):
+                if outcome.get("result") is not None:
+                    _settle(entry, outcome["result"])
                 else:
-                    error = outcome.error or _UNANSWERED
-                    _refuse(entry, ZimmerError(error.code, error.message, error.details))
+                    error = outcome.get("error") or _UNANSWERED.model_dump()
+                    _refuse(entry, ZimmerError(error["code"], error["message"], error.get("details") or {}))
 
 
 def _packed(waiting: list[_Waiting], room: int) -> list[list[_Waiting]]:
@@ -159,14 +180,20 @@ def _answering(entries: list[_Waiting]) -> Iterator[None]:
         raise
 
 
-def _settle(entry: _Waiting, result: c.AppendResult) -> None:
-    """The append's own answer, with the payload it sent: `append_items` answers leave payloads out
-    so that a batch's answer always fits the bus; the row holds exactly what was sent."""
-    if result.item.payload_omitted:
-        result = result.model_copy(update={"item": result.item.model_copy(
-            update={"payload": entry.item.payload, "payload_omitted": False})})
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _settle(entry: _Waiting, result: dict[str, Any]) -> None:
+    """The append's own answer (an `AppendResult`'s JSON), with the payload it sent: `append_items`
+    answers leave payloads out so that a batch's answer always fits the bus; the row holds exactly
+    what was sent."""
+    item = result["item"]
+    if item.get("payload_omitted"):
+        item["payload"] = entry.item.payload
+        item["payload_omitted"] = False
     if not entry.answer.done():
-        entry.answer.set_result(result)
+        entry.answer.set_result(_json(result))
 
 
 def _refuse(entry: _Waiting, exc: BaseException) -> None:

@@ -118,10 +118,10 @@ async def append_item(body: AppendBody, appends: Annotated[Appends, Depends(appe
     it), 409 `band_full` when the cost's band cannot make room (nothing moved). An item without
     `issue_url` is a 422 unless the operator appends it. A retry without an idempotency key is
     harmless (409 `conflict` naming the item it made); with one, it gets the first answer back."""
-    result = await appends.append(body.as_append(realm, keyed(body.idempotency_key, idempotency_key)))
-    # Already a validated contract model: serialise it once, rather than have FastAPI validate
-    # and serialise it again (the append is the hot path; `response_model` still documents it).
-    return Response(result.model_dump_json(), status_code=status.HTTP_201_CREATED, media_type="application/json")
+    result = await appends.append_json(body.as_append(realm, keyed(body.idempotency_key, idempotency_key)))
+    # The backlog's answer as it wrote it (its payload put back), not validated and serialised
+    # again (the append is the hot path; `response_model` still documents it).
+    return Response(result, status_code=status.HTTP_201_CREATED, media_type="application/json")
 
 
 class AppendRoute(APIRoute):

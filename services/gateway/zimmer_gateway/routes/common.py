@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import UnionType
 from typing import Annotated, Any, Final, Union, get_args, get_origin
 
-from fastapi import Depends, Header, HTTPException, Path, Request
+from fastapi import Depends, Header, HTTPException, Path, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -47,6 +47,13 @@ IdempotencyHeader = Annotated[str | None, Header(
     description="Repeat this request with the same key (after a 503 or a lost answer) and get the first answer "
                 "back, with nothing done twice. Printable ASCII, at most 200 characters; remembered for 24 hours, "
                 "per credential (and per X-Zimmer-Session-Id).")]
+
+
+def proxied(data: bytes, status_code: int = 200) -> Response:
+    """A service's answer (its JSON, as `Bus.request_raw` returns it) as the route's answer: the
+    route's `response_model` documents it in the OpenAPI schema, and FastAPI, handed a `Response`,
+    neither validates nor serialises it again."""
+    return Response(data, status_code=status_code, media_type="application/json")
 
 
 def keyed(body_key: str | None, header_key: str | None) -> str | None:

@@ -3,6 +3,7 @@ the operator's delete."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Response, status
@@ -14,7 +15,7 @@ from zimmer_common.contracts.fields import IdempotencyKey, Prompt, Time
 from zimmer_common.contracts.runtime import SessionStatusName, TurnKindName
 from zimmer_gateway.auth import Realm, operator_only
 from zimmer_gateway.routes.common import (
-    ID_MAX, BusDep, IdempotencyHeader, Precedence, RowId, SessionIdPath, StrictBody, keyed, problem_responses)
+    ID_MAX, BusDep, IdempotencyHeader, Precedence, RowId, SessionIdPath, StrictBody, keyed, problem_responses, proxied)
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
 
@@ -44,6 +45,15 @@ class SessionPatch(StrictBody):
 class ReorderBody(StrictBody):
     above_session_id: RowId | None = Field(None, description="The row it was dropped under (omit at the top)")
     below_session_id: RowId | None = Field(None, description="The row it was dropped over (omit at the bottom)")
+
+
+def turn_outcome(data: bytes) -> str | None:
+    """A `TurnResult`'s outcome, read off its JSON: its first field, as the service writes it."""
+    if data.startswith(b'{"outcome":"'):
+        end = data.find(b'"', 12)
+        if end > 0:
+            return data[12:end].decode()
+    return json.loads(data).get("outcome")  # type: ignore[no-any-return]
 
 
 class TurnBody(StrictBody):
@@ -127,18 +137,21 @@ async def reorder_precedence(session_id: SessionIdPath, body: ReorderBody, bus: 
              responses={202: {"model": c.TurnResult,
                               "description": "Held (the gate keeps the prompt) or queued behind a held turn"},
                         **problem_responses(404, 409, 422)})
-async def request_turn(session_id: SessionIdPath, body: TurnBody, bus: BusDep, response: Response,
-                       idempotency_key: IdempotencyHeader = None) -> c.TurnResult:
+async def request_turn(session_id: SessionIdPath, body: TurnBody, bus: BusDep,
+                       idempotency_key: IdempotencyHeader = None) -> Response:
     """200 when the turn was admitted or passed (not consulted); 202 when it was held or queued:
     the prompt will still be delivered when the gate admits it. 409 `refused` for a session that
     has ended. Not safe to retry without an idempotency key (a retry asks for a second turn);
     with one, a retry returns the first answer and starts nothing twice."""
-    fields = body.model_dump()
-    fields["idempotency_key"] = keyed(body.idempotency_key, idempotency_key)
-    result = await bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=session_id, **fields))
-    if result.outcome in ("held", "queued"):
-        response.status_code = status.HTTP_202_ACCEPTED
-    return result
+    # The body is validated once, here, as the contract's fields: the request is built from them
+    # as they are (not dumped and validated again), and spot-gate's answer goes back as it wrote
+    # it (`response_model` documents it; FastAPI does not validate and serialise it again).
+    ask = c.RequestTurn.model_construct(session_id=session_id, kind=body.kind, prompt=body.prompt,
+                                        attachments=body.attachments,
+                                        idempotency_key=keyed(body.idempotency_key, idempotency_key))
+    data = await bus.request_raw(c.REQUEST_TURN, ask.model_dump_json().encode())
+    waits = turn_outcome(data) in ("held", "queued")
+    return proxied(data, status.HTTP_202_ACCEPTED if waits else status.HTTP_200_OK)
 
 
 @router.post("/{session_id}/status", summary="Report a session's status (for scripts)",
