@@ -30,6 +30,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from zimmer_common import deadline
 from zimmer_common.contracts.envelope import EventEnvelope, Payload, RpcReply, RpcSpec, TypedRpcReply
@@ -311,7 +312,7 @@ class Bus:
                               err.details if err else {})
         if reply.data is None:
             return spec.response.model_validate({}).model_dump_json().encode()  # type: ignore[no-any-return]
-        return json.dumps(reply.data, ensure_ascii=False, separators=(",", ":")).encode()
+        return to_json(reply.data)
 
     async def _ask(self, spec: RpcSpec[Any, Any], body: bytes, timeout: float | None) -> bytes:
         """Send `body` (the request's JSON) to `spec` under the deadline; the reply's bytes."""

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
+from pydantic_core import from_json, to_json
 
 from zimmer_common import deadline
 from zimmer_common.bus import Bus, no_time_left
@@ -86,7 +86,7 @@ class Appends:
             raise ZimmerError(ErrorCode.UNAVAILABLE, "the gateway is not connected to the bus yet")
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         caller = deadline.current_caller()
-        entry = b'{"item":' + _ITEM.dump_json(item) + b',"caller":' + _json(caller) + b"}"
+        entry = b'{"item":' + _ITEM.dump_json(item) + b',"caller":' + to_json(caller) + b"}"
         self._waiting.append(_Waiting(item, caller, deadline.current(), entry, answer))
         if not self._gathering:
             self._gathering = True
@@ -122,7 +122,7 @@ class Appends:
                 for entry in leaving:
                     _refuse(entry, ZimmerError(exc.code, exc.message, dict(exc.details)))
                 return
-            outcomes: list[dict[str, Any]] = json.loads(data)["outcomes"]  # `AppendManyResult`, as the backlog wrote it
+            outcomes: list[dict[str, Any]] = from_json(data)["outcomes"]  # `AppendManyResult`, as the backlog wrote it
             for entry, outcome in zip(leaving, outcomes, strict=True):
                 if outcome.get("result") is not None:
                     _settle(entry, outcome["result"])
@@ -180,10 +180,6 @@ def _answering(entries: list[_Waiting]) -> Iterator[None]:
         raise
 
 
-def _json(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-
 def _settle(entry: _Waiting, result: dict[str, Any]) -> None:
     """The append's own answer (an `AppendResult`'s JSON), with the payload it sent: `append_items`
     answers leave payloads out so that a batch's answer always fits the bus; the row holds exactly
@@ -193,7 +189,7 @@ def _settle(entry: _Waiting, result: dict[str, Any]) -> None:
         item["payload"] = entry.item.payload
         item["payload_omitted"] = False
     if not entry.answer.done():
-        entry.answer.set_result(_json(result))
+        entry.answer.set_result(to_json(result))
 
 
 def _refuse(entry: _Waiting, exc: BaseException) -> None:
