@@ -1,5 +1,5 @@
-"""Wiring of the gateway: the HTTP server runs inside the service lifecycle, so it starts
-after the bus is up and stops (bounded) before the bus closes."""
+"""The gateway process: its lifecycle around what `bootstrap` builds. The HTTP server runs inside
+the service lifecycle, so it starts after the bus is up and stops (bounded) before the bus closes."""
 
 from __future__ import annotations
 
@@ -8,14 +8,11 @@ import contextlib
 import logging
 
 import uvicorn
-from prometheus_client import Gauge
 
-from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.logs import kv
-from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
-from zimmer_gateway.app import PEERS, create_app, ping_peers
+from zimmer_gateway.bootstrap import bootstrap
 
 NAME = "gateway"
 log = logging.getLogger("zimmer.gateway")
@@ -33,24 +30,7 @@ class GatewayService(Service):
 
 def build(settings: Settings) -> GatewayService:
     service = GatewayService(NAME, settings, serve_metrics=False)  # /metrics is on the HTTP port
-    attach_pager(service)
-    peer_up = Gauge("zimmer_gateway_peer_up", "1 when the service answered the gateway's last readiness probe",
-                    ["peer"], registry=service.metrics.registry)
-
-    async def readiness_probe(_ctx: JobContext) -> None:
-        answers = await ping_peers(service)
-        for name in PEERS:
-            peer_up.labels(name).set(0 if isinstance(answers[name], Exception) else 1)
-        down = [n for n, a in answers.items() if isinstance(a, Exception)]
-        if down:
-            log.warning("services not answering", extra=kv(down=down))
-
-    service.job_specs.append(JobSpec("readiness_probe", "pollers", readiness_probe))
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host=settings.http_host, port=settings.http_port,
-                                           log_config=None, access_log=False, lifespan="on"))
-    # uvicorn installs its own signal handlers when it runs as the main server; the service
-    # lifecycle owns signals here.
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server = bootstrap(service, settings)
     serving: list[asyncio.Task[None]] = []
 
     @service.on_start
