@@ -104,6 +104,47 @@ async def test_unreadable_and_newer_version_messages_are_terminated(env) -> None
         await consumer.stop()
 
 
+async def test_a_burst_of_unreadable_messages_is_one_page_not_one_each(env) -> None:  # type: ignore[no-untyped-def]
+    """A misbehaving publisher's garbage: every message terminated, one page for the burst (each
+    was a page and an ERROR line before), and the window's next page counts what it left out."""
+    engine, bus = env
+    handled: list[str] = []
+    pages: list[tuple[str, str, dict[str, object]]] = []
+
+    async def handle(conn: AsyncConnection, event: EventEnvelope) -> None:
+        handled.append(event.id)
+
+    async def page(title: str, message: str, fingerprint: list[str], snippet: object,
+                   context: dict[str, object]) -> None:
+        pages.append((title, message, context))
+
+    consumer = DurableConsumer(bus, engine, schema="backlog", handler=handle, page=page,
+                               spec=ConsumerSpec("backlog_sessions", Stream.EVENTS, (SUBJECT,)))
+    await consumer.start()
+    try:
+        for n in range(30):
+            await bus.publish(SUBJECT, f"garbage {n}".encode())
+        await bus.publish(SUBJECT, envelope("fine"))
+
+        async def fine_handled() -> bool:
+            return handled == ["fine"]
+
+        await wait_for(fine_handled)
+        info = await bus.js.consumer_info(Stream.EVENTS.value, "backlog_sessions")
+        assert info.num_pending == 0 and info.num_ack_pending == 0
+        assert [p[0] for p in pages] == ["Undecodable message terminated"]
+        consumer._terminations.every = 0.0  # the window has passed
+        await bus.publish(SUBJECT, b"garbage again")
+        await wait_for(lambda: _true(len(pages) == 2))
+        assert "(29 more terminated since the last page)" in pages[1][1] and pages[1][2]["more_since_last_page"] == 29
+    finally:
+        await consumer.stop()
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def test_after_commit_runs_once_the_effects_are_visible(env) -> None:  # type: ignore[no-untyped-def]
     """A cache invalidated from `after_commit` is refilled from the committed rows: the hook runs
     after the commit, when another connection already sees the effect, and once per new event."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,35 @@ class InterruptibleFetch:
             self._waiting.cancel()
 
 
+# A burst of unreadable messages (a misbehaving publisher) is one page a minute per consumer and
+# kind, each saying how many more were terminated since the last, not one page and ERROR each.
+TERMINATION_PAGE_EVERY_SECONDS = 60.0
+
+
+class TerminationPages:
+    """When a terminated message of a kind pages: the first at once, then at most one a window."""
+
+    def __init__(self, every: float = TERMINATION_PAGE_EVERY_SECONDS, monotonic: Callable[[], float] = time.monotonic):
+        self.every = every
+        self.monotonic = monotonic
+        self._paged_at: dict[str, float] = {}
+        self._unpaged: dict[str, int] = {}
+
+    def due(self, kind: str) -> int | None:
+        """None when this one is only counted; else how many of `kind` went unpaged before it."""
+        now = self.monotonic()
+        last = self._paged_at.get(kind)
+        if last is not None and now - last < self.every:
+            self._unpaged[kind] = self._unpaged.get(kind, 0) + 1
+            return None
+        self._paged_at[kind] = now
+        return self._unpaged.pop(kind, 0)
+
+
+def _since(more: int) -> str:
+    return f" ({more} more terminated since the last page)" if more else ""
+
+
 class DurableConsumer:
     def __init__(self, bus: Bus, engine: AsyncEngine, *, schema: str, spec: ConsumerSpec, handler: Handler,
                  outages: Outages | None = None, page: PageFn | None = None):
@@ -94,6 +124,7 @@ class DurableConsumer:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._fetch = InterruptibleFetch()
+        self._terminations = TerminationPages()
 
     async def start(self) -> None:
         cfg = ConsumerConfig(durable_name=self.spec.durable, ack_policy=AckPolicy.EXPLICIT,
@@ -137,19 +168,22 @@ class DurableConsumer:
         try:
             envelope = EventEnvelope.model_validate_json(msg.data)
         except ValidationError as exc:
-            await page_or_log(self.page, "Undecodable message terminated", f"consumer {self.spec.durable} could not "
-                              f"decode a message on {msg.subject} and terminated it: it is not processed",
-                              ["consumer", self.spec.durable, "undecodable"], snippet_source=exc,
-                              consumer=self.spec.durable, subject=msg.subject)
+            if (more := self._terminations.due("undecodable")) is not None:
+                await page_or_log(self.page, "Undecodable message terminated", f"consumer {self.spec.durable} could "
+                                  f"not decode a message on {msg.subject} and terminated it: it is not processed"
+                                  + _since(more), ["consumer", self.spec.durable, "undecodable"], snippet_source=exc,
+                                  consumer=self.spec.durable, subject=msg.subject, more_since_last_page=more)
             await msg.term()
             return
         known = (self.spec.max_versions or {}).get(envelope.type, 1)
         if envelope.version > known:
-            await page_or_log(self.page, "Event from a newer contract version terminated",
-                              f"consumer {self.spec.durable} knows {envelope.type} up to version {known} and got "
-                              f"version {envelope.version}: upgrade this service", ["consumer", self.spec.durable,
-                                                                                    "newer_version", envelope.type],
-                              consumer=self.spec.durable, type=envelope.type, version=envelope.version, known=known)
+            if (more := self._terminations.due(f"newer_version {envelope.type}")) is not None:
+                await page_or_log(self.page, "Event from a newer contract version terminated",
+                                  f"consumer {self.spec.durable} knows {envelope.type} up to version {known} and got "
+                                  f"version {envelope.version}: upgrade this service" + _since(more),
+                                  ["consumer", self.spec.durable, "newer_version", envelope.type],
+                                  consumer=self.spec.durable, type=envelope.type, version=envelope.version,
+                                  known=known, more_since_last_page=more)
             await msg.term()
             return
         try:
