@@ -99,7 +99,7 @@ def _loop_pass(passes: list[tuple[int, timedelta, datetime]]) -> tuple[float, in
 
 
 async def bench_liveness(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
-    from zimmer_backlog.github import GithubClient, IssueRef
+    from zimmer_backlog.handlers.github import GithubClient, IssueRef
     from zimmer_sim.fake_github import FakeGithub, FakePR
     quick = sizes.rounds <= 3
     total = REPOS * ISSUES_PER_REPO

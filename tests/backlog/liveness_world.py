@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog.config import GithubSettings
-from zimmer_backlog.liveness import PassReport
+from zimmer_backlog.jobs.liveness import PassReport
 from zimmer_backlog.service import BacklogApp
 from zimmer_backlog.service import build as build_backlog
 from zimmer_common.bus import Bus

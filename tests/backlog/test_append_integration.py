@@ -176,7 +176,7 @@ async def test_the_counts_read_the_claimed_sessions_not_the_history(backlog) -> 
     backlog ever produced (29 ms a batch at 100,000) would bound every append by the history."""
     from sqlalchemy.dialects import postgresql
 
-    from zimmer_backlog import store
+    from zimmer_backlog.store import queue as store
 
     service, bus = backlog
     claimed = (await bus.request(c.APPEND, item("zimmer#300"))).item.id

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from liveness_world import REPO, World, github_world
-from zimmer_backlog import github as github_module
+from zimmer_backlog.handlers import github as github_module
 from zimmer_common.contracts import backlog as c
 
 DAY = timedelta(days=1)

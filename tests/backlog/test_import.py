@@ -259,7 +259,7 @@ async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) 
     runs is decided before the import ends (ordering, not timing: the import is still going)."""
     from types import SimpleNamespace
 
-    from zimmer_backlog.backlog import Backlog
+    from zimmer_backlog.handlers.backlog import Backlog
     from zimmer_backlog.importer import IMPORT_BATCH
     from zimmer_common.contracts.backlog import AppendItem
     from zimmer_common.unit_of_work import UnitsOfWork

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from liveness_world import REPO, World, eventually, github_world
 from zimmer_backlog.domain.liveness import MAX_EXAMINED_PER_SWEEP
-from zimmer_backlog.liveness import candidates
+from zimmer_backlog.jobs.liveness import candidates
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.spot import SESSION_STATUS_CHANGED
 from zimmer_sim.fake_github import FakePR

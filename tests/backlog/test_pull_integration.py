@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
+from zimmer_backlog.handlers.start import CALLER, spawn_key
 from zimmer_backlog.service import build as build_backlog
-from zimmer_backlog.start import CALLER, spawn_key
 from zimmer_common import deadline
 from zimmer_common.bus import Bus
 from zimmer_common.contracts import backlog as c
@@ -258,7 +258,7 @@ async def test_a_pull_of_zero_says_which_zero_it_is(both) -> None:  # type: igno
 async def test_the_newest_word_on_a_session_is_its_highest_version(both) -> None:  # type: ignore[no-untyped-def]
     """Issue 8 #9: events may arrive out of order, and timestamps written by two clocks cannot
     order them; the session's version (bumped in the UPDATE that changes it) does."""
-    from zimmer_backlog import store
+    from zimmer_backlog.store import queue as store
 
     backlog, _spot, bus = both
     item = await append(bus, 60)

@@ -1,7 +1,7 @@
 """The backlog's composition root: every dependency is built here, once, and handed to the handlers
 that need it as an explicit constructor argument; then what the service serves (RPC), consumes
-(spot-gate's session events) and schedules (jobs) is registered on it, in that order. `service.py`
-owns only the lifecycle.
+(spot-gate's session events) and schedules (`jobs.backlog_jobs`) is registered on it, in that
+order. `service.py` owns only the lifecycle.
 
 The handlers hold no engine and no bus: each gets the one `UnitsOfWork` factory and opens a unit of
 work per operation (transaction, outbox events and idempotency keys, committed together), or,
@@ -11,35 +11,32 @@ they ask through `SpotGateClient`, over the started service's bus.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_backlog import session_events
-from zimmer_backlog.backlog import SCHEMA, Backlog
 from zimmer_backlog.config import GithubSettings
-from zimmer_backlog.holds import Holds
-from zimmer_backlog.liveness import LivenessSweep
+from zimmer_backlog.handlers import session_events
+from zimmer_backlog.handlers.backlog import Backlog
+from zimmer_backlog.handlers.holds import Holds
+from zimmer_backlog.handlers.pull import Puller
+from zimmer_backlog.handlers.spot import SpotGateClient
+from zimmer_backlog.handlers.start import Starter
+from zimmer_backlog.jobs import backlog_jobs
+from zimmer_backlog.jobs.liveness import LivenessSweep
+from zimmer_backlog.jobs.snapshot import GithubSnapshot
 from zimmer_backlog.metrics import BacklogMetrics
-from zimmer_backlog.pull import Puller
-from zimmer_backlog.snapshot import GithubSnapshot
-from zimmer_backlog.spot import SpotGateClient
-from zimmer_backlog.start import Starter
+from zimmer_backlog.store.tables import SCHEMA
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SESSION_CREATED, SESSION_DELETED, SESSION_STATUS_CHANGED
 from zimmer_common.contracts.subjects import Stream
-from zimmer_common.jobs import JobContext, JobSpec
-from zimmer_common.logs import kv
 from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-
-log = logging.getLogger("zimmer.backlog")
 
 
 @dataclass(frozen=True)
@@ -89,7 +86,7 @@ def bootstrap(service: Service, github: GithubSettings) -> BacklogApp:
 
     _serve(service, app, rows_budget)
     _consume(service, units)
-    _schedule(service, app)
+    service.job_specs.extend(backlog_jobs(app.starter, app.liveness, app.snapshot))
     return app
 
 
@@ -142,23 +139,3 @@ def _consume(service: Service, units: UnitsOfWork) -> None:
     @service.consume(ConsumerSpec("backlog_session_deleted", Stream.EVENTS, (SESSION_DELETED,)))
     async def on_session_deleted(conn: AsyncConnection, event: EventEnvelope) -> None:
         await session_events.on_session_deleted(units.join(conn), event)
-
-
-def _schedule(service: Service, app: BacklogApp) -> None:
-    """The jobs (seed 003's cron table names when each runs)."""
-
-    async def recover_starting(ctx: JobContext) -> None:
-        """Finish or roll back items an interrupted start left `starting`, with the same key."""
-        outcomes = await app.starter.recover()
-        if outcomes:
-            log.info("recovered starting items", extra=kv(outcomes=[type(o).__name__ for o in outcomes]))
-
-    async def liveness_sweep(ctx: JobContext) -> None:
-        await app.liveness.run()
-
-    async def github_snapshot(ctx: JobContext) -> None:
-        await app.snapshot.run()
-
-    service.job_specs.extend([JobSpec("recover_starting", "default", recover_starting),
-                              JobSpec("liveness_sweep", "pollers", liveness_sweep),
-                              JobSpec("github_snapshot", "pollers", github_snapshot)])

@@ -66,8 +66,8 @@ def backlog_import(
 
 
 async def _import_backlog(url: str, source: Any, env: Any, progress: Any) -> Any:
-    from zimmer_backlog.backlog import SCHEMA
     from zimmer_backlog.importer import import_backlog
+    from zimmer_backlog.store.tables import SCHEMA
     from zimmer_common.db import create_engine
     from zimmer_common.db import migrate as run_migrations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from zimmer_backlog.github import DEFAULT_API_URL, GithubClient
+from zimmer_backlog.handlers.github import DEFAULT_API_URL, GithubClient
 
 
 class GithubSettings(BaseSettings):

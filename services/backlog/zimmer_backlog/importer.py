@@ -25,10 +25,10 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zimmer_backlog import store
-from zimmer_backlog.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, GithubClient, GithubUnavailable
 from zimmer_backlog.domain.issues import issue_rule_violation
-from zimmer_backlog.tables import import_runs, items
+from zimmer_backlog.handlers.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, GithubClient, GithubUnavailable
+from zimmer_backlog.store import queue
+from zimmer_backlog.store.tables import import_runs, items
 from zimmer_common.contracts.backlog import Cost, canonical_key
 from zimmer_common.contracts.fields import payload_too_large
 from zimmer_common.logs import kv
@@ -305,11 +305,11 @@ async def _insert_batch(engine: AsyncEngine, entries: list[Any], offset: int,
                         seen: set[str]) -> tuple[int, list[SkippedItem]]:
     inserted, skipped = 0, []
     async with engine.begin() as conn:
-        await store.lock_ranking(conn)  # serialise with appenders: the one-open-row-per-key check holds
+        await queue.lock_ranking(conn)  # serialise with appenders: the one-open-row-per-key check holds
         ids = [str(e["id"]) for e in entries if isinstance(e, dict) and e.get("id") is not None]
         keys = [canonical_key(str(e["key"])) for e in entries if isinstance(e, dict) and e.get("key") is not None]
         imported = set((await conn.execute(select(items.c.import_id).where(items.c.import_id.in_(ids)))).scalars())
-        open_keys = set((await conn.execute(select(items.c.key).where(items.c.key.in_(keys), store.OPEN))).scalars())
+        open_keys = set((await conn.execute(select(items.c.key).where(items.c.key.in_(keys), queue.OPEN))).scalars())
         for n, entry in enumerate(entries, offset + 1):
             label = str(entry.get("id")) if isinstance(entry, dict) and entry.get("id") is not None else f"#{n}"
             skip = None

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
-from zimmer_backlog import store
-from zimmer_backlog.backlog import SCHEMA
 from zimmer_backlog.bootstrap import BacklogApp, bootstrap
 from zimmer_backlog.config import GithubSettings
 from zimmer_backlog.importer import ImportSourceUnavailable, import_once_at_start
+from zimmer_backlog.store import queue
+from zimmer_backlog.store.tables import SCHEMA
 from zimmer_common.clock import Clock
 from zimmer_common.logs import kv
 from zimmer_common.paging import page_or_log
@@ -45,7 +45,7 @@ async def refresh_metrics(service: Service, app: BacklogApp) -> None:
     while not service.stopping:
         try:
             async with app.units.read() as conn:
-                app.metrics.observe(await store.status_counts(conn), await store.counts(conn, service.clock.now()))
+                app.metrics.observe(await queue.status_counts(conn), await queue.counts(conn, service.clock.now()))
             app.metrics.observe_view(await app.snapshot.view(limit=1))
         except Exception as exc:  # noqa: BLE001 - a missed refresh keeps the last values
             log.warning("backlog metrics refresh failed", extra=kv(error=repr(exc)))

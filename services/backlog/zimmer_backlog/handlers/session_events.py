@@ -4,8 +4,8 @@ consumer's transaction (`UnitsOfWork.join`), which also records the message proc
 
 from __future__ import annotations
 
-from zimmer_backlog import store
-from zimmer_backlog.start import SPAWNED_BY
+from zimmer_backlog.handlers.start import SPAWNED_BY
+from zimmer_backlog.store import queue
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.spot import SessionDeleted, SessionEvent
 from zimmer_common.unit_of_work import UnitOfWork
@@ -16,12 +16,12 @@ async def on_session_event(uow: UnitOfWork, event: EventEnvelope) -> None:
     session = SessionEvent.model_validate(event.data).session
     if session.metadata.get("spawned_by") != SPAWNED_BY or "work_backlog_item_id" not in session.metadata:
         return
-    await store.record_session(uow.conn, session.id, int(session.metadata["work_backlog_item_id"]), session.status,
-                               store.spot_held(session), session.updated_at, session.version)
+    await queue.record_session(uow.conn, session.id, int(session.metadata["work_backlog_item_id"]), session.status,
+                               queue.spot_held(session), session.updated_at, session.version)
 
 
 async def on_session_deleted(uow: UnitOfWork, event: EventEnvelope) -> None:
     """A session this backlog produced was deleted: it has ended (else it would count in flight
     forever, since no status event will ever come for it again)."""
     deleted = SessionDeleted.model_validate(event.data)
-    await store.session_deleted(uow.conn, deleted.session_id, deleted.deleted_at)
+    await queue.session_deleted(uow.conn, deleted.session_id, deleted.deleted_at)

@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_backlog import start_rows, store
 from zimmer_backlog.domain.pullreport import UNKNOWN_CEILING, PullFacts, sentence
-from zimmer_backlog.spot import SpotGateClient
-from zimmer_backlog.start import Starter, spawn_key
+from zimmer_backlog.handlers.spot import SpotGateClient
+from zimmer_backlog.handlers.start import Starter, spawn_key
+from zimmer_backlog.store import queue, start_rows
 from zimmer_common import deadline, idempotency
 from zimmer_common.contracts.backlog import (
     ITEM_REMOVED, Counts, FailedStart, ItemEvent, ItemRef, ItemView, NotRemoved, PullItems, PullResult, StartedItem,
@@ -50,7 +50,7 @@ class Puller:
         not_removed: list[NotRemoved] = []
         async with self._units.begin() as uow:
             conn = uow.conn
-            await store.lock_ranking(conn)
+            await queue.lock_ranking(conn)
             resumed: dict[str, Any] | None = None
             if key is not None:
                 claimed = await uow.claim(key)
@@ -63,10 +63,10 @@ class Puller:
                 rows = (await start_rows.top_queued(conn, req.count) if req.count
                         else [] if req.count == 0 else await start_rows.by_keys(conn, list(dict.fromkeys(req.keys or []))))
             else:  # the first attempt chose these; finish it (a pull by keys is safe to retry)
-                removed = [await store.fetch(conn, item_id) for item_id in resumed["removed"]]
+                removed = [await queue.fetch(conn, item_id) for item_id in resumed["removed"]]
                 not_removed = [NotRemoved.model_validate(n) for n in resumed.get("not_removed", [])]
                 rows = await start_rows.by_keys(conn, resumed["keys"])
-            picked = [store.view(r) for r in rows]
+            picked = [queue.view(r) for r in rows]
             n = len(picked)
             # The n-th item gets the puller's precedence + (count − n + 1): the top item runs
             # first and the tree stays contiguous.
@@ -79,7 +79,7 @@ class Puller:
                 await idempotency.note_progress(conn, uow.schema, key, {
                     "keys": [item.key for item in picked], "removed": [item.id for item in removed],
                     "not_removed": [n.model_dump() for n in not_removed], "deadline": due})
-            await store.rerank(conn)
+            await queue.rerank(conn)
         if resumed is None:
             for reason in (r.removal_reason for r in removed):
                 self._on_removed(reason or "")
@@ -98,7 +98,7 @@ class Puller:
                 failed.append(FailedStart(key=item.key, code=exc.code.value, message=exc.message,
                                           retry_safe=exc.code is ErrorCode.UNAVAILABLE))
         async with self._units.read() as conn:
-            counts = await store.counts(conn)
+            counts = await queue.counts(conn)
         facts = PullFacts(counts=counts, asked_count=req.count, new=sum(not s.earlier for s in started),
                           earlier=sum(s.earlier for s in started), failed=len(failed),
                           failed_codes=tuple(f.code for f in failed),
@@ -134,14 +134,14 @@ class Puller:
         due = deadline.current()
         assert due is not None
         async with self._units.begin() as uow:
-            await store.lock_ranking(uow.conn)
-            item = await store.fetch(uow.conn, req.item_id)
+            await queue.lock_ranking(uow.conn)
+            item = await queue.fetch(uow.conn, req.item_id)
             if item.status != "queued":
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item.id} is {item.status}, not queued",
                                   {"item_id": item.id, "status": item.status})
             await start_rows.mark_starting(uow.conn, item.id, spawn_key(item.id), req.acting_session_id, "priority",
                                            None, due)
-            await store.rerank(uow.conn)  # every writer re-ranks after it writes
+            await queue.rerank(uow.conn)  # every writer re-ranks after it writes
         started = await self.starter.start(item, scheduling_class="priority", parent_session_id=None, precedence=None)
         return StartNowResult(item=started.item, session_id=started.session_id)
 
@@ -182,15 +182,15 @@ class Puller:
         by = _by(req.acting_session_id) or deadline.current_caller() or "backlog"
         conn = uow.conn
         for removal in req.removals:
-            row = await store.open_row(conn, removal.key)
+            row = await queue.open_row(conn, removal.key)
             if row is None or row.status != "queued":
                 refused.append(NotRemoved(key=removal.key, why=await _why_not_queued(conn, removal.key, row)))
                 continue
-            item = await store.fetch(conn, row.id)
+            item = await queue.fetch(conn, row.id)
             if item.pinned:
                 refused.append(NotRemoved(key=removal.key, why="pinned: a human placed it; only an operator removes it"))
                 continue
-            gone = await store.remove(conn, row.id, removal.reason, by)
+            gone = await queue.remove(conn, row.id, removal.reason, by)
             if gone is not None:
                 removed.append(gone)
                 await uow.emit(ITEM_REMOVED, "item_removed", ItemEvent(item=gone))
@@ -202,7 +202,7 @@ async def _why_not_queued(conn: AsyncConnection, key: str, open_row: Any) -> str
     or no row has ever had the key."""
     if open_row is not None:
         return f"not queued: item {open_row.id} is {open_row.status}"
-    newest = await store.newest_row(conn, key)
+    newest = await queue.newest_row(conn, key)
     if newest is None:
         return "not queued: no item has ever had this key"
     return f"not queued: every row with this key has left the queue; the newest, item {newest.id}, is {newest.status}"

@@ -17,10 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from zimmer_backlog import start_rows, store
 from zimmer_backlog.domain.issues import ISSUELESS_SOURCES
-from zimmer_backlog.snapshot import snapshot_title
-from zimmer_backlog.spot import SpotGateClient
+from zimmer_backlog.handlers.spot import SpotGateClient
+from zimmer_backlog.jobs.snapshot import snapshot_title
+from zimmer_backlog.store import queue, start_rows
 from zimmer_common import deadline
 from zimmer_common.contracts.backlog import ITEM_STARTED, ItemEvent, ItemView, StartedItem
 from zimmer_common.contracts.spot import SessionView, SpawnSession
@@ -99,12 +99,12 @@ class Starter:
     async def _mark_started(self, item_id: int, session: SessionView) -> StartedItem:
         async with self._units.begin() as uow:
             if await start_rows.mark_started(uow.conn, item_id, session.id):
-                await store.record_session(uow.conn, session.id, item_id, session.status, store.spot_held(session),
+                await queue.record_session(uow.conn, session.id, item_id, session.status, queue.spot_held(session),
                                            session.updated_at, session.version)
-                started = await store.fetch(uow.conn, item_id)
+                started = await queue.fetch(uow.conn, item_id)
                 await uow.emit(ITEM_STARTED, "item_started", ItemEvent(item=started))
             else:  # another request (a retried pull, the recovery job) marked it already
-                started = await store.fetch(uow.conn, item_id)
+                started = await queue.fetch(uow.conn, item_id)
         return StartedItem(item=started, session_id=session.id, precedence=session.precedence)
 
     async def recover(self, limit: int = 20) -> list[Any]:

@@ -20,10 +20,10 @@ from sqlalchemy import Text, and_, cast, delete, exists, func, literal, select, 
 from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_backlog import store
-from zimmer_backlog.github import GithubClient, GithubUnavailable, RateLimited, issue_ref
-from zimmer_backlog.on_github import ISSUE_NUMBER, ISSUE_REPO
-from zimmer_backlog.tables import github_issues, github_open_issue_counts, items
+from zimmer_backlog.handlers.github import GithubClient, GithubUnavailable, RateLimited, issue_ref
+from zimmer_backlog.store import queue
+from zimmer_backlog.store.on_github import ISSUE_NUMBER, ISSUE_REPO
+from zimmer_backlog.store.tables import github_issues, github_open_issue_counts, items
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset, row_bytes, take_within
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import backlog as c
@@ -144,15 +144,15 @@ async def issues_view(conn: AsyncConnection, now: datetime, limit: int = SECTION
     async def section(where: Any, offset: int) -> tuple[list[c.ItemView], int, int]:
         shown = and_(where, ~SHOWN_CLOSED)
         counted = (await conn.execute(select(func.count().filter(shown), func.count().filter(SHOWN_CLOSED))
-                                      .select_from(store.WITH_SESSION).where(where))).one()
-        rows = await store.views_within(conn, store.SELECT_ITEMS.where(shown).order_by(
-            store.LEFT_QUEUE_AT, items.c.id).limit(limit).offset(offset), section_budget)
+                                      .select_from(queue.WITH_SESSION).where(where))).one()
+        rows = await queue.views_within(conn, queue.SELECT_ITEMS.where(shown).order_by(
+            queue.LEFT_QUEUE_AT, items.c.id).limit(limit).offset(offset), section_budget)
         return rows, int(counted[0]), int(counted[1])
 
-    stranded, stranded_total, stranded_closed = await section(store.stranded(now), stranded_offset)
-    awaiting, awaiting_total, awaiting_closed = await section(store.awaiting_decision(now), awaiting_offset)
+    stranded, stranded_total, stranded_closed = await section(queue.stranded(now), stranded_offset)
+    awaiting, awaiting_total, awaiting_closed = await section(queue.awaiting_decision(now), awaiting_offset)
     held = (await conn.execute(select(func.count()).select_from(items).where(
-        store.LEFT_QUEUE, store.hold_in_force(now)))).scalar_one()
+        queue.LEFT_QUEUE, queue.hold_in_force(now)))).scalar_one()
     url = literal("https://github.com/") + github_issues.c.repo + "/issues/" + cast(github_issues.c.number, Text)
     on_queue = exists().where(func.lower(items.c.issue_url) == url)
     missing = select(github_issues).where(github_issues.c.state == "open", ~on_queue)
@@ -172,7 +172,7 @@ async def issues_view(conn: AsyncConnection, now: datetime, limit: int = SECTION
     # Queued rows whose issue the snapshot shows closed: each is flagged on its row, and a pull
     # should remove it as issue_closed.
     queued_closed = (await conn.execute(select(func.count()).select_from(items).where(
-        store.QUEUED, SHOWN_CLOSED))).scalar_one()
+        queue.QUEUED, SHOWN_CLOSED))).scalar_one()
     trend: dict[str, list[c.TrendPoint]] = {}
     for p in points:
         trend.setdefault(p.repo, []).append(c.TrendPoint(at=p.taken_at, open_issues=p.open_issues))

@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_backlog.domain import liveness
 from zimmer_backlog.domain.ranking import BANDS, RankedItem, plan_rerank
-from zimmer_backlog import on_github
-from zimmer_backlog.tables import SCHEMA, items, produced
+from zimmer_backlog.store import on_github
+from zimmer_backlog.store.tables import SCHEMA, items, produced
 from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, Counts, ItemEvent, ItemView
 from zimmer_common.contracts.spot import SessionView
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, read_within

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from zimmer_backlog import store
 from zimmer_backlog.domain.issues import admitted
 from zimmer_backlog.domain.ranking import AppendPlan, NeedsBand, RankedItem, plan_batch
+from zimmer_backlog.store import queue
 from zimmer_common import deadline, idempotency
 from zimmer_common.batching import LockedBatcher, Take
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
@@ -22,7 +22,7 @@ from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import Outages
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 
-SCHEMA = store.SCHEMA
+SCHEMA = queue.SCHEMA
 Keyed = tuple[AppendItem, KeyRef | None]  # an append and its caller-scoped idempotency key
 
 
@@ -42,8 +42,8 @@ class Backlog:
         next page starts."""
         async with self._units.read() as conn:
             now = self.clock.now()
-            items, total = await store.search(conn, q.status, q.limit, q.offset, now, budget)
-            return ItemList(items=items, total=total, counts=await store.counts(conn, now),
+            items, total = await queue.search(conn, q.status, q.limit, q.offset, now, budget)
+            return ItemList(items=items, total=total, counts=await queue.counts(conn, now),
                             next_offset=next_offset(q.offset, len(items), total))
 
     async def append(self, req: AppendItem) -> AppendResult:
@@ -106,7 +106,7 @@ class Backlog:
         """The appends waiting once this transaction holds the ranking lock, ranked together."""
         appended = 0
         async with self._units.begin() as uow:
-            await store.lock_ranking(uow.conn)
+            await queue.lock_ranking(uow.conn)
             keyed = take()
             if not keyed:
                 return []
@@ -129,25 +129,25 @@ class Backlog:
         The batch is planned in memory (`ranking.plan_batch`, pure) and written in a few
         statements, whatever its size. Runs in the caller's unit of work, under the ranking lock."""
         conn = uow.conn
-        before = await store.before_appending(conn, [q.key for q in requests])
+        before = await queue.before_appending(conn, [q.key for q in requests])
         bands: dict[str, tuple[list[RankedItem], bool]] = {
             cost: ([peer], False) for cost, peer in before.lowest_peers.items()}
         asks = [(q.key, q.estimated_cost) for q in requests]
         now = datetime.now(UTC)
         while isinstance(plan := plan_batch(asks, before.open_ids, bands, now), NeedsBand):
-            bands[plan.cost] = (await store.queued_of_cost(conn, plan.cost), True)  # a re-space needs the band
-        await store.move(conn, plan.moves)
+            bands[plan.cost] = (await queue.queued_of_cost(conn, plan.cost), True)  # a re-space needs the band
+        await queue.move(conn, plan.moves)
         placed = [(requests[i], p) for i, p in sorted(plan.precedence.items())]
         # With nothing drifted, no re-rank follows: the rows are final as inserted and the insert
         # writes their events itself (one round trip fewer under the lock).
         announced = not before.drifted
         if placed:
-            written, counts = await store.insert_many(conn, placed, self.clock.now(), announce=announced)
+            written, counts = await queue.insert_many(conn, placed, self.clock.now(), announce=announced)
         else:
-            written, counts = [], await store.counts(conn, self.clock.now())
+            written, counts = [], await queue.counts(conn, self.clock.now())
         # The batch's own writes land inside their bands: what drifted before it still does.
-        moves = await store.rerank(conn) if before.drifted else {}
-        item_of = {i: store.moved(item, moves) for i, item in zip(sorted(plan.precedence), written, strict=True)}
+        moves = await queue.rerank(conn) if before.drifted else {}
+        item_of = {i: queue.moved(item, moves) for i, item in zip(sorted(plan.precedence), written, strict=True)}
         if not announced:
             await uow.emit_many([(ITEM_APPENDED, "item_appended", ItemEvent(item=item))
                                            for item in item_of.values()])
@@ -164,28 +164,28 @@ class Backlog:
 
     async def _set_pin(self, item_id: int, pinned: bool, precedence: int | None, subject: str, etype: str) -> ItemView:
         async with self._units.begin() as uow:
-            await store.lock_ranking(uow.conn)
-            item = await store.fetch(uow.conn, item_id)
+            await queue.lock_ranking(uow.conn)
+            item = await queue.fetch(uow.conn, item_id)
             if item.status != "queued":
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {item_id} is {item.status}; only a queued item can be "
                                   f"{'pinned' if pinned else 'unpinned'}", {"item_id": item_id, "status": item.status})
-            item = await store.set_pin(uow.conn, item_id, pinned, precedence)
+            item = await queue.set_pin(uow.conn, item_id, pinned, precedence)
             # An unpinned item out of its band moves back into it; a band with no room refuses
             # the unpin (band_full) rather than leave the item where the pin had put it.
-            item = store.moved(item, await store.rerank(uow.conn, needs=None if pinned else item.estimated_cost))
+            item = queue.moved(item, await queue.rerank(uow.conn, needs=None if pinned else item.estimated_cost))
             await uow.emit(subject, etype, ItemEvent(item=item))
         return item
 
     async def remove(self, req: RemoveItem) -> ItemView:
         """Removal by a human's judgement, in words (agents remove only on a pull, from a fixed vocabulary)."""
         async with self._units.begin() as uow:
-            await store.lock_ranking(uow.conn)
-            item = await store.fetch(uow.conn, req.item_id)
-            removed = await store.remove(uow.conn, req.item_id, req.reason, req.by or "operator")
+            await queue.lock_ranking(uow.conn)
+            item = await queue.fetch(uow.conn, req.item_id)
+            removed = await queue.remove(uow.conn, req.item_id, req.reason, req.by or "operator")
             if removed is None:
                 raise ZimmerError(ErrorCode.CONFLICT, f"item {req.item_id} is {item.status}, not queued",
                                   {"item_id": req.item_id, "status": item.status})
-            await store.rerank(uow.conn)
+            await queue.rerank(uow.conn)
             item = removed
             await uow.emit(ITEM_REMOVED, "item_removed", ItemEvent(item=item))
         self.on_removed("operator")

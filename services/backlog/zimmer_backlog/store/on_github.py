@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Integer, and_, cast, func
 
 from zimmer_backlog.domain.issue_state import IssueReadings, issue_state
-from zimmer_backlog.tables import github_issues, items
+from zimmer_backlog.store.tables import github_issues, items
 from zimmer_common.contracts.issue_state import IssueState
 
 # The repository and number an item's issue URL names, in SQL (the URL shape is a CHECK).

@@ -20,13 +20,13 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
-from zimmer_backlog import store
 from zimmer_backlog.domain import bands
 from zimmer_backlog.domain.liveness import (
     GRACE, MAX_EXAMINED_PER_SWEEP, PROVISIONAL_REMOVALS, SETTLED, Verdict, classify, hold_survives)
-from zimmer_backlog.github import GithubClient, IssueRef, Probe, issue_ref
+from zimmer_backlog.handlers.github import GithubClient, IssueRef, Probe, issue_ref
 from zimmer_backlog.metrics import BacklogMetrics
-from zimmer_backlog.tables import alert_marks, items, liveness_passes, produced
+from zimmer_backlog.store import queue
+from zimmer_backlog.store.tables import alert_marks, items, liveness_passes, produced
 from zimmer_common.clock import Clock
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
@@ -49,13 +49,13 @@ def candidates(now: datetime, limit: int = MAX_EXAMINED_PER_SWEEP) -> Any:
     backlog never heard of, that started that long ago), and rows removed on a reason with a shelf
     life. Verdicts that can still change first, settled ones last; least recently checked first."""
     over = now - GRACE
-    started = and_(store.is_(items.c.status, "started"),
+    started = and_(queue.is_(items.c.status, "started"),
                    or_(produced.c.ended_at < over, and_(produced.c.session_id.is_(None), items.c.started_at < over)))
-    removed = and_(store.is_(items.c.status, "removed"), items.c.removal_reason.in_(PROVISIONAL_REMOVALS))
+    removed = and_(queue.is_(items.c.status, "removed"), items.c.removal_reason.in_(PROVISIONAL_REMOVALS))
     settled = case((items.c.liveness_state.in_([v.value for v in SETTLED]), 1), else_=0)
     return (select(items.c.id, items.c.key, items.c.issue_url, items.c.liveness_state,
                    SUPERSEDED.label("superseded"))
-            .select_from(store.WITH_SESSION)
+            .select_from(queue.WITH_SESSION)
             .where(items.c.issue_url.is_not(None), or_(started, removed))
             .order_by(settled, items.c.liveness_checked_at.asc().nulls_first(), items.c.id).limit(limit))
 
@@ -162,9 +162,9 @@ class LivenessSweep:
         async with self._units.read() as conn:
             lapsed = (await conn.execute(
                 select(items.c.id, items.c.key, items.c.held_at, items.c.held_by, items.c.hold_reason,
-                       store.LEFT_QUEUE_AT.label("left_at"))
-                .select_from(store.WITH_SESSION)
-                .where(store.stranded(now), items.c.held_until.is_not(None)).order_by(items.c.id))).all()
+                       queue.LEFT_QUEUE_AT.label("left_at"))
+                .select_from(queue.WITH_SESSION)
+                .where(queue.stranded(now), items.c.held_until.is_not(None)).order_by(items.c.id))).all()
         try:
             async with self._units.read() as conn:
                 mark = await _read_mark(conn, BAND_MARK)
@@ -281,8 +281,8 @@ class LivenessSweep:
 
 async def population(conn: AsyncConnection, now: datetime) -> tuple[int, datetime | None]:
     """The stranded population by its stored verdicts: how many, and when the oldest left the queue."""
-    row = (await conn.execute(select(func.count(), func.min(store.LEFT_QUEUE_AT))
-                              .select_from(store.WITH_SESSION).where(store.stranded(now)))).one()
+    row = (await conn.execute(select(func.count(), func.min(queue.LEFT_QUEUE_AT))
+                              .select_from(queue.WITH_SESSION).where(queue.stranded(now)))).one()
     return int(row[0]), row[1]
 
 

@@ -11,8 +11,8 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_backlog.store import OPEN, ORDER_OF_QUEUE, QUEUED, SELECT_ITEMS, is_, lock_ranking, rerank
-from zimmer_backlog.tables import items
+from zimmer_backlog.store.queue import OPEN, ORDER_OF_QUEUE, QUEUED, SELECT_ITEMS, is_, lock_ranking, rerank
+from zimmer_backlog.store.tables import items
 
 
 async def by_keys(conn: AsyncConnection, keys: list[str]) -> list[Row[Any]]:

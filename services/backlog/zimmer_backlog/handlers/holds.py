@@ -8,9 +8,9 @@ from __future__ import annotations
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import aliased
 
-from zimmer_backlog import store
 from zimmer_backlog.domain.liveness import HOLD_DURATION, HoldCandidate, hold_refusal
-from zimmer_backlog.tables import items
+from zimmer_backlog.store import queue
+from zimmer_backlog.store.tables import items
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.backlog import ITEM_HELD, HoldItem, ItemEvent, ItemView
 from zimmer_common.errors import ErrorCode, ZimmerError
@@ -33,7 +33,7 @@ class Holds:
             conn = uow.conn
             row = (await conn.execute(
                 select(items.c.status, items.c.liveness_state, items.c.held_until,
-                       store.CLAIMED.label("claimed"), NEWER_ROW.label("newer_row")).select_from(store.WITH_SESSION)
+                       queue.CLAIMED.label("claimed"), NEWER_ROW.label("newer_row")).select_from(queue.WITH_SESSION)
                 .where(items.c.id == req.item_id).with_for_update(of=items))).first()
             if row is None:
                 raise ZimmerError(ErrorCode.NOT_FOUND, f"work backlog item {req.item_id} does not exist",
@@ -48,6 +48,6 @@ class Holds:
             await conn.execute(update(items).where(items.c.id == req.item_id).values(
                 held_at=now, held_until=now + HOLD_DURATION, held_by=by, held_by_session_id=req.acting_session_id,
                 hold_reason=req.reason.strip(), held_liveness_state=row.liveness_state))
-            item = await store.fetch(conn, req.item_id)
+            item = await queue.fetch(conn, req.item_id)
             await uow.emit(ITEM_HELD, "item_held", ItemEvent(item=item))
         return item
