@@ -35,3 +35,11 @@ def test_a_fire_time_without_a_run_is_missed_and_a_started_run_unfinished() -> N
     audit = _audit([_recheck("1", 0.2), _recheck("3", 30.3, state="started")])
     assert audit.missed == [f"spot-gate.recheck_due@{(T0 + timedelta(seconds=15)).isoformat()}"]
     assert audit.unfinished and "run 3 started" in audit.unfinished[0]
+
+
+def test_a_fire_time_inside_an_election_is_excused_not_missed() -> None:
+    election = (T0 + timedelta(seconds=10), T0 + timedelta(seconds=20))
+    only = [_recheck("1", 0.2), _recheck("3", 30.3)]
+    audit = audit_ticks(only, T0, T0 + timedelta(seconds=48), timedelta(seconds=5), elections=[election])
+    assert [m for m in audit.missed if "recheck_due" in m] == []
+    assert audit.excused and f"spot-gate.recheck_due@{(T0 + timedelta(seconds=15)).isoformat()}" in audit.excused

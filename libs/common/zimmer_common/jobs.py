@@ -44,12 +44,14 @@ from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
 from zimmer_common.outage import MESSAGE_BUS, Outages
 from zimmer_common.paging import PageFn, page_or_log
+from zimmer_common.retried_events import RetriedEvents
 from zimmer_common.schedule import ScheduleEntry
 
 log = logging.getLogger("zimmer.jobs")
 
 FETCH_WAIT_SECONDS = 1.0  # short, so a stopping worker notices within a second
 LOCK_RETRY_SECONDS = 2.0
+EVENTS_DRAIN_SECONDS = 2.0  # at stop, for lifecycle events still retrying after an outage
 
 
 @dataclass
@@ -110,6 +112,7 @@ class JobRunner:
         self._running: dict[int, _Running] = {}
         self._local_locks: dict[str, asyncio.Lock] = {}
         self._stopping = asyncio.Event()
+        self.events = RetriedEvents(bus, self.outages)
 
     @property
     def lanes(self) -> list[Lane]:
@@ -335,13 +338,9 @@ class JobRunner:
     async def _event(self, spec: JobSpec, run_id: str, state: JobRunState, at: datetime, **fields: Any) -> None:
         payload = JobRun(service=self.run_service, job=spec.name, lane=spec.lane, run_id=run_id, state=state, at=at,
                          instance_id=self.instance_id, **fields)
-        try:
-            await self.bus.publish_event(JOB_RUN, "job_run", payload, occurred_at=at,
-                                         event_id=f"jobrun.{self.ctx}.{spec.name}.{run_id}.{state.value}")
-        except Exception as exc:  # noqa: BLE001 - losing a lifecycle event must not fail the run
-            if self.outages.report(exc, where="job_run event") is None:
-                log.warning("could not publish job_run event", extra=kv(job=spec.name, state=state.value,
-                                                                        error=repr(exc)))
+        # Never fails the run; through an outage it is retried until the bus takes it.
+        await self.events.publish(JOB_RUN, "job_run", payload, occurred_at=at, where="job_run event",
+                                  event_id=f"jobrun.{self.ctx}.{spec.name}.{run_id}.{state.value}")
 
     # ---- shutdown --------------------------------------------------------------------
 
@@ -361,3 +360,4 @@ class JobRunner:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=2)
+        await self.events.drain(timeout=EVENTS_DRAIN_SECONDS)
