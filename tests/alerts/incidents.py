@@ -9,7 +9,7 @@ from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from zimmer_alerts.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.monitor import HealthMonitor
 from zimmer_alerts.store import health_records

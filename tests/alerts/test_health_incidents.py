@@ -15,7 +15,7 @@ from alerting import eventually  # type: ignore[import-not-found]
 from incidents import (  # type: ignore[import-not-found]
     enqueue, heartbeat, lane_consumer, monitor_of, pages, paged, started)
 
-from zimmer_alerts.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.monitor import HealthMonitor

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import httpx
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_alerts.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.health_metrics import HealthMetrics

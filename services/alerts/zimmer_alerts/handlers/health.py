@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from zimmer_alerts.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_alerts.domain import cron, lanes, overall, queues, workers
 from zimmer_alerts.domain.readings import Readings
 from zimmer_alerts.handlers import health_reader

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from zimmer_alerts.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_alerts.handlers.recovery import job_consumers
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock

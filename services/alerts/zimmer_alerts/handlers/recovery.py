@@ -32,7 +32,7 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_alerts.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_alerts.store.recovery_tables import queue_recovery_mode as qrm
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock

@@ -21,7 +21,7 @@ from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.paging import PageFn
 from zimmer_common.service import Service
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper, TranscriptReaper
 from zimmer_sweeper.clones.orphans import SWEEP_JOB, OrphanCloneSweep
 from zimmer_sweeper.clones.stale import JOB as STALE_JOB

@@ -44,7 +44,7 @@ from zimmer_common.contracts.clones import (
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.paging import page_or_log
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones import compose
 from zimmer_sweeper.disk.domain import is_tombstone
 from zimmer_sweeper.disk.metrics import DiskMetrics

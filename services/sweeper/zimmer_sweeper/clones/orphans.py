@@ -34,7 +34,7 @@ from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import CLONE_OWNERSHIP, OWNERSHIP_BATCH_MAX, CloneOwnershipQuery
 from zimmer_common.contracts.disk import ReclaimReport, RemovedDirectory
 from zimmer_common.logs import kv
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones import listing as clone_listing
 from zimmer_sweeper.clones.domain import (
     AGE_THRESHOLD, BATCH_LIMIT, PRESSURE_AGE_THRESHOLD, PRESSURE_BATCH_LIMIT, RECLAIM_BUDGET_SECONDS, OrphanChoice,

@@ -31,7 +31,7 @@ from zimmer_common.pager import Pager
 from zimmer_common.paging import PageFn
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.logs import health, timeline
 from zimmer_sweeper.logs.config import LogIngestSettings
 from zimmer_sweeper.logs.ingest import BatchOutcome, BatchSizing, LogIngest

@@ -39,7 +39,7 @@ from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
 from zimmer_common.paging import PageFn, page_or_log
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.logs import copytext, partitions
 from zimmer_sweeper.logs.decode import Decoded, Refused, decode
 from zimmer_sweeper.logs.domain import CLASSES, DayPartition

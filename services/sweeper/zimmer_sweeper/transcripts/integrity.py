@@ -36,7 +36,7 @@ from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.records import DiskRecords

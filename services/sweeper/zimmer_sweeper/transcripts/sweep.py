@@ -38,7 +38,7 @@ from zimmer_common.budget import BudgetExhausted, SweepBudget
 from zimmer_common.contracts.disk import SweepOutcome
 from zimmer_common.logs import kv
 from zimmer_common.settings import Environment
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.domain import Fence
 from zimmer_sweeper.disk.metrics import DiskMetrics

@@ -30,7 +30,7 @@ from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper
 from zimmer_sweeper.disk.app import HostDisk
 from zimmer_sweeper.trash import store

@@ -30,7 +30,7 @@ from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.paging import page_or_log
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_sweeper.bus_link import BusLink
+from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS
 from zimmer_sweeper.disk.metrics import DiskMetrics

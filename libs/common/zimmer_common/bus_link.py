@@ -1,6 +1,7 @@
-"""The service's NATS connection as a collaborator: bootstrap builds the handlers before the
-service starts (and connects), so a handler that talks to NATS is handed this link, typed, rather
-than the service or a thunk; `bus` is the started service's connection."""
+"""The service's NATS connection as a collaborator, beside the unit of work (`unit_of_work.py`):
+a service's bootstrap builds its handlers before the service starts (and connects), so a handler
+that talks to NATS is handed this link, typed, rather than the service or a thunk; `bus` is the
+started service's connection. Handlers read `link.bus` when they ask something."""
 
 from __future__ import annotations
 
