@@ -1,6 +1,6 @@
 """The spot-gate ceiling sweep's benchmark group `spot_ceiling`.
 
-The subject is `CeilingSweep.run()` (services/spot-gate/zimmer_spot_gate/ceiling.py, wired as
+The subject is `CeilingSweep.run()` (services/spot-gate/zimmer_spot_gate/jobs/ceiling.py, wired as
 `service.app.ceiling`): one transaction under the admission advisory lock that reads the running
 sessions and the paused ones, asks the gate, and pauses every running spot session (a window at
 its utilization limit) or resumes up to 5 paused ones (headroom).

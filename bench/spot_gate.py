@@ -257,7 +257,7 @@ async def bench_spawn_burst(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
 
 async def bench_decision(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     from zimmer_spot_gate.domain.gate import Candidate, Snapshot, decide
-    from zimmer_spot_gate.snapshot import read_inputs
+    from zimmer_spot_gate.handlers.snapshot import read_inputs
 
     async def snapshot(conn: Any) -> Snapshot:  # the policy view's read: the pool, the policy, the fleet
         inputs, fleet = await read_inputs(conn, now)

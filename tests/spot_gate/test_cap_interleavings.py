@@ -28,7 +28,7 @@ from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, WindowReadingIn
 from zimmer_common.errors import ZimmerError
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import TurnRequest
+from zimmer_spot_gate.handlers.turns import TurnRequest
 
 STEP = st.one_of(
     st.tuples(st.just("spawn"), st.sampled_from(["api", "api", "web_ui", "codex"])),

@@ -11,7 +11,7 @@ import pytest
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.runtime import SessionStatusReport
-from zimmer_spot_gate.ceiling import RECOVERY_NUDGE
+from zimmer_spot_gate.jobs.ceiling import RECOVERY_NUDGE
 
 
 async def spawn(spot, genesis: str = "schedule", precedence: int = 0, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]

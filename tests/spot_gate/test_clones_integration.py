@@ -16,7 +16,7 @@ from zimmer_common.contracts import spot as c
 from zimmer_common.contracts.runtime import SessionStatusReport
 from zimmer_common.errors import ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_spot_gate.clones import Clones
+from zimmer_spot_gate.handlers.clones import Clones
 
 CLONES = "/srv/zimmer/clones"
 

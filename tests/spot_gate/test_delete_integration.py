@@ -111,7 +111,7 @@ async def test_a_deleted_session_is_tracked_by_nobody(spot) -> None:  # type: ig
     s = await spawn(spot)
     async with spot.service.engine.begin() as conn:
         from zimmer_common.unit_of_work import UnitsOfWork
-        from zimmer_spot_gate.clones import Clones
+        from zimmer_spot_gate.handlers.clones import Clones
 
         await Clones(UnitsOfWork(spot.service, "spot_gate")).record_report(
             conn, k.CloneReport(session_id=s.id, clone_path="/srv/clones/zimmer-x-1"), spot.clock.now())

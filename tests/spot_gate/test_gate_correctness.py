@@ -16,7 +16,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_spot_gate.domain.gate import Policy, Snapshot, decide
 from zimmer_spot_gate.domain.model import AccountReading, AccountStatus, Window, WindowReading
 from zimmer_spot_gate.domain.pool import pooled_windows
-from zimmer_spot_gate.snapshot import read_pool_parts
+from zimmer_spot_gate.handlers.snapshot import read_pool_parts
 from zimmer_spot_gate.store import quota
 
 

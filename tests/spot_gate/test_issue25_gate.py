@@ -11,7 +11,7 @@ from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport, WindowReadingIn
 from zimmer_common.contracts.subjects import Stream
 from zimmer_spot_gate.domain.model import Window
-from zimmer_spot_gate.snapshot import read_pool_parts
+from zimmer_spot_gate.handlers.snapshot import read_pool_parts
 from zimmer_spot_gate.store import quota
 
 

@@ -118,7 +118,7 @@ async def test_a_new_pause_replaces_the_last_and_a_park_cancels_it(spot) -> None
 
 async def test_a_sleeper_nothing_will_wake_is_resumed_five_a_pass_three_times_at_most(spot) -> None:  # type: ignore[no-untyped-def]
     """#855: session 6412 sat 38.7 hours asleep on a wake that could never fire."""
-    from zimmer_spot_gate.stranded_sleep import MAX_ACTIONS_PER_SWEEP, SYSTEM_RECOVERY
+    from zimmer_spot_gate.jobs.stranded_sleep import MAX_ACTIONS_PER_SWEEP, SYSTEM_RECOVERY
 
     await spot.readings((0.1, 0.1))
     sleepers = [await spawn(spot) for _ in range(7)]

@@ -27,23 +27,23 @@ from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_spot_gate.admissions import Admissions
-from zimmer_spot_gate.ceiling import CeilingSweep
-from zimmer_spot_gate.clones import Clones
 from zimmer_spot_gate.config import PriceBook, SpotSettings
-from zimmer_spot_gate.deletion import Deletion
-from zimmer_spot_gate.handlers import SpotGate
+from zimmer_spot_gate.handlers.admissions import Admissions
+from zimmer_spot_gate.handlers.clones import Clones
+from zimmer_spot_gate.handlers.deletion import Deletion
+from zimmer_spot_gate.handlers.parks import Parks
+from zimmer_spot_gate.handlers.policy import PolicyOps
+from zimmer_spot_gate.handlers.queue_ops import QueueOps
+from zimmer_spot_gate.handlers.sessions import SpotGate
+from zimmer_spot_gate.handlers.snapshot import PoolCache
+from zimmer_spot_gate.handlers.trash import Trash
+from zimmer_spot_gate.handlers.turns import SCHEMA, TurnGate
+from zimmer_spot_gate.handlers.wakes import Wakes
 from zimmer_spot_gate.jobs import spot_jobs
+from zimmer_spot_gate.jobs.ceiling import CeilingSweep
+from zimmer_spot_gate.jobs.stranded_sleep import StrandedSleepSweep
 from zimmer_spot_gate.metrics import SpotMetrics
-from zimmer_spot_gate.parks import Parks
-from zimmer_spot_gate.policy import PolicyOps
-from zimmer_spot_gate.queue_ops import QueueOps
-from zimmer_spot_gate.snapshot import PoolCache
 from zimmer_spot_gate.store import quota
-from zimmer_spot_gate.stranded_sleep import StrandedSleepSweep
-from zimmer_spot_gate.trash import Trash
-from zimmer_spot_gate.turns import SCHEMA, TurnGate
-from zimmer_spot_gate.wakes import Wakes
 
 
 def bootstrap(service: Service) -> SpotGate:

@@ -13,9 +13,9 @@ from zimmer_common.logs import kv
 from zimmer_common.service import Service, outbox_prune_job
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.bootstrap import bootstrap
-from zimmer_spot_gate.handlers import SpotGate
+from zimmer_spot_gate.handlers.sessions import SpotGate
+from zimmer_spot_gate.handlers.turns import SCHEMA
 from zimmer_spot_gate.metrics import REFRESH_SECONDS
-from zimmer_spot_gate.turns import SCHEMA
 
 log = logging.getLogger("zimmer.spot_gate")
 NAME = "spot-gate"

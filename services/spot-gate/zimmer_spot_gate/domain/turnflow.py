@@ -3,7 +3,7 @@
 Seed 004 "Every turn is gated, not just the first", "What hold does", "Consecutive holds back
 off", "The concurrency limit" and "Precedence decides who gets the headroom back". Pure: the
 gate's decision comes in as a function, the clock and the jitter as values; the edge
-(`zimmer_spot_gate.turns`) reads the rows, calls `plan_batch` and writes what it returns.
+(`zimmer_spot_gate.handlers.turns`) reads the rows, calls `plan_batch` and writes what it returns.
 
 The rules, in the order they are tried for a new turn:
 

@@ -20,14 +20,14 @@ from sqlalchemy import Text, and_, literal_column, or_, select
 from zimmer_common.contracts.spot import SESSION_PAUSED, ParkForAuthOutage, SessionEvent, SessionView
 from zimmer_common.logs import kv
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_spot_gate import session_log
-from zimmer_spot_gate.ceiling import resume
 from zimmer_spot_gate.domain.model import SessionStatus
+from zimmer_spot_gate.handlers import session_log
+from zimmer_spot_gate.handlers.turns import TurnGate
+from zimmer_spot_gate.jobs.ceiling import resume
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.tables import accounts
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import TurnGate
 
 log = logging.getLogger("zimmer.spot_gate.parks")
 AUTH_OUTAGE = "auth_outage"

@@ -33,7 +33,7 @@ from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, WindowNumbers
 from zimmer_spot_gate.domain.model import Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.domain.turnflow import Ask, BatchPlan, Hold, Logged, Outcome, Session, Turn, Verdict, plan_batch
-from zimmer_spot_gate.snapshot import GateInputs, PoolCache, PoolParts
+from zimmer_spot_gate.handlers.snapshot import GateInputs, PoolCache, PoolParts
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
 

@@ -27,10 +27,10 @@ from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain import wakes
 from zimmer_spot_gate.domain.lifecycle import ENDED
 from zimmer_spot_gate.domain.model import SessionStatus, TurnKind
-from zimmer_spot_gate.queue_ops import CONTINUE_NUDGE
+from zimmer_spot_gate.handlers.queue_ops import CONTINUE_NUDGE
+from zimmer_spot_gate.handlers.turns import TurnGate
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import TurnGate
 
 FIRE_BATCH = 100
 WAKE_NUDGE = "Your scheduled wake-up has come: continue."

@@ -25,15 +25,15 @@ from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import SESSION_PAUSED, SessionEvent
 from zimmer_common.logs import kv
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
-from zimmer_spot_gate import session_log
 from zimmer_spot_gate.domain.ceiling import RESUME_BATCH, CeilingPlan, Sleeper, plan_ceiling
 from zimmer_spot_gate.domain.gate import WINDOW_NAMES, Candidate, Decision, FleetState
 from zimmer_spot_gate.domain.model import Ceiling, Reason, TurnKind
-from zimmer_spot_gate.snapshot import GateInputs
+from zimmer_spot_gate.handlers import session_log
+from zimmer_spot_gate.handlers.snapshot import GateInputs
+from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest, decision_view
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.quota import PolicyRow
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import TurnGate, TurnRequest, decision_view
 
 log = logging.getLogger("zimmer.spot_gate.ceiling")
 

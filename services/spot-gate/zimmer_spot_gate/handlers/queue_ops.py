@@ -23,15 +23,15 @@ from zimmer_common.contracts.spot import (
     SESSION_PAUSED, PauseIntoSpotQueue, SessionEvent, SessionView, StartNow, StartNowResult, TurnResult)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
-from zimmer_spot_gate.ceiling import SPOT_QUOTA, GateReading, decision_row, read_gate, resume
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate
+from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.domain.wakes import paused_until
 from zimmer_spot_gate.domain.wakes import refusal as wake_refusal
-from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
+from zimmer_spot_gate.handlers.turns import TurnGate, exemption
+from zimmer_spot_gate.jobs.ceiling import SPOT_QUOTA, GateReading, decision_row, read_gate, resume
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import TurnGate, exemption
 
 CONTINUE_NUDGE = "Continue."
 

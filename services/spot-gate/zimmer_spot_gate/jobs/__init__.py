@@ -1,4 +1,7 @@
-"""Spot-gate's scheduled jobs (seed 003 cron table; seed 004 "What hold does")."""
+"""Spot-gate's scheduled jobs (seed 003 cron table; seed 004 "What hold does"): `spot_jobs` (re-checks,
+hold repair, calibration, burn rates, the usage sampler), and the two sweeps bootstrap schedules after
+them, each the edge around its domain rule: the ceiling sweep (`ceiling`) and the stranded-sleep
+sweep (`stranded_sleep`)."""
 
 from __future__ import annotations
 
@@ -13,13 +16,13 @@ from zimmer_common.logs import kv
 from zimmer_common.paging import PageFn, page_or_log
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.ladder import repair_delay
-from zimmer_spot_gate.domain.pool import pooled_windows
 from zimmer_spot_gate.domain.model import WINDOW_LENGTH
+from zimmer_spot_gate.domain.pool import pooled_windows
 from zimmer_spot_gate.domain.prices import DEFAULT_PRICES, Prices, currency_dollars
 from zimmer_spot_gate.domain.pricing import SessionSpend, accounts_to_sample, burn_rates, calibrate
+from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import TurnGate, TurnRequest
 
 log = logging.getLogger("zimmer.spot_gate.jobs")
 

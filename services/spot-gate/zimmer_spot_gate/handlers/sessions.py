@@ -23,24 +23,24 @@ from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
-from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
-from zimmer_spot_gate.admissions import Admissions, SpawnRequest
-from zimmer_spot_gate.ceiling import CeilingSweep
-from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
-from zimmer_spot_gate.domain.wakes import paused_until
-from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
 from zimmer_spot_gate.config import PriceBook
+from zimmer_spot_gate.domain.lifecycle import IllegalTransition, check_changeable, check_transition
+from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus, TurnKind
+from zimmer_spot_gate.domain.precedence import above_top_of_spot, between
 from zimmer_spot_gate.domain.prices import TokenUsage, spend_dollars
+from zimmer_spot_gate.domain.wakes import paused_until
+from zimmer_spot_gate.handlers.admissions import Admissions, SpawnRequest
+from zimmer_spot_gate.handlers.parks import Parks
+from zimmer_spot_gate.handlers.policy import PolicyOps
+from zimmer_spot_gate.handlers.queue_ops import start_in
+from zimmer_spot_gate.handlers.trash import archived_fields
+from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest
+from zimmer_spot_gate.handlers.wakes import Wakes
+from zimmer_spot_gate.jobs.ceiling import CeilingSweep
+from zimmer_spot_gate.jobs.stranded_sleep import StrandedSleepSweep
 from zimmer_spot_gate.metrics import SpotMetrics
-from zimmer_spot_gate.parks import Parks
-from zimmer_spot_gate.policy import PolicyOps
 from zimmer_spot_gate.store import clones, lists, quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.queue_ops import start_in
-from zimmer_spot_gate.stranded_sleep import StrandedSleepSweep
-from zimmer_spot_gate.trash import archived_fields
-from zimmer_spot_gate.turns import TurnGate, TurnRequest
-from zimmer_spot_gate.wakes import Wakes
 
 RUNNING = SessionStatus.RUNNING.value
 WARNINGS_SHOWN = 5  # the newest few on get_session; the sweeper's refusals page as well

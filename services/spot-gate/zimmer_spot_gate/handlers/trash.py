@@ -16,9 +16,9 @@ from zimmer_common.contracts.spot import (
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus
+from zimmer_spot_gate.handlers.turns import TurnGate
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import TurnGate
 
 ARCHIVED = SessionStatus.ARCHIVED.value
 NOTHING_WAITED_FOR = dict(spot_hold_reason=None, spot_hold_retry_at=None, held_turn_kind=None, held_prompt=None,

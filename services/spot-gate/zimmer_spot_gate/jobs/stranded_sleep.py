@@ -23,10 +23,10 @@ from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import TurnKind
+from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest
 from zimmer_spot_gate.store.tables import enqueued_messages as m
 from zimmer_spot_gate.store.tables import session_wakes as w
 from zimmer_spot_gate.store.tables import sessions as s
-from zimmer_spot_gate.turns import TurnGate, TurnRequest
 
 log = logging.getLogger("zimmer.spot_gate.stranded_sleep")
 

@@ -19,9 +19,9 @@ from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted, Sessio
 from zimmer_common.logs import kv
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus
+from zimmer_spot_gate.handlers.turns import TurnGate
 from zimmer_spot_gate.store import clones
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import TurnGate
 
 log = logging.getLogger("zimmer.spot_gate")
 

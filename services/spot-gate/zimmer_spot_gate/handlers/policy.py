@@ -18,19 +18,19 @@ from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_spot_gate.admissions import Admissions, SpawnRequest
 from zimmer_spot_gate.config import PriceBook
+from zimmer_spot_gate.handlers.admissions import Admissions, SpawnRequest
 from zimmer_spot_gate.domain.classes import (
     DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
 from zimmer_spot_gate.domain.gate import window_numbers
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
 from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
 from zimmer_spot_gate.domain.prices import CURRENCY, spends_against_claude
-from zimmer_spot_gate.snapshot import DEFAULT_HARNESS, DEFAULT_MODEL, read_inputs
+from zimmer_spot_gate.handlers.snapshot import DEFAULT_HARNESS, DEFAULT_MODEL, read_inputs
+from zimmer_spot_gate.handlers.turns import decision_view
 from zimmer_spot_gate.store import quota, triggers
 from zimmer_spot_gate.store.quota import WINDOW_SPAN
 from zimmer_spot_gate.store.sessions import class_expr
-from zimmer_spot_gate.turns import decision_view
 
 
 class PolicyOps:

@@ -15,11 +15,11 @@ from zimmer_common.contracts.spot import SESSION_CREATED, SessionEvent, SessionV
 from zimmer_common.errors import ZimmerError
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 from zimmer_spot_gate.domain.classes import originate
-from zimmer_spot_gate.domain.precedence import above_top_of_spot
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, TurnKind
+from zimmer_spot_gate.domain.precedence import above_top_of_spot
+from zimmer_spot_gate.handlers.turns import Result, TurnGate, TurnRequest
 from zimmer_spot_gate.store import quota
 from zimmer_spot_gate.store import sessions as store
-from zimmer_spot_gate.turns import Result, TurnGate, TurnRequest
 
 
 @dataclass(frozen=True)
