@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -96,7 +96,7 @@ class TickAudit:
 
 
 def audit_ticks(runs: list[TickRun], since: datetime, until: datetime, settle: timedelta,
-                elections: list[tuple[datetime, datetime]] = ()) -> TickAudit:  # type: ignore[assignment]
+                elections: Sequence[tuple[datetime, datetime]] = ()) -> TickAudit:
     """Each fire time of each development schedule in [since, until - settle] has exactly one
     scheduled run, and every run enqueued before `until - settle` finished (or failed).
 

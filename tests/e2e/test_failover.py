@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.failover_load import every_row
 from cluster_reads import audit_ticks, read_events, read_scheduled_runs
 from test_zimmer_up import ITEMS
 from test_zimmer_up_cluster import ClusterRun, _meta_leader
@@ -132,17 +133,6 @@ def _events_leader(run: ClusterRun, token: str) -> str:
     return run.wait_for("Health to name the leader of ZIMMER_EVENTS", leader, 30.0)
 
 
-def _every(url: str, field: str, headers: dict[str, str], limit: int, **params: str) -> list[dict[str, Any]]:
-    """Every row of a listing, following `next_offset`."""
-    rows: list[dict[str, Any]] = []
-    offset: int | None = 0
-    while offset is not None:
-        page = httpx.get(url, params={**params, "limit": limit, "offset": offset}, headers=headers, timeout=30).json()
-        rows += page[field]
-        offset = page.get("next_offset")
-    return rows
-
-
 def _error_lines(logs: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for log in sorted(logs.glob("*.log")):
@@ -236,19 +226,19 @@ def test_every_acknowledged_write_survives_the_kills_once(tmp_path: Path) -> Non
         print(f"answers {dict(load.statuses)}; {len(load.acked)} writes acknowledged, {retried} after a retry")
 
         # Every acknowledged append is one item; every acknowledged spawn one session per key.
-        keys = Counter(i["key"] for i in _every(run.urls[0] + ITEMS, "items", headers, 1000))
+        keys = Counter(i["key"] for i in every_row(run.urls[0] + ITEMS, "items", headers, 1000))
         appended = [a["body"]["item"]["key"] for a in load.acked.values() if a["path"] == ITEMS]
         assert appended and all(keys[k] == 1 for k in appended), {k: keys[k] for k in appended if keys[k] != 1}
         spawned = {k: a["body"]["session"]["id"] for k, a in load.acked.items() if a["path"] != ITEMS}
         assert spawned and len(set(spawned.values())) == len(spawned)
-        titles = Counter(s["title"] for s in _every(run.urls[1] + "/api/v1/sessions", "sessions", headers, 500,
+        titles = Counter(s["title"] for s in every_row(run.urls[1] + "/api/v1/sessions", "sessions", headers, 500,
                                                     genesis="schedule"))
         assert all(titles[k] == 1 for k in spawned), {k: titles[k] for k in spawned if titles[k] != 1}
 
         # The burst admitted exactly the free slots (nothing else runs: the load's spawns do not start).
         assert not burst.refused and not burst.unfinished, (burst.refused, burst.unfinished)
         outcomes = Counter(a["body"]["turn"]["outcome"] for a in burst.acked.values())
-        running = _every(run.urls[0] + "/api/v1/sessions", "sessions", headers, 500, status="running")
+        running = every_row(run.urls[0] + "/api/v1/sessions", "sessions", headers, 500, status="running")
         print(f"burst of {BURST} against {SLOTS} free slots: {dict(outcomes)}; {len(running)} running")
         assert outcomes["admitted"] == SLOTS and len(running) == SLOTS, (outcomes, [s["title"] for s in running])
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Coroutine
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from zimmer_common.contracts.subjects import CONTEXTS, SCHEDULE_PREFIX, Stream, host_ctx
 from zimmer_common.settings import HOST_PATTERN
+
+if TYPE_CHECKING:
+    from zimmer_common.bus import Bus
 
 jobs_app = typer.Typer(help="Background jobs: run one now; per-host schedules.", no_args_is_help=True)
 NatsUrl = Annotated[str, typer.Option(envvar="ZIMMER_NATS_URL", help="NATS server(s), comma-separated")]
@@ -123,7 +126,7 @@ async def _hosts(nats_url: str, service: str) -> dict[str, set[str]]:
         await bus.close()
 
 
-async def _installed_hosts(bus: Any, service: str) -> dict[str, set[str]]:
+async def _installed_hosts(bus: Bus, service: str) -> dict[str, set[str]]:
     """Per host, the jobs of `service` whose per-host schedules are installed."""
     info = await bus.js_api(f"STREAM.INFO.{Stream.JOBS.value}", {"subjects_filter": f"{SCHEDULE_PREFIX}.>"})
     prefix = f"{SCHEDULE_PREFIX}.{CONTEXTS[service]}-"
