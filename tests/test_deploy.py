@@ -219,6 +219,42 @@ def test_services_wait_for_postgres_and_nats(services: dict[str, dict]) -> None:
         assert nats <= set(deps), f"{name} does not depend on {sorted(nats - set(deps))}"
 
 
+def test_every_service_has_a_healthcheck_through_its_own_ping(services: dict[str, dict]) -> None:
+    """`zimmer status --service NAME` (the service's ping over NATS, its database included), so that
+    `condition: service_healthy` means the service can serve (issue 31 #4)."""
+    for name, svc in _zimmer_services(services).items():
+        registered = _command(svc)[1]
+        check = svc.get("healthcheck") or {}
+        test = check.get("test")
+        assert isinstance(test, list) and test[0] == "CMD", f"{name}: healthcheck test must be an exec form"
+        args = test[1:]
+        assert args[:4] == ["zimmer", "status", "--service", registered], f"{name}: healthcheck {test!r}"
+        assert not check.get("disable"), name
+        timeout = float(_flags(args).get("timeout") or 2.0)
+        # The CLI bounds itself at twice its ping timeout; Docker's timeout must leave it that long.
+        assert _seconds(check["timeout"]) > 2 * timeout, f"{name}: healthcheck timeout {check['timeout']}"
+        assert _seconds(check.get("start_period", "0s")) >= 30, f"{name}: give the migrations a start_period"
+
+
+def test_the_gateway_starts_once_the_others_are_healthy(services: dict[str, dict]) -> None:
+    deps = services[GATEWAY]["depends_on"]
+    for name in SERVICES:
+        if name == GATEWAY:
+            continue
+        deployed = _deployed_as(services, name)
+        assert any(deps.get(d, {}).get("condition") == "service_healthy" for d in deployed), (
+            f"gateway does not wait for {name} to be healthy: {deps}")
+
+
+def _seconds(duration: str) -> float:
+    total, number = 0.0, ""
+    for part in re.findall(r"(\d+(?:\.\d+)?)(ms|us|ns|h|m|s)", str(duration)):
+        number, unit = part
+        total += float(number) * {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+    assert number, f"not a duration: {duration!r}"
+    return total
+
+
 def test_gateway_publishes_its_http_port(services: dict[str, dict]) -> None:
     gateway = services[GATEWAY]
     port = _expected_port(GATEWAY, _environment(gateway))

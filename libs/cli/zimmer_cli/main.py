@@ -75,7 +75,10 @@ def migrate(data_dir: DataDir = None) -> None:
 
 @app.command()
 def status(data_dir: DataDir = None,
-           timeout: Annotated[float, typer.Option(help="Seconds to wait for each ping")] = 2.0) -> None:
+           timeout: Annotated[float, typer.Option(help="Seconds to wait for each ping")] = 2.0,
+           service: Annotated[str | None, typer.Option(
+               "--service", help=f"Ping only this service ({', '.join(START_ORDER)}) and exit 0 only if it "
+               "answered ready with its database answering (a container's healthcheck)")] = None) -> None:
     """What `zimmer up` is running (embedded servers and services: pid, restarts), and each service's
     answer to a ping over NATS. Exit 1 if a server is down or a service did not answer."""
     import psutil
@@ -83,6 +86,8 @@ def status(data_dir: DataDir = None,
     runtime_file = _data_dir(data_dir) / "runtime.json"
     runtime = json.loads(runtime_file.read_text()) if runtime_file.exists() else None
     nats_url = os.environ.get("ZIMMER_NATS_URL") or (runtime or {}).get("nats_url")
+    if service is not None:
+        _status_of(service, nats_url, timeout)
     if runtime:
         typer.echo(f"supervisor pid {runtime['supervisor_pid']}  gateway {runtime['gateway_url']}  nats {nats_url}")
     elif not nats_url:
@@ -131,13 +136,44 @@ def status(data_dir: DataDir = None,
     raise typer.Exit(0 if healthy else 1)
 
 
+def _status_of(service: str, nats_url: str | None, timeout: float) -> None:
+    """`zimmer status --service NAME`: the service's own ping over NATS (ZIMMER_NATS_URL, else the
+    running `zimmer up`'s), answered by any of its instances. Healthy means it answered, it has
+    started, and its database answered the ping's `SELECT 1` (a service without one: not asked).
+    Exit 0 if healthy, 1 otherwise (2 for a name that is no service)."""
+    if service not in START_ORDER:
+        typer.echo(f"no service {service!r}: one of {', '.join(START_ORDER)}", err=True)
+        raise typer.Exit(2)
+    if not nats_url:
+        typer.echo(f"{service}: ZIMMER_NATS_URL is not set and no `zimmer up` is running")
+        raise typer.Exit(1)
+    bound = 2 * timeout  # connecting and the ping; an unreachable NATS is retried for longer than that
+
+    async def ping() -> Any:
+        try:
+            async with asyncio.timeout(bound):
+                return (await _ping_all(nats_url, timeout, only=[service]))[service]
+        except TimeoutError:
+            return f"no answer within {bound:g}s (is NATS reachable at {nats_url}?)"
+
+    answer = asyncio.run(ping())
+    if not isinstance(answer, dict):
+        typer.echo(f"{service}: ping FAILED: {answer}")
+        raise typer.Exit(1)
+    database = {True: "database ok", False: "database DOWN", None: "no database"}[answer.get("database")]
+    healthy = bool(answer.get("ready")) and answer.get("database") is not False
+    typer.echo(f"{service}: {'healthy' if healthy else 'UNHEALTHY'}  {'ready' if answer.get('ready') else 'not ready'}"
+               f"  {database}  v{answer['version']}  {answer['instance_id']}  up {answer['uptime_seconds']:.0f}s")
+    raise typer.Exit(0 if healthy else 1)
+
+
 def _liveness(proc: dict[str, Any]) -> str:
     import psutil
 
     return "alive" if proc.get("pid") and psutil.pid_exists(proc["pid"]) else "gone "
 
 
-async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
+async def _ping_all(nats_url: str, timeout: float, only: list[str] | None = None) -> dict[str, Any]:
     from zimmer_common.bus import Bus
     from zimmer_common.contracts.ops import PingRequest, ping_rpc
     from zimmer_common.contracts.subjects import CONTEXTS
@@ -147,10 +183,10 @@ async def _ping_all(nats_url: str, timeout: float) -> dict[str, Any]:
         bus = await Bus.connect([u for u in nats_url.split(",") if u], service="cli", instance_id=str(os.getpid()),
                                 rpc_timeout=timeout)
     except ZimmerError as exc:
-        return {name: exc.message for name in START_ORDER}
+        return {name: exc.message for name in only or START_ORDER}
     out: dict[str, Any] = {}
     try:
-        for name in START_ORDER:
+        for name in only or START_ORDER:
             try:
                 out[name] = (await bus.request(ping_rpc(CONTEXTS[name]), PingRequest())).model_dump(mode="json")
             except ZimmerError as exc:
