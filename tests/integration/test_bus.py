@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from zimmer_cli.embedded import free_port, nats_server_binary, port_open
-from zimmer_common.bus import Bus
+from zimmer_common.bus import Bus, connect_nats
 from zimmer_common.contracts.envelope import Payload, RpcSpec
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outage import MESSAGE_BUS
@@ -208,3 +208,33 @@ async def test_a_request_whose_bus_dies_under_it_names_the_bus_not_the_service()
             await asking
         assert info.value.code is ErrorCode.UNAVAILABLE
         assert info.value.details["dependency"] == "message bus" and info.value.details["sent"] is True
+
+
+@contextlib.asynccontextmanager
+async def refusing_server() -> AsyncIterator[tuple[str, list[int]]]:
+    """A TCP server that closes every connection at once (no NATS INFO): its URL, and one entry per
+    connection it took."""
+    taken: list[int] = []
+
+    async def close(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        taken.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(close, "127.0.0.1", 0)
+    try:
+        yield f"nats://127.0.0.1:{server.sockets[0].getsockname()[1]}", taken
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_first_connect_that_keeps_failing_is_retried_then_unavailable_naming_the_bus() -> None:
+    tried: dict[int, int] = {}
+    for attempts in (1, 3):
+        async with refusing_server() as (url, taken):
+            with pytest.raises(ZimmerError) as refused:
+                await connect_nats([url], "test", attempts=attempts)
+            tried[attempts] = len(taken)
+        assert refused.value.code is ErrorCode.UNAVAILABLE and refused.value.details["dependency"] == MESSAGE_BUS
+        assert f"cannot connect to NATS at ['{url}']" in str(refused.value)
+    assert tried[1] >= 1 and tried[3] == 3 * tried[1]  # each attempt connects as the first did

@@ -129,3 +129,30 @@ async def test_a_first_connect_to_an_address_nobody_serves_gives_up_after_its_at
     with pytest.raises(RuntimeRequestError) as refused:
         await RuntimeClient.connect(RuntimeConfig([f"nats://127.0.0.1:{port}"], connect_attempts=2))
     assert refused.value.code == "unavailable" and refused.value.details == {"sent": False}
+
+
+@pytest.mark.timeout(60)
+async def test_a_first_connect_is_tried_connect_attempts_times() -> None:
+    import asyncio
+
+    from zimmer_runtime import RuntimeClient, RuntimeRequestError
+
+    tried: dict[int, int] = {}
+    for attempts in (1, 3):
+        taken: list[int] = []
+
+        async def close(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter, taken: list[int] = taken) -> None:
+            taken.append(1)  # a server that closes every connection at once, before NATS's INFO
+            writer.close()
+
+        server = await asyncio.start_server(close, "127.0.0.1", 0)
+        try:
+            url = f"nats://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            with pytest.raises(RuntimeRequestError) as refused:
+                await RuntimeClient.connect(RuntimeConfig([url], connect_attempts=attempts))
+        finally:
+            server.close()
+            await server.wait_closed()
+        tried[attempts] = len(taken)
+        assert refused.value.code == "unavailable" and f"cannot connect to NATS at ['{url}']" in str(refused.value)
+    assert tried[1] >= 1 and tried[3] == 3 * tried[1]  # each attempt connects as the first did

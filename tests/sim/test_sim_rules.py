@@ -4,19 +4,22 @@ contracts, nothing else of Zimmer's (a runtime could be written the same way).""
 from __future__ import annotations
 
 import ast
+import logging
 import random
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import zimmer_sim
+from zimmer_runtime import RuntimeRequestError
 from zimmer_sim.accounts import AccountPool, SimWindow
-from zimmer_sim.disk import transcript_name
-from zimmer_sim.fleet import choose_arrival
+from zimmer_sim.disk import SimDisk, transcript_name
+from zimmer_sim.fleet import RETRIES, Fleet, choose_arrival
 from zimmer_sim.ledger import Ledger, SessionRecord
 from zimmer_sim.profile import GENESIS_MIX, PROFILES
 from zimmer_sweeper.transcripts.domain import transcript_name as sweepers_transcript_name
@@ -115,3 +118,58 @@ def test_an_admitted_prompt_never_started_is_a_lost_command() -> None:
     ledger.admitted = {"p1": (1, T0), "p2": (1, T0), "p3": (1, T0 + timedelta(minutes=5))}
     lost = ledger.admitted_never_started(before=T0 + timedelta(minutes=1))
     assert [x["prompt"] for x in lost] == ["p2"]  # p3 was admitted too recently to judge
+
+
+def _fleet() -> Fleet:
+    profile = PROFILES["demo"]
+    disk = SimDisk(clones=None, transcripts=None, host="sim-host", rng=random.Random(1))
+    fleet = Fleet(None, profile, 1, AccountPool(profile, random.Random(1), T0), disk,  # type: ignore[arg-type]
+                  Ledger())
+    fleet.retry_wait = 0.001  # the waits, kept short; their shape is the library's
+    return fleet
+
+
+class _Answers:
+    """A call that raises the refusals it was given, in order, then answers."""
+
+    def __init__(self, *codes: str):
+        self.codes, self.calls = list(codes), 0
+
+    async def __call__(self) -> str:
+        self.calls += 1
+        if self.codes:
+            code = self.codes.pop(0)
+            raise RuntimeRequestError(code, f"{code} at call {self.calls}")
+        return "answered"
+
+
+async def test_a_request_not_answered_is_repeated_until_it_is() -> None:
+    fleet, call = _fleet(), _Answers("unavailable", "busy")
+    assert await fleet._retry(call) == "answered"
+    assert call.calls == 3 and fleet.ledger.counts == {"rpc_unavailable": 1, "rpc_busy": 1}
+
+
+async def test_a_request_never_answered_is_given_up_after_its_tries() -> None:
+    fleet, call = _fleet(), _Answers(*["unavailable"] * (RETRIES + 3))
+    assert await fleet._retry(call) is None
+    assert call.calls == RETRIES and fleet.ledger.counts == {"rpc_unavailable": RETRIES}
+
+
+async def test_a_refusal_is_not_repeated(caplog: pytest.LogCaptureFixture) -> None:
+    fleet, call = _fleet(), _Answers("conflict", "unavailable")
+    with caplog.at_level(logging.INFO, logger="zimmer_sim.fleet"):
+        assert await fleet._retry(call) is None
+    assert call.calls == 1 and fleet.ledger.counts == {"rpc_conflict": 1}
+    assert [r.getMessage() for r in caplog.records] == ["the control plane refused a request"]
+
+
+async def test_an_error_that_is_no_refusal_is_raised_at_once() -> None:
+    fleet, calls = _fleet(), []
+
+    async def broken() -> None:
+        calls.append(1)
+        raise KeyError("a bug, not an answer")
+
+    with pytest.raises(KeyError):
+        await fleet._retry(broken)
+    assert calls == [1]

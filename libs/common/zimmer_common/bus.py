@@ -82,30 +82,32 @@ async def connect_nats(servers: list[str], name: str, *, attempts: int = 10,
         if not closing.is_set():
             outages.of(MESSAGE_BUS).failed(exc, where=name)
 
-    last: Exception | None = None
-    for attempt in range(1, attempts + 1):
-        try:
-            nc = await nats.connect(
-                servers=servers,
-                name=name,
-                connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                # Bounded here: nats-py applies this to the first connect too, and -1 made a
-                # connect to an address nobody serves loop forever. Once connected: forever.
-                max_reconnect_attempts=1,
-                reconnect_time_wait=1,
-                allow_reconnect=True,
-                pending_size=0,
-                disconnected_cb=_on_disconnect,
-                reconnected_cb=_on_reconnect,
-                error_cb=_on_error,
-            )
-            nc.options["max_reconnect_attempts"] = -1
-            outages.of(MESSAGE_BUS).recovered()
-            return nc
-        except Exception as exc:  # noqa: BLE001 - connection errors come in many shapes
-            last = exc
-            await asyncio.sleep(min(0.2 * attempt, 2.0))
-    raise unavailable(MESSAGE_BUS, f"cannot connect to NATS at {servers}: {last}")
+    from tenacity import AsyncRetrying, stop_after_attempt, wait_incrementing
+
+    # Whatever the failure (refused, timed out, auth refused), tried again: `attempts` in all,
+    # 0.2 s longer between each (2 s at most); the last one's error is the answer.
+    retrying = AsyncRetrying(stop=stop_after_attempt(attempts), wait=wait_incrementing(0.2, 0.2, 2.0), reraise=True)
+    try:
+        nc = await retrying(
+            nats.connect,
+            servers=servers,
+            name=name,
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            # Bounded here: nats-py applies this to the first connect too, and -1 made a
+            # connect to an address nobody serves loop forever. Once connected: forever.
+            max_reconnect_attempts=1,
+            reconnect_time_wait=1,
+            allow_reconnect=True,
+            pending_size=0,
+            disconnected_cb=_on_disconnect,
+            reconnected_cb=_on_reconnect,
+            error_cb=_on_error,
+        )
+    except Exception as last:  # noqa: BLE001 - connection errors come in many shapes
+        raise unavailable(MESSAGE_BUS, f"cannot connect to NATS at {servers}: {last}") from None
+    nc.options["max_reconnect_attempts"] = -1
+    outages.of(MESSAGE_BUS).recovered()
+    return nc
 
 
 OK_HEAD = b'{"ok":true,"data":'

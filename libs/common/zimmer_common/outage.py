@@ -10,7 +10,6 @@ what it refused (`zimmer_dependency_failures_total`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -196,7 +195,3 @@ def _short(exc: BaseException | str) -> str:
     text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     return text.splitlines()[0][:300] if text else ""
 
-
-async def sleep_backoff(attempt: int, *, base: float = 0.5, ceiling: float = 10.0) -> None:
-    """A retry loop's wait after its `attempt`-th consecutive failure."""
-    await asyncio.sleep(min(ceiling, base * 2 ** min(attempt, 10)))

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from datetime import datetime
+
+from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_exponential
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import Payload
@@ -62,12 +63,15 @@ class RetriedEvents:
 
     async def _retry(self, subject: str, event_type: str, payload: Payload, event_id: str, occurred_at: datetime,
                      where: str) -> None:
-        delay, end = FIRST_RETRY_SECONDS, time.monotonic() + self.horizon
-        while time.monotonic() < end:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_RETRY_SECONDS)
-            if await self._try(subject, event_type, payload, event_id, occurred_at, where):
-                return
+        # The first try was publish's own. The next comes FIRST_RETRY_SECONDS after it, each wait
+        # twice the one before (MAX_RETRY_SECONDS at most), while the horizon has not passed.
+        await asyncio.sleep(FIRST_RETRY_SECONDS)
+        retrying = AsyncRetrying(stop=stop_after_delay(self.horizon - FIRST_RETRY_SECONDS),
+                                 wait=wait_exponential(multiplier=2 * FIRST_RETRY_SECONDS, max=MAX_RETRY_SECONDS),
+                                 retry=retry_if_result(lambda taken: not taken),
+                                 retry_error_callback=lambda _state: False)
+        if await retrying(self._try, subject, event_type, payload, event_id, occurred_at, where):
+            return
         log.warning("event lost: the bus did not take it", extra=kv(event_id=event_id, subject=subject,
                                                                    retried_for_seconds=self.horizon))
 

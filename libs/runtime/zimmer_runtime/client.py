@@ -29,6 +29,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
+from tenacity import AsyncRetrying, stop_after_attempt, wait_incrementing
 
 from zimmer_common.contracts import spot
 from zimmer_common.contracts.clones import INGEST_CLONE, CloneReport
@@ -115,24 +116,22 @@ class RuntimeClient:
             if not closing.is_set():
                 log.debug("NATS connection error", extra={"error": repr(exc)})
 
-        last: Exception | None = None
-        for attempt in range(1, cfg.connect_attempts + 1):
-            try:
-                nc = await nats.connect(servers=cfg.servers, name=cfg.name, connect_timeout=cfg.connect_timeout,
-                                        # Bounded: nats-py applies it to the first connect too (-1 there
-                                        # never returned for an address nobody serves); forever once connected.
-                                        allow_reconnect=True, max_reconnect_attempts=1, reconnect_time_wait=0.5,
-                                        # Nothing buffered by nats-py while disconnected: reports wait in our
-                                        # own bounded buffer, and a request fails at once instead of leaving late.
-                                        pending_size=0, disconnected_cb=disconnected, reconnected_cb=reconnected,
-                                        error_cb=error, **cfg.credential.connect_options())
-                break
-            except Exception as exc:  # noqa: BLE001 - refused, timed out, auth failed: retried, bounded
-                last = exc
-                await asyncio.sleep(min(0.2 * attempt, 2.0))
-        else:
+        # Refused, timed out, auth failed: tried again, `connect_attempts` in all, 0.2 s longer
+        # between each (2 s at most); the last one's error is in the answer.
+        retrying = AsyncRetrying(stop=stop_after_attempt(cfg.connect_attempts), wait=wait_incrementing(0.2, 0.2, 2.0),
+                                 reraise=True)
+        try:
+            nc = await retrying(nats.connect, servers=cfg.servers, name=cfg.name, connect_timeout=cfg.connect_timeout,
+                                # Bounded: nats-py applies it to the first connect too (-1 there
+                                # never returned for an address nobody serves); forever once connected.
+                                allow_reconnect=True, max_reconnect_attempts=1, reconnect_time_wait=0.5,
+                                # Nothing buffered by nats-py while disconnected: reports wait in our
+                                # own bounded buffer, and a request fails at once instead of leaving late.
+                                pending_size=0, disconnected_cb=disconnected, reconnected_cb=reconnected,
+                                error_cb=error, **cfg.credential.connect_options())
+        except Exception as last:  # noqa: BLE001 - refused, timed out, auth failed: the answer names it
             raise RuntimeRequestError("unavailable", f"cannot connect to NATS at {cfg.servers}: {last!r}",
-                                      {"sent": False})
+                                      {"sent": False}) from None
         nc.options["max_reconnect_attempts"] = -1
         metrics.connected.set(1)
         client = cls(nc, cfg, metrics, closing)

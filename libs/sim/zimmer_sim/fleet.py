@@ -13,6 +13,8 @@ import logging
 import random
 from datetime import timedelta
 
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
 from zimmer_common.contracts import spot
 from zimmer_common.contracts.runtime import SampleQuota, StartTurn, StopTurn, WindowReadingIn
 from zimmer_common.contracts.spot_policy import CREATE_TRIGGER, FIRE_TRIGGER, CreateTrigger, FireTrigger
@@ -27,7 +29,9 @@ TRIGGER_GENESES = ("slack", "github_issue", "schedule")
 LEVELS = (("verbose", 0.3), ("info", 0.55), ("warning", 0.1), ("error", 0.05))
 LOG_MARK = "[sim] "  # the fleet's own lines: the control plane writes notes of its own into a timeline
 GATED_KINDS = ("first_start", "follow_up", "wake", "restart")
-RETRIES = 5  # a request the control plane did not answer is repeated with its key this many times
+RETRIES = 5  # a request the control plane did not answer is tried this many times in all, with its key
+RETRY_WAIT_SECONDS = 0.5  # the wait before its second try, doubled before each next one
+RETRY_WAIT_MAX_SECONDS = 5.0  # and never longer than this
 GIVE_UP = ("not_found", "conflict", "invalid", "refused")
 
 
@@ -56,6 +60,7 @@ class Fleet:
         # Quiet: no new sessions, and a finished turn is followed by nothing (a scenario lets the
         # pool drain, so a reset shows as room and the paused come back).
         self.quiet = False
+        self.retry_wait = RETRY_WAIT_SECONDS
 
     # ---- arrivals -----------------------------------------------------------------------
 
@@ -306,16 +311,24 @@ class Fleet:
 
     async def _retry(self, call):  # type: ignore[no-untyped-def]
         """The call's answer, or None. `unavailable`/`busy` are repeated (each call reuses its key)."""
-        for attempt in range(RETRIES):
+
+        async def counted():  # type: ignore[no-untyped-def]
             try:
                 return await call()
             except RuntimeRequestError as exc:
                 self.ledger.counts[f"rpc_{exc.code}"] += 1
-                if exc.code in GIVE_UP:
-                    log.info("the control plane refused a request", extra={"code": exc.code, "error": str(exc)})
-                    return None
-                await asyncio.sleep(min(5.0, 0.5 * 2 ** attempt))
-        return None
+                raise
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(RETRIES),
+            wait=wait_exponential(multiplier=self.retry_wait, max=RETRY_WAIT_MAX_SECONDS),
+            retry=retry_if_exception(lambda exc: isinstance(exc, RuntimeRequestError) and exc.code not in GIVE_UP),
+            retry_error_callback=lambda _state: None)  # not answered after RETRIES tries
+        try:
+            return await retrying(counted)
+        except RuntimeRequestError as exc:  # a refusal in GIVE_UP: asking again changes nothing
+            log.info("the control plane refused a request", extra={"code": exc.code, "error": str(exc)})
+            return None
 
     def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
         task = asyncio.create_task(coro)

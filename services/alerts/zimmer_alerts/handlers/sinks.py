@@ -11,7 +11,6 @@ every delivery's outcome, and this sink is bounded and retried like the others."
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import json
 import uuid
@@ -23,6 +22,8 @@ import httpx
 from sentry_sdk.consts import EndpointType
 from sentry_sdk.envelope import Envelope
 from sentry_sdk.utils import BadDsn, Dsn
+from tenacity import (
+    AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, stop_after_attempt, wait_exponential)
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.domain.policy import Sink
@@ -90,22 +91,34 @@ class Sinks:
         return await self._post(sink, url, body, headers)
 
     async def _post(self, sink: Sink, url: str, body: bytes, headers: dict[str, str]) -> Delivery:
-        last = ""
+        """Up to `alert_sink_attempts` POSTs, `backoff` seconds apart and doubling: one that did not
+        arrive, a 5xx or a 429 is sent again; a 2xx is sent, any other answer refused."""
         attempts = self.settings.alert_sink_attempts
-        for attempt in range(1, attempts + 1):
-            try:
-                r = await self.http.post(url, content=body, headers=headers,
-                                         timeout=self.settings.alert_sink_timeout_seconds)
-                if r.status_code < 300:
-                    return Delivery(sink, "sent", f"HTTP {r.status_code}", attempt)
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
-                if r.status_code < 500 and r.status_code != 429:
-                    return Delivery(sink, "failed", last, attempt, refused=True)
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"[:300]
-            if attempt < attempts:
-                await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-        return Delivery(sink, "failed", last, attempts)
+        tried = 0
+
+        async def attempt() -> Delivery:
+            nonlocal tried
+            tried += 1
+            r = await self.http.post(url, content=body, headers=headers,
+                                     timeout=self.settings.alert_sink_timeout_seconds)
+            if r.status_code < 300:
+                return Delivery(sink, "sent", f"HTTP {r.status_code}", tried)
+            return Delivery(sink, "failed", f"HTTP {r.status_code}: {r.text[:200]}", tried,
+                            refused=r.status_code < 500 and r.status_code != 429)
+
+        def gave_up(state: RetryCallState) -> Delivery:
+            assert state.outcome is not None
+            exc = state.outcome.exception()
+            if exc is None:
+                return state.outcome.result()  # the last answer, a 5xx or a 429
+            return Delivery(sink, "failed", f"{type(exc).__name__}: {exc}"[:300], attempts)
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts), wait=wait_exponential(multiplier=self.backoff),
+            retry=(retry_if_exception_type(httpx.HTTPError)
+                   | retry_if_result(lambda d: d.outcome == "failed" and not d.refused)),
+            retry_error_callback=gave_up)
+        return await retrying(attempt)
 
     def _slack(self, n: Notice) -> tuple[str, bytes, dict[str, str]]:
         state = {"issue": "new issue", "page": "still happening", "resolved": "resolved"}[n.kind]
