@@ -22,7 +22,9 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import column, func, insert, literal, select, table, text
+from sqlalchemy import ARRAY, Text, bindparam, cast, column, func, insert, literal, select, table, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.dml import Insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zimmer_common import idempotency
@@ -79,18 +81,39 @@ def events_from(schema: str, subject: str, event_type: str, payload: type[Payloa
         f"{event_type}_events")
 
 
-async def emit_many(conn: AsyncConnection, schema: str, events: list[tuple[str, str, Payload | dict[str, Any]]]) -> None:
-    """`emit` for many events in one statement, in order: one array per column, unnested (an
-    executemany binds and executes every row on its own, on both sides of the connection)."""
+Events = list[tuple[str, str, Payload | dict[str, Any]]]  # (subject, event_type, data), in order
+
+
+def unnested_events(schema: str) -> Insert:
+    """The INSERT of `emit_many`: one array per column (`event_arrays`), unnested into rows in
+    their order (an executemany binds and executes every row on its own, on both sides of the
+    connection). As a CTE (`.cte()`), the events are written by the statement that writes the
+    state they announce: no round trip of their own."""
+    outbox = table("outbox", column("subject"), column("event_type"), column("payload"), schema=schema)
+    e = func.unnest(*(cast(bindparam(f"e_{name}"), ARRAY(Text)) for name in ("subjects", "etypes", "payloads"))
+                    ).table_valued(column("subject", Text), column("etype", Text), column("payload", Text),
+                                   with_ordinality="n").render_derived("e")
+    return insert(outbox).from_select(["subject", "event_type", "payload"],
+                                      select(e.c.subject, e.c.etype, cast(e.c.payload, JSONB)).order_by(e.c.n))
+
+
+def event_arrays(events: Events) -> dict[str, list[str]]:
+    """The bound arrays of `unnested_events`."""
+    return {"e_subjects": [subject for subject, _, _ in events], "e_etypes": [etype for _, etype, _ in events],
+            "e_payloads": [_stored(data) for _, _, data in events]}
+
+
+_emit_many: dict[str, Insert] = {}  # per schema, built once: the statement is hot
+
+
+async def emit_many(conn: AsyncConnection, schema: str, events: Events) -> None:
+    """`emit` for many events in one statement, in order."""
     if not events:
         return
-    await conn.execute(
-        text(f'INSERT INTO "{schema}".outbox (subject, event_type, payload) '
-             "SELECT subject, etype, CAST(payload AS jsonb) FROM unnest(CAST(:subjects AS text[]), "
-             "CAST(:etypes AS text[]), CAST(:payloads AS text[])) WITH ORDINALITY AS e(subject, etype, payload, n) "
-             "ORDER BY n"),
-        {"subjects": [subject for subject, _, _ in events], "etypes": [etype for _, etype, _ in events],
-         "payloads": [_stored(data) for _, _, data in events]})
+    statement = _emit_many.get(schema)
+    if statement is None:
+        statement = _emit_many[schema] = unnested_events(schema)
+    await conn.execute(statement, event_arrays(events))
 
 
 async def claim_message(conn: AsyncConnection, schema: str, consumer: str, message_id: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zimmer_common.batching import Batcher
+from zimmer_common.batching import LockedBatcher, Take
 from zimmer_common.contracts.spot import SESSION_CREATED, SessionEvent, SessionView, SpawnResult, SpawnSession, TurnResult
 from zimmer_common.errors import ZimmerError
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
@@ -41,7 +41,7 @@ class Admissions:
     def __init__(self, units: UnitsOfWork, gate: TurnGate):
         self.units = units
         self.gate = gate
-        self.batcher: Batcher[Item, Answer] = Batcher(self._run, name="spot-gate admissions")
+        self.batcher: LockedBatcher[Item, Answer] = LockedBatcher(self._run, name="spot-gate admissions")
 
     async def spawn_session(self, item: SpawnRequest) -> SpawnResult:
         """The door every spawn comes through. Idempotent on `idempotency_key`: the same key returns
@@ -69,12 +69,19 @@ class Admissions:
         assert isinstance(out, SpawnResult)
         return out
 
-    async def _run(self, items: list[Item]) -> list[Answer]:
-        answers: list[Answer | None] = [None] * len(items)
+    async def _run(self, take: Take[Item]) -> list[Answer]:
+        """The requests waiting once this transaction holds the admission lock, decided together.
+        The next batch opens its transaction and queues on the lock meanwhile, so BEGIN and the
+        lock are not between two batches (`LockedBatcher`)."""
         async with self.units.begin() as uow:
             conn = uow.conn
-            # A spawn's class needs the policy's overrides before the lock; otherwise the gate
-            # reads the policy under the lock, with the fleet, in one round trip.
+            pool = await self.gate.lock_with_pool(conn)
+            items = take()
+            if not items:
+                return []
+            answers: list[Answer | None] = [None] * len(items)
+            # A spawn's class needs the policy's overrides; otherwise the gate reads the policy
+            # with the fleet, in one round trip.
             policy = await quota.policy(conn) if any(isinstance(item, SpawnRequest) for item in items) else None
             # Spawns first, each in a savepoint (a refused one, e.g. an unknown parent, must not
             # undo the batch); then every turn, the new sessions' first turns among them.
@@ -98,7 +105,7 @@ class Admissions:
                     answers[i] = first or SpawnResult(session=view, created=created)
 
             async def decide(indices: list[int]) -> list[Result]:
-                return await self.gate.process(conn, [turns[j][1] for j in indices], policy)
+                return await self.gate.process(conn, [turns[j][1] for j in indices], policy, locked=pool)
 
             outcomes = await uow.keyed_batch([t.key for _, t in turns], decide, TurnResult)
             for (i, _), out in zip(turns, outcomes, strict=True):

@@ -28,7 +28,6 @@ from zimmer_common.contracts.spot import SESSION_STATUS_CHANGED, DecisionView, S
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import classify
-from zimmer_common.outbox import emit_many
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, WindowNumbers
 from zimmer_spot_gate.domain.model import Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind
@@ -102,6 +101,8 @@ class TurnRequest:
 
 
 Result = TurnResult | ZimmerError | None
+# The pool's side of the gate's inputs, or why it could not be read (the quota checks then fail open).
+PoolRead = tuple[PoolParts | None, BaseException | None]
 
 
 class TurnGate:
@@ -134,13 +135,14 @@ class TurnGate:
         return out
 
     async def process(self, conn: AsyncConnection, requests: list[TurnRequest],
-                      policy: quota.PolicyRow | None = None) -> list[Result]:
-        inputs, fleet = await self.read_inputs(conn, policy)
+                      policy: quota.PolicyRow | None = None, *, locked: PoolRead | None = None) -> list[Result]:
+        """Decide `requests` together. `locked`: the caller already holds the admission lock,
+        having read the pool's side before it (`lock_with_pool`)."""
+        inputs, fleet = await self.read_inputs(conn, policy, locked=locked)
         consumed = sorted({q.session_id for q in requests if q.consume_pause})
         if consumed:  # in the turn's own transaction: the pause ends if and only if the turn is decided
             await store.cancel_wakes_of(conn, consumed)
-        rows = {r.id: dict(r._mapping) for r in
-                await store.fetch_many(conn, sorted({q.session_id for q in requests}), lock=True)}
+        rows = await store.fetch_many_locked(conn, sorted({q.session_id for q in requests}))
         overrides = inputs.policy.overrides
         sessions = {sid: to_session(r, overrides, inputs) for sid, r in rows.items()}
 
@@ -154,14 +156,19 @@ class TurnGate:
                 self.on_decision(logged.decision.reason.value)
         return await self._write(conn, rows, plan, overrides)
 
-    async def read_inputs(self, conn: AsyncConnection, policy: quota.PolicyRow | None = None
-                          ) -> tuple[GateInputs, FleetState]:
-        """The gate's inputs for a decision under the admission lock: the pool's side first (cached,
-        on this connection), then the lock, then the policy and the fleet as they are now. Every
-        path that decides takes them here, so each decides with the same function over the same
-        snapshot (`GateInputs.decide`)."""
-        parts, failure = await self.pool_parts(conn)  # before the lock, on this connection
+    async def lock_with_pool(self, conn: AsyncConnection) -> PoolRead:
+        """The pool's side of the gate's inputs (cached, on this connection), then the admission lock."""
+        read = await self.pool_parts(conn)  # before the lock: the lock holder needs no second connection
         await self.lock_admissions(conn)
+        return read
+
+    async def read_inputs(self, conn: AsyncConnection, policy: quota.PolicyRow | None = None, *,
+                          locked: PoolRead | None = None) -> tuple[GateInputs, FleetState]:
+        """The gate's inputs for a decision under the admission lock: the pool's side first (cached,
+        on this connection), then the lock (unless `locked`: the caller took both), then the policy
+        and the fleet as they are now. Every path that decides takes them here, so each decides with
+        the same function over the same snapshot (`GateInputs.decide`)."""
+        parts, failure = locked if locked is not None else await self.lock_with_pool(conn)
         fallback = parts.fallback_burn if parts else 0.0
         if policy is None:
             policy, fleet = await quota.policy_and_fleet(conn, fallback)
@@ -169,7 +176,7 @@ class TurnGate:
             fleet = await quota.fleet(conn, fallback)
         return GateInputs(policy, parts, failure), fleet
 
-    async def pool_parts(self, conn: AsyncConnection) -> tuple[PoolParts | None, BaseException | None]:
+    async def pool_parts(self, conn: AsyncConnection) -> PoolRead:
         try:
             return await self.pool.get(conn), None
         except Exception as exc:
@@ -181,35 +188,33 @@ class TurnGate:
                      overrides: Any) -> list[Result]:
         changed = sorted(plan.changed)
         after = {sid: _row_of(rows[sid], plan.sessions[sid]) for sid in changed}
+        for sid in changed:  # what the write stamps (`fetch_many_locked`): the views and events carry it
+            after[sid]["updated_at"], after[sid]["version"] = rows[sid]["stamp"]
         # Each view built once.
         seen = {id(d.decision): decision_view(d.decision) for d in plan.decisions if d.decision is not None}
-        stamped = await store.save_turn_state(conn, [after[sid] for sid in changed],
-                                              [_log_row(d, seen) for d in plan.decisions], self.now())
-        await store.enqueue_messages(conn, [{"s": sid, "k": t.kind.value, "p": t.prompt, "a": store.dumps(list(t.attachments))}
-                                            for sid, t in plan.queued])
         queued: dict[int, int] = {}
         for sid, _t in plan.queued:
             queued[sid] = queued.get(sid, 0) + 1
         touched = {o.session_id for o in plan.outcomes if o.verdict not in (Verdict.NOT_FOUND, Verdict.NOTHING)}
-        views = {}
-        for sid in touched:
-            row = {**(after.get(sid) or rows[sid]), "enqueued": rows[sid]["enqueued"] + queued.get(sid, 0)}
-            if sid in stamped:  # the database's own clock and the row's new version
-                row.update(updated_at=stamped[sid].updated_at, version=stamped[sid].version)
-            views[sid] = store.view_of(row, overrides)
+        views = {sid: store.view_of({**(after.get(sid) or rows[sid]), "enqueued": rows[sid]["enqueued"] + queued.get(sid, 0)},
+                                    overrides) for sid in touched}
         events: list[tuple[str, str, Any]] = []
         for sid in changed:
             before, new = rows[sid], after[sid]
             if (before["status"], before["spot_hold_reason"]) != (new["status"], new["spot_hold_reason"]):
                 events.append((SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
-                    session=views.get(sid) or store.view_of({**new, **_stamp(stamped, sid)}, overrides),
+                    session=views.get(sid) or store.view_of(new, overrides),
                     previous={"status": before["status"], "spot_hold_reason": before["spot_hold_reason"]},
                     spawned_by=(before["metadata"] or {}).get("spawned_by"))))
         commands = [(START_TURN, "start_turn", StartTurn(
             session_id=sid, turn_kind=t.kind.value, prompt=t.prompt, attachments=list(t.attachments),
             runtime=rows[sid]["runtime"], harness=rows[sid]["harness"], model=rows[sid]["model"]))
             for sid, t in plan.starts]
-        await emit_many(conn, SCHEMA, events + commands)
+        # The rows, the decision log and the events in one statement: one round trip under the lock.
+        await store.save_turn_state(conn, [after[sid] for sid in changed], [_log_row(d, seen) for d in plan.decisions],
+                                    self.now(), events + commands)
+        await store.enqueue_messages(conn, [{"s": sid, "k": t.kind.value, "p": t.prompt, "a": store.dumps(list(t.attachments))}
+                                            for sid, t in plan.queued])
         for sid, _t in plan.starts:  # a paused session that starts again (a direct follow-up): its pause is over
             if rows[sid].get("paused_by") is not None:
                 await store.end_pause(conn, sid)
@@ -225,10 +230,6 @@ def _log_row(d: Logged, seen: dict[int, DecisionView]) -> dict[str, Any]:
     return {"session_id": d.session_id, "turn_kind": d.turn.kind.value, "allowed": n.allowed, "reason": n.reason.value,
             "ceiling": n.ceiling.value if n.ceiling else None, "sentence": n.sentence,
             "numbers": seen[id(n)].model_dump_json(), "event": d.event}
-
-
-def _stamp(stamped: dict[int, Any], sid: int) -> dict[str, Any]:
-    return {"updated_at": stamped[sid].updated_at, "version": stamped[sid].version} if sid in stamped else {}
 
 
 def _row_of(row: dict[str, Any], s: Session) -> dict[str, Any]:

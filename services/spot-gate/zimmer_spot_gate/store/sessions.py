@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zimmer_common import deadline
 from zimmer_common.contracts.spot import SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.outbox import Events, event_arrays, unnested_events
 from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Origin, resolve_class
 from zimmer_spot_gate.domain.lifecycle import ENDED
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus
@@ -302,9 +303,24 @@ FETCH_MANY = SESSION.where(s.c.id == any_(cast(bindparam("ids"), ARRAY(BigIntege
 FETCH_MANY_LOCKED = FETCH_MANY.with_for_update(of=s)
 
 
+FETCH_MANY_LOCKED_AT = FETCH_MANY_LOCKED.add_columns(func.now().label("tx_now"))
+
+
 async def fetch_many(conn: AsyncConnection, ids: list[int], *, lock: bool = False) -> list[Row[Any]]:
     """Sessions by id, in id order; locked in that order, so two batches cannot deadlock."""
     return list((await conn.execute(FETCH_MANY_LOCKED if lock else FETCH_MANY, {"ids": ids})).all())
+
+
+async def fetch_many_locked(conn: AsyncConnection, ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Sessions by id, locked in id order, each with what a write in this transaction will stamp
+    on it: `updated_at` the transaction's clock (`now()` is its start, the same for every
+    statement of it) and `version` the next (the row is locked until the commit)."""
+    rows = {}
+    for r in (await conn.execute(FETCH_MANY_LOCKED_AT, {"ids": ids})).all():
+        row = dict(r._mapping)
+        rows[r.id] = row
+        row["stamp"] = (row.pop("tx_now"), row["version"] + 1)
+    return rows
 
 
 # What a turn decision writes, one array per column, unnested into rows in one UPDATE.
@@ -323,23 +339,29 @@ _logged = pg_insert(gate_decisions).from_select(
     [*(name for name, _ in DECISION_LOG), "decided_at"],
     select(*(_d.c[name] for name, _ in DECISION_LOG[:-1]), cast(_d.c.numbers, JSONB),
            bindparam("decided_at", type_=gate_decisions.c.decided_at.type)).order_by(_d.c.n)).cte("logged")
+# ... and the events announcing the new rows (their views carry the stamps below, known in advance).
+_announced = unnested_events(str(s.schema)).cte("announced")
 SAVE_TURN_STATE = (update(s).where(s.c.id == _u.c.id).values(
     **{name: _u.c[name] for name, _ in TURN_STATE[1:-1]}, held_attachments=cast(_u.c.held_attachments, JSONB),
-    updated_at=func.now(), version=s.c.version + 1).add_cte(_logged).returning(s.c.id, s.c.updated_at, s.c.version))
+    updated_at=func.now(), version=s.c.version + 1).add_cte(_logged).add_cte(_announced)
+    .returning(s.c.id, s.c.updated_at, s.c.version))
 
 
 async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]], decisions: list[dict[str, Any]],
-                          decided_at: datetime) -> dict[int, Row[Any]]:
-    """Write the status and hold record the gate decided for many sessions, and the log of its
-    decisions, in one statement; returns each row's new `updated_at` and `version` (the
-    database's, not this process's clock)."""
-    if not sessions and not decisions:
-        return {}
+                          decided_at: datetime, events: Events) -> None:
+    """Write the status and hold record the gate decided for many sessions, the log of its
+    decisions and the events announcing them, in one statement. Each session dict carries the
+    `updated_at` and `version` the write stamps (`fetch_many_locked`): the events were built with
+    them, so a row stamped otherwise fails the batch rather than announce what was not written."""
+    if not sessions and not decisions and not events:
+        return
     arrays = {f"u_{name}": [row[name] for row in sessions] for name, _ in TURN_STATE[:-1]}
     arrays["u_held_attachments"] = [dumps(row["held_attachments"]) for row in sessions]
     arrays.update({f"d_{name}": [d[name] for d in decisions] for name, _ in DECISION_LOG})
-    rows = (await conn.execute(SAVE_TURN_STATE, {**arrays, "decided_at": decided_at})).all()
-    return {r.id: r for r in rows}
+    rows = (await conn.execute(SAVE_TURN_STATE, {**arrays, **event_arrays(events), "decided_at": decided_at})).all()
+    expected = {row["id"]: (row["updated_at"], row["version"]) for row in sessions}
+    if {r.id: (r.updated_at, r.version) for r in rows} != expected:
+        raise AssertionError(f"sessions stamped otherwise than announced: {sorted(expected)}")
 
 
 LOG_DECISION = pg_insert(gate_decisions).values(
