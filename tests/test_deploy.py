@@ -13,6 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -32,7 +33,9 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 PROMETHEUS_FILE = ROOT / "deploy" / "prometheus.yml"
 ALERTS_FILE = ROOT / "deploy" / "prometheus" / "alerts.yml"
-DASHBOARD_FILE = ROOT / "deploy" / "grafana" / "dashboards" / "zimmer.json"
+DASHBOARD_DIR = ROOT / "deploy" / "grafana" / "dashboards"
+# The overview (zimmer.json) and one dashboard per bounded context (deploy/grafana/build_dashboards.py).
+DASHBOARD_FILES = {"zimmer.json", "backlog.json", "spot-gate.json", "sweeper.json", "alerts-health.json", "gateway.json"}
 GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
 
 # Every setting Zimmer reads from the environment, derived from the Settings model itself: a
@@ -435,67 +438,125 @@ def test_grafana_provisioning() -> None:
     ]
     assert any(p["options"]["path"] == "/etc/grafana/dashboards" for p in providers)
 
-    dashboard = json.loads(DASHBOARD_FILE.read_text())
-    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
-    joined = "\n".join(exprs)
-    for needle in (
-        'up{job=~"zimmer-.*"}',
-        "rate(zimmer_rpc_requests_total[5m])",
-        "zimmer_outbox_pending",
-        "rate(zimmer_job_runs_total[5m])",
-        "histogram_quantile(0.95",
-        "zimmer_job_run_seconds_bucket",
-        "zimmer_dependency_up",
-        "rate(zimmer_rpc_busy_total[5m])",
-        "rate(zimmer_rpc_expired_total[5m])",
-        "zimmer_batch_pending",
-        "zimmer_spot_pool_utilization",  # the operator pages' numbers (issue 10)
-        "zimmer_spot_budget_left_dollars",
-        "zimmer_spot_sustainable_rate",
-        "zimmer_spot_held_sessions",
-        "zimmer_spot_unblock_seconds",
-        "zimmer_spot_spend_dollars",
-        "zimmer_spot_spend_by_account_dollars",  # Claude and Codex apart, the gate's currency (issue 25)
-        "zimmer_spot_burn_rate_opus_dollars_per_minute",
-        "zimmer_spot_unpriced_models",
-        "zimmer_spot_candidate_burn_rate",
-        "zimmer_backlog_count",
-        "zimmer_spot_pool_accounts",
-        "zimmer_backlog_stranded_oldest_age_seconds",  # the Issues page's GitHub side (issue 12)
-        "zimmer_backlog_issues_view",
-        "zimmer_backlog_github_open_issues",
-        "zimmer_backlog_github_requests_total",
-        "zimmer_backlog_liveness_passes_total",
-        "zimmer_spot_paused_sessions",  # the ceiling (issue 13)
-        "zimmer_spot_ceiling_sessions_total",
-        "zimmer_logs_estimated_rows",  # the Health page's Log Retention panel (issue 14)
-        "zimmer_queue_ready",  # the Health page's queue, cron and worker panels (issue 15)
-        "zimmer_queue_oldest_ready_age_seconds",
-        "zimmer_queue_seconds_since_last_finished",
-        "zimmer_queue_processing_rate_per_hour",
-        "zimmer_cron_keys",
-        "zimmer_workers_active",
-        "zimmer_workers_registered",
-        "zimmer_health_overall_status",
-        "zimmer_disk_free_bytes",  # the Health page's Disk and clones panel (issue 16)
-        "zimmer_disk_reclaim_unreachable",
-        "zimmer_disk_sweep_removed_total",
-        "zimmer_disk_sweep_bytes_freed_total",
-        "zimmer_disk_guard_refusals_total",
-        "zimmer_trash_cleanups_total",
-        "zimmer_logs_total_bytes",
-        "zimmer_logs_index_bytes",
-        "zimmer_logs_oldest_age_seconds",
-        "zimmer_logs_retention_warning",
-        "zimmer_logs_retention_last_run_timestamp_seconds",
-        "zimmer_logs_pending_session_purges",
-        "zimmer_logs_ingest_oldest_unwritten_seconds",
-        "zimmer_logs_partitions_dropped_total",
-    ):
-        assert needle in joined, f"dashboard has no panel with {needle}"
-    for panel in dashboard["panels"]:
-        assert panel["datasource"]["uid"] in uids, panel["title"]
-    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    dashboards = _dashboards()
+    assert set(dashboards) == DASHBOARD_FILES, "a dashboard per bounded context, and the overview"
+    assert dashboards["zimmer.json"]["uid"] == "zimmer-overview"  # the overview kept its address
+    assert len({d["uid"] for d in dashboards.values()}) == len(dashboards)
+    for name, dashboard in dashboards.items():
+        panels = dashboard["panels"]
+        rows = [p for p in panels if p["type"] == "row"]
+        charts = [p for p in panels if p["type"] != "row"]
+        assert len(rows) >= 2 and charts, name
+        assert len({p["id"] for p in panels}) == len(panels), f"{name}: panel ids repeat"
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert "instance" in variables, name
+        for v in variables.values():
+            assert v["datasource"]["uid"] in uids, (name, v["name"])
+        for panel in charts:
+            assert panel["datasource"]["uid"] in uids, (name, panel["title"])
+            assert panel["targets"], (name, panel["title"])
+            for target in panel["targets"]:
+                assert target["datasource"] == panel["datasource"], (name, panel["title"])
+                for var in variables:  # every query is narrowed by the dashboard's variables
+                    if var == "instance" or f"{var}=" in target["expr"]:
+                        assert f'=~"${var}"' in target["expr"], (name, panel["title"], target["expr"])
+
+
+def test_dashboards_are_the_generators_output() -> None:
+    """deploy/grafana/build_dashboards.py writes the JSON: run it after changing its tables."""
+    files = _dashboard_generator().rendered()
+    assert set(files) == DASHBOARD_FILES
+    for name, text in files.items():
+        assert (DASHBOARD_DIR / name).read_text() == text, f"{name} is stale: run deploy/grafana/build_dashboards.py"
+
+
+def test_every_dashboard_query_names_an_exported_metric(exported_families: dict[str, str]) -> None:
+    samples = {"up"} | {s for name, kind in exported_families.items() for s in _sample_names(name, kind)}
+    for name, dashboard in _dashboards().items():
+        for expr in _exprs(dashboard):
+            named = set(re.findall(r"\b(?:zimmer_[a-z0-9_]+|up)\b(?=\s*[{\[)])", expr))
+            assert named, (name, expr)
+            assert named <= samples, f"{name}: {sorted(named - samples)} is exported by no service ({expr})"
+
+
+# Exported families no dashboard charts, each with the reason. Keep it short: a family is exported
+# to be read, and one that no panel and no alert reads should rather go.
+NOT_CHARTED: dict[str, str] = {
+    # (none: every family the services export is on a dashboard)
+}
+
+
+def test_every_exported_metric_family_is_on_a_dashboard(exported_families: dict[str, str]) -> None:
+    charted = "\n".join(expr for dashboard in _dashboards().values() for expr in _exprs(dashboard))
+    missing = {name for name, kind in exported_families.items()
+               if name not in NOT_CHARTED and not any(re.search(rf"\b{s}\b", charted) for s in _sample_names(name, kind))}
+    assert not missing, f"exported, on no dashboard and not in NOT_CHARTED: {sorted(missing)}"
+    assert not set(NOT_CHARTED) - set(exported_families), "NOT_CHARTED names a family no service exports"
+    assert not {n for n in NOT_CHARTED if re.search(rf"\b{n}", charted)}, "NOT_CHARTED names a charted family"
+
+
+def test_every_histogram_has_a_latency_panel(exported_families: dict[str, str]) -> None:
+    quantiles = [e for d in _dashboards().values() for e in _exprs(d) if e.startswith("histogram_quantile(")]
+    for name, kind in exported_families.items():
+        if kind == "histogram" and name not in NOT_CHARTED:
+            assert any(re.search(rf"rate\({name}_bucket\{{[^}}]*\}}\[5m\]\)", e) and re.search(r"by \([^)]*\ble\)", e)
+                       for e in quantiles), f"no histogram_quantile panel over {name}_bucket by le"
+    for needed in ("zimmer_rpc_seconds", "zimmer_http_request_duration_seconds"):
+        assert exported_families.get(needed) == "histogram", needed
+
+
+def test_dashboard_queries_pass_promtool() -> None:
+    """Every query, as a recording rule, through `promtool check rules` (PromQL syntax and types;
+    the dashboards' variables are inside label matchers' strings, so the queries parse as they are)."""
+    rules = [{"record": f"dashboard:query:{i}", "expr": expr}
+             for i, expr in enumerate(e for d in _dashboards().values() for e in _exprs(d))]
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"zimmer-dashboard-queries-{os.getpid()}.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    try:
+        run = subprocess.run([_promtool(), "check", "rules", str(path)], capture_output=True, text=True)
+    finally:
+        path.unlink()
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.fixture(scope="module")
+def exported_families() -> dict[str, str]:
+    """Every metric family the services export, name → type: each registered service built as
+    `zimmer serve` builds it (nothing started: no database or NATS needed), its registry read."""
+    import importlib
+
+    settings = Settings(api_key="k", operator_token="t", metrics_port=-1, http_port=0)
+    families: dict[str, str] = {}
+    for name, target in SERVICES.items():
+        module, attr = target.split(":")
+        service = getattr(importlib.import_module(module), attr)(settings)
+        families.update({f.name: f.type for f in service.metrics.registry.collect()})
+    return families
+
+
+def _sample_names(family: str, kind: str) -> list[str]:
+    return {"counter": [f"{family}_total"], "info": [f"{family}_info"],
+            "histogram": [f"{family}_bucket", f"{family}_count", f"{family}_sum"],
+            "summary": [f"{family}_count", f"{family}_sum", family]}.get(kind, [family])
+
+
+def _dashboards() -> dict[str, dict]:
+    return {f.name: json.loads(f.read_text()) for f in sorted(DASHBOARD_DIR.glob("*.json"))}
+
+
+def _exprs(dashboard: dict) -> list[str]:
+    return [t["expr"] for p in dashboard["panels"] if p["type"] != "row" for t in p["targets"]]
+
+
+def _dashboard_generator():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_dashboards", DASHBOARD_DIR.parent / "build_dashboards.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up while it loads
+    spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
 
 
 # ------------------------------------------------------------------------ (e): image

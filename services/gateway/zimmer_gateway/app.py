@@ -1,4 +1,5 @@
-"""The FastAPI application: probes, the v1 API, metrics, problem+json errors."""
+"""The FastAPI application: probes, the v1 API, metrics (the HTTP requests' own: http_metrics.py),
+problem+json errors."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from zimmer_gateway.appends import Appends
 from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.direct import DirectRoutes
 from zimmer_gateway.edge import Edge
+from zimmer_gateway.http_metrics import HttpMetrics, request_metrics
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses, single_valued_query
@@ -82,7 +84,11 @@ def create_app(service: Service) -> FastAPI:
     app.state.appends = Appends(lambda: service.bus)
     install_problem_handlers(app)
     app.add_middleware(DirectRoutes, fastapi=app, routes=[APPEND_ROUTE])  # the busiest route, past the router
-    app.add_middleware(Edge, settings=service.settings)  # outermost of ours: before any body is read
+    app.add_middleware(Edge, settings=service.settings)  # before any body is read
+    # Outermost: requests and latency per route template (what Edge refuses too); the direct
+    # routes are counted without resolving their template through the routes (http_metrics.py).
+    app.add_middleware(HttpMetrics, registry=service.metrics.registry, direct=[APPEND_ROUTE])
+    request_metrics(service.metrics.registry)  # on /metrics from the start (the layer is built on the first request)
 
     @app.get("/healthz", tags=["probes"], summary="The gateway process is alive")
     async def healthz() -> dict[str, str]:
