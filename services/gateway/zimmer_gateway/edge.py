@@ -1,4 +1,5 @@
-"""The gateway's outermost ASGI layer: what must happen before any work, in this order.
+"""The gateway's first ASGI layer after the request metrics (`http_metrics`, outermost so that
+the refusals below are counted and timed too): what must happen before any work, in this order.
 
 1. Host names are compared case-insensitively: the Host header is lowercased (the MCP
    transport's DNS-rebinding check compares it exactly).
