@@ -3,6 +3,7 @@
 
     python3 dev.py run     # start the whole system on embedded PostgreSQL + NATS
     python3 dev.py test    # run the whole test suite
+    python3 dev.py test --fast   # only the unit layer (-m unit: no server, no socket; 2-3 minutes)
     python3 dev.py lint    # check the boundaries between packages (lint-imports; also a test)
     python3 dev.py bench   # run the benchmarks
 
@@ -82,7 +83,10 @@ def main() -> None:
     if sys.argv[1] == "test":
         ensure_test_peers()
     os.chdir(ROOT)
-    argv = COMMANDS[sys.argv[1]] + sys.argv[2:]
+    args = sys.argv[2:]
+    if sys.argv[1] == "test" and "--fast" in args:  # the unit layer: tests/conftest.py marks it
+        args = ["-m", "unit", *(a for a in args if a != "--fast")]
+    argv = COMMANDS[sys.argv[1]] + args
     os.execv(argv[0], argv)
 
 

@@ -9,6 +9,12 @@ Where they come from, in order:
 Isolation: each test gets a fresh database (so service schemas start empty) and a clean
 JetStream: a fresh embedded nats-server per test (it starts in milliseconds), or, against an
 external server, every ZIMMER_* stream deleted before the test.
+
+The fast layer (`-m unit`, `python3 dev.py test --fast`): every test that needs none of these
+servers is marked `unit` here at collection, by its fixture closure (see `unit_layer`), and runs
+with sockets disabled (pytest-socket; Unix sockets allowed, asyncio's event loop needs a
+socketpair): a unit test that opens a TCP socket fails, so a test that needs the network must say
+so (a fixture in NETWORK_FIXTURES, or `@pytest.mark.network`) and leaves the fast layer.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from pathlib import Path
 import asyncpg
 import nats
 import pytest
+
+from pytest_socket import disable_socket
 
 from zimmer_cli.embedded import EmbeddedNats, start_nats
 from zimmer_common.db import with_database
@@ -157,3 +165,36 @@ async def stack(settings_factory, stack_setup):  # type: ignore[no-untyped-def]
         for name in reversed(START_ORDER):
             if name in services:
                 await services[name].stop()
+
+
+# The servers: a test whose fixture closure (its fixtures and everything they depend on, conftest
+# overrides included) holds one of these is not a unit test.
+SERVER_FIXTURES = frozenset({
+    "pg_base_url", "database_url", "_nats_container", "nats_url", "settings_factory", "stack",
+    "live_gateway",  # tests/contract/conftest.py: the five services in a thread, their own nats-server
+})
+# Fixtures that open a socket without any of those servers; a test using one is not a unit test.
+NETWORK_FIXTURES = frozenset({
+    "fake_sink",  # tests/alerts/conftest.py: aiohttp webhooks on 127.0.0.1
+})
+
+
+def unit_layer(item: pytest.Item) -> bool:
+    """Whether `item` belongs to the fast layer: it needs no server, opens no socket (on its own
+    word: the test is marked `network`, or a fixture says so) and is not end to end."""
+    closure = set(getattr(item, "fixturenames", ()))
+    return not (closure & (SERVER_FIXTURES | NETWORK_FIXTURES)
+                or item.get_closest_marker("e2e") or item.get_closest_marker("network"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if unit_layer(item):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures are set up: theirs are checked too
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("unit"):
+        disable_socket(allow_unix_socket=True)  # pytest-socket restores sockets at teardown

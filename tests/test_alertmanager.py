@@ -208,6 +208,7 @@ def _fast_routes(route: dict[str, Any]) -> None:
         _fast_routes(child)
 
 
+@pytest.mark.network  # Prometheus and Alertmanager, a webhook on 127.0.0.1
 def test_a_rule_fires_reaches_alertmanager_and_its_webhook(tmp_path: Path, http_server) -> None:  # type: ignore[no-untyped-def]
     prometheus_bin = _binary("prometheus")
     alertmanager_bin = _binary("prometheus-alertmanager", "alertmanager")

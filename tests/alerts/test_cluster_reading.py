@@ -18,7 +18,7 @@ from zimmer_common.bus import Bus
 from zimmer_common.contracts.health import ClusterHealth
 from zimmer_common.streams import provision_streams
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.network]  # a nats-server cluster of its own
 
 
 class Node:

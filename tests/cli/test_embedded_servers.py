@@ -90,6 +90,7 @@ def sql(url: str, *statements: str) -> Any:
     return asyncio.run(_sql(url, *statements))
 
 
+@pytest.mark.network  # postgres as a child process (reached on its Unix socket, which the unit layer allows)
 def test_a_killed_postmaster_is_restarted_on_its_data_and_commands_attach_or_start_their_own(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     layout = prepare_pgdata(tmp_path / "pg")
@@ -152,6 +153,7 @@ def lines_with(capsys: pytest.CaptureFixture[str], msg: str, **match: Any) -> li
     return [d for d in supervisor_lines(capsys) if d["msg"] == msg and all(d.get(k) == v for k, v in match.items())]
 
 
+@pytest.mark.network  # nats-server as a child process
 def test_a_killed_nats_server_comes_back_on_the_same_port_with_its_streams(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     port = free_port()

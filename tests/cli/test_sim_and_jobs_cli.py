@@ -54,6 +54,7 @@ def _unserved_port() -> int:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.network  # connects to a port nobody serves
 def test_a_bus_nobody_serves_is_one_error_line_and_exit_1_not_a_wait_forever(monkeypatch: pytest.MonkeyPatch) -> None:
     # nats-py applies max_reconnect_attempts to the first connect as well: with -1 (reconnect
     # forever, right once connected) `zimmer jobs run` against a dead address never returned.

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from zimmer_cli.embedded import free_port
 from zimmer_cli.registry import START_ORDER
 from zimmer_cli.topology import plan
 
 
+@pytest.mark.network  # the real free-port picker binds sockets
 def test_the_cluster_plan(tmp_path: Path) -> None:
     layout = plan(cluster=True, root=tmp_path, port=18000, free_port=free_port)
 
@@ -54,6 +57,7 @@ def test_the_cluster_plan(tmp_path: Path) -> None:
     assert len(ports) == len(set(ports)) == 2 + 8 + 9
 
 
+@pytest.mark.network  # the real free-port picker binds sockets
 def test_the_default_plan_is_one_node_and_one_process_per_service(tmp_path: Path) -> None:
     layout = plan(cluster=False, root=tmp_path, port=18000, free_port=free_port)
     assert len(layout.nats_nodes) == 1 and layout.nats_url == layout.nats_nodes[0].url
@@ -64,6 +68,7 @@ def test_the_default_plan_is_one_node_and_one_process_per_service(tmp_path: Path
     assert "ZIMMER_HOST" not in sweeper.env  # this machine's name, as before
 
 
+@pytest.mark.network  # the real free-port picker binds sockets
 def test_an_outside_nats_gets_no_embedded_node(tmp_path: Path) -> None:
     layout = plan(cluster=True, root=tmp_path, port=18000, embedded_nats=False, free_port=free_port)
     assert layout.nats_nodes == () and layout.nats_url is None
@@ -79,6 +84,7 @@ def test_a_port_offered_twice_is_not_taken_twice(tmp_path: Path) -> None:
     assert len(ports) == len(set(ports)) and not {18000, 18001} & set(ports)
 
 
+@pytest.mark.network  # the real free-port picker binds sockets
 def test_ports_to_listen_on_are_chosen_below_the_ephemeral_range() -> None:
     # A gateway killed under load could not bind its port again for 20 s: an outgoing connection
     # had taken it as its local port (free_port used to draw from the ephemeral range).

@@ -29,6 +29,8 @@ class Echoed(Payload):
 
 ECHO = RpcSpec("testctx", "echo", Echo, Echoed)
 
+pytestmark = pytest.mark.network  # nats-servers, and TCP servers standing in for them
+
 
 @pytest.fixture
 async def bus(nats_url: str):  # type: ignore[no-untyped-def]

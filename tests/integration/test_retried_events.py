@@ -19,6 +19,8 @@ from zimmer_common.outage import Outages
 from zimmer_common.retried_events import RetriedEvents
 from zimmer_common.streams import provision_streams
 
+pytestmark = pytest.mark.network  # a nats-server of its own
+
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 RUN = JobRun(service="gateway", job="readiness_probe", lane="pollers", run_id="7", state=JobRunState.FINISHED,
              at=NOW, instance_id="gateway-1")

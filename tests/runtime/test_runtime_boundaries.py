@@ -117,6 +117,7 @@ def test_commands_decode_by_subject_and_refuse_what_they_cannot_read() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.network  # connects to TCP servers on 127.0.0.1
 async def test_a_first_connect_to_an_address_nobody_serves_gives_up_after_its_attempts() -> None:
     # nats-py applies max_reconnect_attempts to the first connect too: -1 there never returned.
     import socket
@@ -132,6 +133,7 @@ async def test_a_first_connect_to_an_address_nobody_serves_gives_up_after_its_at
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.network  # connects to TCP servers on 127.0.0.1
 async def test_a_first_connect_is_tried_connect_attempts_times() -> None:
     import asyncio
 

@@ -11,11 +11,15 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from zimmer_common.contracts import backlog as c
 from zimmer_common.contracts import spot
 from zimmer_runtime import RuntimeClient, RuntimeRequestError
 from zimmer_sim.fake_github import FakeGithub
 from zimmer_sim.github_world import GithubWorld, Rates, issue_key
+
+pytestmark = pytest.mark.network  # the fake GitHub is an HTTP server on 127.0.0.1
 
 BUSY = Rates(new_issue=0.5, pr=0.3, merge=0.3, abandon=0.1, close_without_pr=0.05, pull=0.5)
 STILL = Rates(new_issue=0, pr=0, merge=0, abandon=0, close_without_pr=0, pull=0)  # moves only as a test says

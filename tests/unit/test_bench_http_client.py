@@ -14,6 +14,8 @@ import uvicorn
 
 from bench.http_clients import HttpClientError, KeepAliveClient
 
+pytestmark = pytest.mark.network  # a real uvicorn on 127.0.0.1
+
 KEEP_ALIVE_SECONDS = 1
 
 

@@ -12,6 +12,8 @@ import pytest
 from zimmer_common.metrics import ServiceMetrics
 from zimmer_common.settings import Settings
 
+pytestmark = pytest.mark.network  # binds ports on 127.0.0.1
+
 
 def test_a_second_replica_on_the_default_port_serves_on_a_free_one(caplog: pytest.LogCaptureFixture) -> None:
     default = Settings.model_fields["metrics_port"].default
