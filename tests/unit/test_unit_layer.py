@@ -2,8 +2,9 @@
 a test needing none of the servers is marked `unit` and runs with sockets disabled, so a unit test
 (or one of its fixtures) that opens a TCP socket fails, while asyncio's event loop (a Unix
 socketpair) still works; a server fixture anywhere in a test's closure, or `@pytest.mark.network`,
-keeps a test out of the layer, with its sockets. Checked by running tests/conftest.py itself, with
-the project's pytest settings, on a small inner suite in a child pytest."""
+keeps a test out of the layer (and its sockets on: the `network` tests of the full suite run after
+unit tests). Checked by running tests/conftest.py itself, with the project's pytest settings, on a
+small inner suite in a child pytest."""
 
 from __future__ import annotations
 
@@ -109,8 +110,8 @@ def _outcomes(tmp_path: Path, *args: str) -> dict[str, str]:
     return {name: outcome for outcome, name in found} | {"": run.stdout[-3000:] + run.stderr[-2000:]}
 
 
-def test_a_unit_test_that_opens_a_socket_fails_and_a_server_test_keeps_its_sockets(tmp_path: Path) -> None:
-    outcomes = _outcomes(tmp_path)
+def test_minus_m_unit_selects_the_layer_and_a_unit_test_that_opens_a_socket_fails(tmp_path: Path) -> None:
+    outcomes = _outcomes(tmp_path, "-m", "unit")
     log = outcomes.pop("")
     assert outcomes == {
         "test_connects_over_tcp": "FAILED",  # getaddrinfo and socket() are refused
@@ -118,19 +119,7 @@ def test_a_unit_test_that_opens_a_socket_fails_and_a_server_test_keeps_its_socke
         "test_uses_a_fixture_that_binds": "ERROR",  # fixtures are set up with sockets disabled too
         "test_runs_on_an_event_loop": "PASSED",  # a Unix socketpair: asyncio needs it
         "test_pure": "PASSED",
-        "test_with_a_server_fixture": "PASSED",  # after the unit tests: sockets are given back
-        "test_with_a_server_fixture_underneath": "PASSED",
-        "test_marked_network": "PASSED",
-        "test_marked_e2e": "PASSED",
-        "test_zz_the_layer": "PASSED",
+        "test_zz_the_layer": "PASSED",  # the six above, and only they, were marked and selected
     }, log
+    assert "4 deselected" in log, log  # a server fixture (directly or one step away), network, e2e
     assert log.count("SocketBlockedError") >= 3, log
-
-
-def test_minus_m_unit_selects_the_layer(tmp_path: Path) -> None:
-    outcomes = _outcomes(tmp_path, "-m", "unit")
-    log = outcomes.pop("")
-    assert outcomes == {"test_connects_over_tcp": "FAILED", "test_makes_a_tcp_socket": "FAILED",
-                        "test_uses_a_fixture_that_binds": "ERROR", "test_runs_on_an_event_loop": "PASSED",
-                        "test_pure": "PASSED", "test_zz_the_layer": "PASSED"}, log
-    assert "4 deselected" in log, log
