@@ -144,12 +144,19 @@ class EmbeddedNats:
 
     def stop(self, timeout: float = 5.0) -> None:
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)  # JetStream flushes its store on the way out
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(2)
+
+    def discard(self) -> None:
+        """Kill it at once: for a server whose store is thrown away with it (a test's), where a
+        graceful stop only waits (about 0.35 s once a stack has used it) to flush what nobody reads."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(2)
 
 
 def start_nats(store_dir: Path, *, port: int | None = None, log_file: Path | None = None) -> EmbeddedNats:
