@@ -60,6 +60,13 @@ def pg_base_url() -> Iterator[str]:
 
     pgdata = Path(tempfile.mkdtemp(prefix="zimmer-test-pg-"))
     server = pgserver.get_server(pgdata, cleanup_mode="delete")
+    # A throwaway cluster: nothing on it must survive a crash of the machine, so its commits do not
+    # wait for the disk (the suite's time then does not swing with the disk's load). Commits stay
+    # synchronous (a test reads that setting back), they just write the WAL to the OS, not to the
+    # disk. Tests that kill PostgreSQL run their own cluster, not this one.
+    for setting in ("fsync", "full_page_writes"):
+        server.psql(f"ALTER SYSTEM SET {setting} = off;")
+    server.psql("SELECT pg_reload_conf();")
     try:
         yield server.get_uri()
     finally:
