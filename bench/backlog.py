@@ -29,8 +29,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.harness import (
-    BenchContext, Entry, Series, ServiceProcess, Sizes, advisory_lock_tx_rate, note_dead_services, vm_hwm_mb)
+from bench.harness import BenchContext, Entry, Series, ServiceProcess, Sizes, advisory_lock_tx_rate, note_dead_services, vm_hwm_mb
 from bench.spot_gate import _fresh_db
 
 APPENDERS = 8  # for the latency figures (issue 4)

@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
+
 import httpx
 import nats
 from nats.aio.client import Client

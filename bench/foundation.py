@@ -15,7 +15,6 @@ from typing import Any
 
 from bench.harness import BenchContext, Entry, Op, Series, Sizes, alternate, interleaved_round
 
-
 # ---- (a) RPC round trip: bus helpers vs raw nats-py ---------------------------------------
 
 

@@ -222,8 +222,8 @@ async def _start_alerts(ctx: BenchContext, db: str) -> Any:
 
 
 async def bench_health_report(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
-    from zimmer_common.bus_link import BusLink
     from zimmer_alerts.handlers.health import HealthReporter
+    from zimmer_common.bus_link import BusLink
     from zimmer_common.contracts.subjects import Stream
     from zimmer_common.settings import Environment
     from zimmer_common.unit_of_work import UnitsOfWork

@@ -15,18 +15,17 @@ time and total time per function) and writes the raw stacks to bench/profiles/.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import collections
+import contextlib
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from zimmer_common.bus import Bus
-
 from bench.harness import BenchContext, Servers, ServiceProcess
 from bench.spot_gate import ACCOUNTS, IN_FLIGHT, _fresh_db, _seed_sql
+from zimmer_common.bus import Bus
 
 OUT = Path(__file__).resolve().parent / "profiles"
 CHUNK = 240  # appends between clearings of the queue: none re-spaces its band (see bench.backlog.COSTS)
@@ -47,9 +46,8 @@ def stop(spies: list[subprocess.Popen[bytes]]) -> None:
 
 
 async def drive_admissions(ctx: BenchContext, servers: Servers, sessions: int) -> tuple[str, list[Path]]:
-    from zimmer_common.contracts.spot import REQUEST_TURN, RequestTurn
-
     from bench.spot_gate import _runtime_messages
+    from zimmer_common.contracts.spot import REQUEST_TURN, RequestTurn
 
     db = await _fresh_db(ctx.pg_url)
     ids = await _seed_sql(db, sessions, ACCOUNTS)

@@ -28,10 +28,17 @@ from typing import Any
 
 import asyncpg
 
-from zimmer_common.db import with_database
-
 from bench.harness import (
-    BenchContext, Entry, Series, ServiceProcess, Sizes, advisory_lock_tx_rate, note_dead_services, percentile)
+    BenchContext,
+    Entry,
+    Series,
+    ServiceProcess,
+    Sizes,
+    advisory_lock_tx_rate,
+    note_dead_services,
+    percentile,
+)
+from zimmer_common.db import with_database
 
 SESSIONS = 1000
 # Admissions a round makes before the clock starts: a fresh process prepares each statement on each

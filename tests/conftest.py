@@ -31,7 +31,6 @@ from pathlib import Path
 import asyncpg
 import nats
 import pytest
-
 from pytest_socket import disable_socket
 
 from zimmer_cli.embedded import EmbeddedNats, start_nats

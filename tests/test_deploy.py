@@ -20,13 +20,12 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from zimmer_sweeper.disk.config import DiskSettings
-from zimmer_sweeper.logs.config import LogIngestSettings
 from zimmer_alerts.config import AlertSettings
 from zimmer_backlog.config import GithubSettings
-from zimmer_common.settings import Settings
-
 from zimmer_cli.registry import SERVICES
+from zimmer_common.settings import Settings
+from zimmer_sweeper.disk.config import DiskSettings
+from zimmer_sweeper.logs.config import LogIngestSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-
 from alerting import T0  # a sibling module: pytest puts this directory on the path
+
 from zimmer_common.clock import FrozenClock
 
 

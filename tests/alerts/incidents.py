@@ -9,11 +9,10 @@ from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from zimmer_common.bus_link import BusLink
 from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.monitor import HealthMonitor
 from zimmer_alerts.store import health_records
-from zimmer_common.clock import FrozenClock
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import ops
 from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery

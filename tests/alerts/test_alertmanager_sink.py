@@ -8,8 +8,8 @@ import os
 import shutil
 import subprocess
 import time
-from datetime import UTC, datetime, timedelta
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx

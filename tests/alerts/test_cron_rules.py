@@ -26,7 +26,7 @@ from zimmer_alerts.domain.cron import (
 )
 from zimmer_alerts.domain.readings import KeyRecord
 from zimmer_common.contracts.health import CronKeyReading
-from zimmer_common.schedule import SCHEDULE, ScheduleEntry, ScheduleError, Environment
+from zimmer_common.schedule import SCHEDULE, Environment, ScheduleEntry, ScheduleError
 
 T0 = datetime(2026, 9, 10, 6, 0, tzinfo=UTC)
 M = timedelta(minutes=1)

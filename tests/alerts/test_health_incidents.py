@@ -12,16 +12,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from alerting import eventually  # type: ignore[import-not-found]
-from incidents import (  # type: ignore[import-not-found]
-    enqueue, heartbeat, lane_consumer, monitor_of, pages, paged, started)
+from incidents import enqueue, heartbeat, lane_consumer, monitor_of, paged, pages, started  # type: ignore[import-not-found]
 
-from zimmer_common.bus_link import BusLink
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.monitor import HealthMonitor
 from zimmer_alerts.service import build
 from zimmer_alerts.store import health_records
-from zimmer_common.clock import FrozenClock
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import ops
 from zimmer_common.settings import Environment

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]
-
 from sqlalchemy import func, select
 
 from zimmer_alerts.handlers.notifier import CLAIM_LEASE

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from zimmer_alerts.domain.policy import (
-    PageGroup, Timing, allowed_sinks, due, fingerprint, issue_notifies, next_notification)
+from zimmer_alerts.domain.policy import PageGroup, Timing, allowed_sinks, due, fingerprint, issue_notifies, next_notification
 from zimmer_common.contracts.alerts import Page
 from zimmer_common.settings import Environment
 

@@ -44,7 +44,7 @@ async def start(settings_factory: Any, clock: FrozenClock) -> Any:
 
 async def in_stream(service: Any, subject_filter: str = "zimmer.jobs.>") -> set[str]:
     info = await service.bus.js_api("STREAM.INFO.ZIMMER_JOBS", {"subjects_filter": subject_filter})
-    return set((info["state"].get("subjects") or {}))
+    return set(info["state"].get("subjects") or {})
 
 
 async def refused(service: Any, spec: Any, req: Any) -> ZimmerError:

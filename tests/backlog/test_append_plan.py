@@ -10,15 +10,11 @@ per key, and that an ask refused for `band_full` moved nothing.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from zimmer_backlog.domain.ranking import (
-    BANDS, BandFull, NeedsBand, RankedItem, apply, band_of, plan_append, plan_batch)
-
 from test_ranking import COSTS, T0, appended, full_band, item  # noqa: E402 - tests/backlog on sys.path
+
+from zimmer_backlog.domain.ranking import BANDS, BandFull, NeedsBand, RankedItem, apply, band_of, plan_append, plan_batch
 
 
 def one_by_one(asks, taken, items):  # type: ignore[no-untyped-def]

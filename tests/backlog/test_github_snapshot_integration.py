@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from liveness_world import REPO, World, github_world
 from sqlalchemy import text
 
-from liveness_world import REPO, World, github_world
 from zimmer_backlog.handlers import github as github_module
 from zimmer_common.contracts import backlog as c
 

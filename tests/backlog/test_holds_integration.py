@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from liveness_world import REPO, World, github_world
 from sqlalchemy import text
 
-from liveness_world import REPO, World, github_world
 from zimmer_common.contracts import backlog as c
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_sim.fake_github import FakePR

@@ -4,8 +4,8 @@ real local HTTP server standing in for GitHub's contents API."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -15,8 +15,15 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from zimmer_backlog.importer import (FileSource, GithubSource, ImportSourceUnavailable, NoSource, import_backlog,
-                                     import_once_at_start, resolve_source)
+from zimmer_backlog.importer import (
+    FileSource,
+    GithubSource,
+    ImportSourceUnavailable,
+    NoSource,
+    import_backlog,
+    import_once_at_start,
+    resolve_source,
+)
 from zimmer_cli.embedded import free_port
 from zimmer_common.db import create_engine
 from zimmer_common.settings import Environment, Settings

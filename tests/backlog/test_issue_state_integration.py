@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from liveness_world import REPO, World, github_world
+
 from zimmer_common.contracts import backlog as c
 from zimmer_sim.fake_github import FakePR
 

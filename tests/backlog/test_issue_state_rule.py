@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zimmer_backlog.domain.issue_state import (
-    LEAVES_AS, IssueReadings, OnGithub, ReadBy, VERDICT_READS, issue_state)
+from zimmer_backlog.domain.issue_state import LEAVES_AS, VERDICT_READS, IssueReadings, OnGithub, ReadBy, issue_state
 from zimmer_backlog.domain.liveness import Verdict
 
 NOW = datetime(2026, 9, 12, 22, tzinfo=UTC)

@@ -7,9 +7,9 @@ import logging
 from datetime import timedelta
 
 import pytest
+from liveness_world import REPO, World, eventually, github_world
 from sqlalchemy import text
 
-from liveness_world import REPO, World, eventually, github_world
 from zimmer_backlog.domain.liveness import MAX_EXAMINED_PER_SWEEP
 from zimmer_backlog.jobs.liveness import candidates
 from zimmer_common.contracts import backlog as c

@@ -10,8 +10,18 @@ from hypothesis import strategies as st
 
 from zimmer_backlog.domain import bands
 from zimmer_backlog.domain.liveness import (
-    STALE_PR_AFTER, UNRESOLVED, HoldCandidate, IssueEvidence, PullRequest, Verdict, awaits_decision, classify,
-    hold_refusal, hold_survives, is_stranded)
+    STALE_PR_AFTER,
+    UNRESOLVED,
+    HoldCandidate,
+    IssueEvidence,
+    PullRequest,
+    Verdict,
+    awaits_decision,
+    classify,
+    hold_refusal,
+    hold_survives,
+    is_stranded,
+)
 
 NOW = datetime(2026, 9, 11, 12, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -8,9 +8,8 @@ import logging
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
-
 from liveness_world import REPO, World, github_world
+from sqlalchemy import text
 
 DAY = timedelta(days=1)
 

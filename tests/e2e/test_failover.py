@@ -26,11 +26,11 @@ from typing import Any
 
 import httpx
 import pytest
-
-from bench.failover_load import every_row
 from cluster_reads import audit_ticks, read_events, read_scheduled_runs
 from test_zimmer_up import ITEMS
 from test_zimmer_up_cluster import ClusterRun, _meta_leader
+
+from bench.failover_load import every_row
 from zimmer_common.contracts.backlog import ITEM_APPENDED
 from zimmer_common.contracts.spot import SESSION_CREATED
 

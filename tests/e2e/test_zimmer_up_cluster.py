@@ -21,7 +21,6 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-
 from test_zimmer_up import CLI_DEADLINE, ITEMS, RESTART_DEADLINE, Run, _clean_env, _gone
 
 pytestmark = pytest.mark.e2e

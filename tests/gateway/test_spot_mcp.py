@@ -5,7 +5,6 @@ All five services in-process on embedded PostgreSQL and NATS; nothing is mocked.
 
 from __future__ import annotations
 
-
 import httpx
 from mcp_client import call, mcp_session, tool_error
 

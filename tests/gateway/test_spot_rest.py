@@ -9,9 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from problems import invalid_fields, refused
 import pytest
-
+from problems import invalid_fields, refused
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}

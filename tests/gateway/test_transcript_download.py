@@ -15,8 +15,8 @@ import pytest
 
 from zimmer_common.budget import SweepBudget
 from zimmer_common.contracts.clones import INGEST_CLONE, SESSION_CLONES, CloneReport, SessionClonesQuery
-from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.disk import session_transcript_object
+from zimmer_common.contracts.envelope import EventEnvelope
 
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
 

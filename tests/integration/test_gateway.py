@@ -6,7 +6,6 @@ import asyncio
 
 import httpx
 
-
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
 PROBLEM = "application/problem+json"

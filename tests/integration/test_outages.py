@@ -32,8 +32,7 @@ import asyncpg
 import httpx
 import pytest
 
-from zimmer_cli.embedded import (
-    free_port, pg_accepts_connections, prepare_pgdata, start_nats, start_postmaster, stop_postmaster)
+from zimmer_cli.embedded import free_port, pg_accepts_connections, prepare_pgdata, start_nats, start_postmaster, stop_postmaster
 from zimmer_cli.registry import SERVICES, START_ORDER
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}

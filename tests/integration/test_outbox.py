@@ -47,7 +47,7 @@ async def deliveries(bus: Bus, durable: str = "probe") -> list[EventEnvelope]:
         while True:
             try:
                 msgs = await sub.fetch(10, timeout=0.5)
-            except (NatsTimeout, asyncio.TimeoutError):
+            except (TimeoutError, NatsTimeout):
                 return got
             for m in msgs:
                 got.append(EventEnvelope.model_validate_json(m.data))

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from runtime_stack import FLEET, KillableNats
 
 from zimmer_cli.embedded import free_port, start_nats
-from runtime_stack import FLEET, KillableNats
 from zimmer_runtime import RuntimeClient
 
 

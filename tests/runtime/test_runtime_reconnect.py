@@ -11,8 +11,8 @@ import httpx
 import nats
 import pytest
 from prometheus_client import CollectorRegistry
-
 from runtime_stack import KillableNats, eventually, next_command, sample, spawn
+
 from zimmer_runtime import LogLine, RuntimeClient
 
 REPORTS = 240

@@ -4,15 +4,14 @@ where the operator reads it (REST)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
-
 from runtime_stack import eventually, next_command, sample, spawn
+
 from zimmer_runtime import Command, LogLine, RuntimeClient, RuntimeRequestError, StartTurn, WindowReadingIn
 
 

@@ -27,8 +27,8 @@ from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, WindowReadingIn
 from zimmer_common.errors import ZimmerError
-from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.handlers.turns import TurnRequest
+from zimmer_spot_gate.store import sessions as store
 
 STEP = st.one_of(
     st.tuples(st.just("spawn"), st.sampled_from(["api", "api", "web_ui", "codex"])),

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from zimmer_spot_gate.domain.classes import (
-    DEFAULT_GENESIS_CLASS, POLICY_KINDS, TRIGGER_KINDS, ClassRuleError, Lineage, originate, resolve_class,
-    set_genesis_override)
+    DEFAULT_GENESIS_CLASS,
+    POLICY_KINDS,
+    TRIGGER_KINDS,
+    ClassRuleError,
+    Lineage,
+    originate,
+    resolve_class,
+    set_genesis_override,
+)
 from zimmer_spot_gate.domain.model import Genesis as G
 from zimmer_spot_gate.domain.model import SchedulingClass as C
 

@@ -8,7 +8,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zimmer_spot_gate.domain.clones import (
-    Match, ReportOutcome, StoredClone, asked_path_problem, is_drift, judge_report, ownership, report_problem)
+    Match,
+    ReportOutcome,
+    StoredClone,
+    asked_path_problem,
+    is_drift,
+    judge_report,
+    ownership,
+    report_problem,
+)
 
 T = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+
 import pytest
 
 from zimmer_common.contracts import clones as k

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zimmer_spot_gate.domain.gate import (
-    Candidate, FleetState, Policy, Snapshot, WindowState, decide, evaluate)
+from zimmer_spot_gate.domain.gate import Candidate, FleetState, Policy, Snapshot, WindowState, decide, evaluate
 from zimmer_spot_gate.domain.model import Ceiling, Reason, Window
 
 FIVE, SEVEN = Window.FIVE_HOUR, Window.SEVEN_DAY

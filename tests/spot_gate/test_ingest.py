@@ -9,8 +9,14 @@ import pytest
 
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts.runtime import (
-    INGEST_QUOTA_READING, INGEST_SESSION_STATUS, INGEST_SPEND, QuotaReadingIn, SessionStatusReport, SpendReport,
-    WindowReadingIn)
+    INGEST_QUOTA_READING,
+    INGEST_SESSION_STATUS,
+    INGEST_SPEND,
+    QuotaReadingIn,
+    SessionStatusReport,
+    SpendReport,
+    WindowReadingIn,
+)
 from zimmer_common.settings import ConfigurationError
 from zimmer_spot_gate.config import SpotSettings
 

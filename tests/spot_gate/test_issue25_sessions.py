@@ -4,7 +4,6 @@ each docstring is the seed's sentence the test holds the code to."""
 from __future__ import annotations
 
 import asyncio
-
 from datetime import timedelta
 
 import pytest
@@ -12,8 +11,8 @@ import pytest
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.runtime import SessionStatusReport, SpendReport
-from zimmer_common.jobs import JobContext
 from zimmer_common.errors import ErrorCode, ZimmerError
+from zimmer_common.jobs import JobContext
 
 
 def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]

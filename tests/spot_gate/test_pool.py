@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from zimmer_spot_gate.domain.model import WINDOW_LENGTH, AccountReading, AccountStatus, Window, WindowReading
 from zimmer_spot_gate.domain.pool import next_weekly_reset, pooled_windows, unblock_state
 
-NOW = datetime(2026, 8, 20, 10, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 8, 20, 10, 0, tzinfo=UTC)
 FIVE, WEEK = Window.FIVE_HOUR, Window.SEVEN_DAY
 
 
@@ -240,7 +240,7 @@ def test_a_reset_exactly_now_has_already_happened():
 def test_countdown_instant_is_absolute_utc_even_from_another_zone():
     other = timezone(timedelta(hours=2))
     state = unblock_state([acct("a", 1.0, 0.1, five_reset=datetime(2026, 8, 20, 14, 30, tzinfo=other))], NOW)
-    assert state.at == datetime(2026, 8, 20, 12, 30, tzinfo=timezone.utc)
+    assert state.at == datetime(2026, 8, 20, 12, 30, tzinfo=UTC)
     assert "2026-08-20T12:30:00Z" in state.sentence
 
 
@@ -260,7 +260,7 @@ def test_countdown_is_never_in_the_past_and_only_when_everyone_is_out(rows):
 
 # ---- next_weekly_reset ------------------------------------------------------------------------
 
-NOON, TWO_PM = datetime(2026, 8, 20, 12, 0, tzinfo=timezone.utc), datetime(2026, 8, 20, 14, 0, tzinfo=timezone.utc)
+NOON, TWO_PM = datetime(2026, 8, 20, 12, 0, tzinfo=UTC), datetime(2026, 8, 20, 14, 0, tzinfo=UTC)
 
 
 def test_week_back_at_noon_but_five_hour_spent_until_two_is_back_at_two():

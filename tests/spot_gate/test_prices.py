@@ -11,8 +11,16 @@ from hypothesis import strategies as st
 
 from zimmer_spot_gate.config import PriceBook
 from zimmer_spot_gate.domain.prices import (
-    CURRENCY, DEFAULT_PRICES, ModelPrices, TokenUsage, currency_dollars, dearest, resolve_price, spend_dollars,
-    spends_against_claude)
+    CURRENCY,
+    DEFAULT_PRICES,
+    ModelPrices,
+    TokenUsage,
+    currency_dollars,
+    dearest,
+    resolve_price,
+    spend_dollars,
+    spends_against_claude,
+)
 
 OPUS_4 = ModelPrices(15, 75, 18.75, 1.50)
 OPUS_4_5 = ModelPrices(5, 25, 6.25, 0.50)

@@ -3,7 +3,7 @@ seed 004 "Before the first calibration"."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -21,7 +21,7 @@ from zimmer_spot_gate.domain.pricing import (
     spare_candidates,
 )
 
-NOW = datetime(2026, 8, 20, 10, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 8, 20, 10, 0, tzinfo=UTC)
 M = timedelta(minutes=1)
 KEY = ("claude_code", "claude-opus-4-1")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from test_ceiling_integration import ack_stops, commands, session, spawn
+
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts.runtime import SessionStatusReport
 from zimmer_common.errors import ZimmerError

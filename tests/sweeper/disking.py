@@ -30,9 +30,9 @@ from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.service import Service
 from zimmer_common.settings import Settings
 from zimmer_spot_gate.service import build as build_spot
+from zimmer_sweeper.bootstrap import DiskApp
 from zimmer_sweeper.disk.config import DiskSettings
 from zimmer_sweeper.disk.volumes import VolumeReading
-from zimmer_sweeper.bootstrap import DiskApp
 from zimmer_sweeper.service import build as build_sweeper
 
 HOST = "host-a"

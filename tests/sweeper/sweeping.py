@@ -18,9 +18,9 @@ from pathlib import Path
 
 import asyncpg
 
+from zimmer_common.bus import Bus
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINE, LOG_LINES, LogLineIn, LogLineItem, LogLinesIn
-from zimmer_common.bus import Bus
 from zimmer_common.db import asyncpg_dsn
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

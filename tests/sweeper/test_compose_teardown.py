@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from disking import running, make_dir  # type: ignore[import-not-found]
+from disking import make_dir, running  # type: ignore[import-not-found]
 
 OLD = timedelta(days=5)
 FAKE_DOCKER = """#!/bin/sh

@@ -8,8 +8,8 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 from sqlalchemy import insert
-
 from sweeping import T0  # type: ignore[import-not-found]
+
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_sweeper.disk import health as disk_health

@@ -10,12 +10,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from trash_repos import (  # type: ignore[import-not-found]
-    TRACKED, add_scaffolding, alive, delete_tracked, git, make_clone, make_dirty, tree_files, wedge)
+from trash_repos import TRACKED, add_scaffolding, alive, delete_tracked, git, make_clone, make_dirty, tree_files, wedge  # type: ignore[import-not-found]
 
 from zimmer_sweeper.trash.domain import Finding
 from zimmer_sweeper.trash.git_artifacts import (
-    BUNDLE, MANIFEST, PATCH, Git, GitTimedOut, artifacts_exist, dirty_check, preserve, read_manifest, rebuild_clone)
+    BUNDLE,
+    MANIFEST,
+    PATCH,
+    Git,
+    GitTimedOut,
+    artifacts_exist,
+    dirty_check,
+    preserve,
+    read_manifest,
+    rebuild_clone,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 pytestmark = pytest.mark.timeout(60)

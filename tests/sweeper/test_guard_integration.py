@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from disking import HOST, running, make_dir  # type: ignore[import-not-found]
+from disking import HOST, make_dir, running  # type: ignore[import-not-found]
 
 from zimmer_sweeper.clones import guard as guard_module
 from zimmer_sweeper.disk.removal import remove_atomically

@@ -83,11 +83,11 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
 
 
 async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered(settings_factory, sql, spot) -> None:  # type: ignore[no-untyped-def]
+    from sweeping import T0  # type: ignore[import-not-found]
+
     from zimmer_common.clock import FrozenClock
     from zimmer_sweeper.logs.config import LogIngestSettings
     from zimmer_sweeper.service import build
-
-    from sweeping import T0  # type: ignore[import-not-found]
 
     svc = build(settings_factory(), clock=FrozenClock(T0), ingest_settings=LogIngestSettings(ack_wait_seconds=1))
     await svc.start()

@@ -8,8 +8,8 @@ import logging
 import shutil
 from pathlib import Path
 
-from trash_repos import add_scaffolding, make_clone  # type: ignore[import-not-found]
 from transcripting import transcript_stack  # type: ignore[import-not-found]
+from trash_repos import add_scaffolding, make_clone  # type: ignore[import-not-found]
 
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_sweeper.transcripts.integrity import JOB, TITLE, Inspection, judge, page_message

@@ -8,7 +8,6 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
-
 from sweeping import eventually, publish_lines  # type: ignore[import-not-found]
 
 from zimmer_common.budget import SweepBudget

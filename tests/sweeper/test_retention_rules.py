@@ -11,7 +11,17 @@ from hypothesis import strategies as st
 
 from zimmer_common.contracts.logs import MESSAGE_MAX
 from zimmer_sweeper.logs.domain import (
-    WINDOWS, DayPartition, OldestReading, expired, level_class, oldest, status, storable, to_create, to_drop)
+    WINDOWS,
+    DayPartition,
+    OldestReading,
+    expired,
+    level_class,
+    oldest,
+    status,
+    storable,
+    to_create,
+    to_drop,
+)
 
 US = timedelta(microseconds=1)
 D = date(2026, 9, 1)

@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from trash_repos import make_clone  # type: ignore[import-not-found]
 from transcripting import transcript_dir, transcript_stack  # type: ignore[import-not-found]
+from trash_repos import make_clone  # type: ignore[import-not-found]
 
 from zimmer_common.budget import SweepBudget
 from zimmer_sweeper.clones import guard as guard_module

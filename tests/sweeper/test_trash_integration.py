@@ -13,8 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from trash_repos import (  # type: ignore[import-not-found]
-    add_scaffolding, alive, delete_tracked, git, make_dirty, wedge)
+from trash_repos import add_scaffolding, alive, delete_tracked, git, make_dirty, wedge  # type: ignore[import-not-found]
 from trashing import trash_stack  # type: ignore[import-not-found]
 
 from zimmer_sweeper.trash.git_artifacts import BUNDLE, MANIFEST, PATCH, Git, preserve

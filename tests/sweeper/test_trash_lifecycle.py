@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 from sweeping import eventually  # type: ignore[import-not-found]
-from trash_repos import (  # type: ignore[import-not-found]
-    add_scaffolding, delete_tracked, git, make_clone, make_dirty, tree_files)
+from trash_repos import add_scaffolding, delete_tracked, git, make_clone, make_dirty, tree_files  # type: ignore[import-not-found]
 from trashing import trash_stack  # type: ignore[import-not-found]
 
 from zimmer_common.clock import FrozenClock

@@ -8,9 +8,26 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from zimmer_sweeper.trash.domain import (
-    GIT_TIMEOUT_SECONDS, MAX_ATTEMPTS, REPORT_WINDOW, RETRY_WAIT, TRASH_RETENTION_PERIOD, AfterFailure,
-    ArchivedCloneAction, Defusal, RecordView, State, acts_here, after_failure, archived_clone_action,
-    failure_log_level, report_line, report_since, restorable_left, trash_deadline, tree_changes)
+    GIT_TIMEOUT_SECONDS,
+    MAX_ATTEMPTS,
+    REPORT_WINDOW,
+    RETRY_WAIT,
+    TRASH_RETENTION_PERIOD,
+    AfterFailure,
+    ArchivedCloneAction,
+    Defusal,
+    RecordView,
+    State,
+    acts_here,
+    after_failure,
+    archived_clone_action,
+    failure_log_level,
+    report_line,
+    report_since,
+    restorable_left,
+    trash_deadline,
+    tree_changes,
+)
 
 T = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 

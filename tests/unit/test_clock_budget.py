@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
 from zimmer_common.clock import Clock, FrozenClock, SystemClock, utcnow
 
-T0 = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def test_system_clock_is_aware_utc_and_monotonic() -> None:

@@ -1,7 +1,7 @@
 """Stream definitions and the server-version floor for message schedules."""
 
-from zimmer_common.streams import MIN_SERVER_VERSION, parse_version, stream_configs
 from zimmer_common.contracts.subjects import Stream
+from zimmer_common.streams import MIN_SERVER_VERSION, parse_version, stream_configs
 
 
 def test_version_parsing_and_floor() -> None:

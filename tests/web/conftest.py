@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+
 def chromium_path() -> str:
     found = os.environ.get("ZIMMER_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not found:

@@ -10,8 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from sqlalchemy import text
 from next_pages import rows_following
+from sqlalchemy import text
 from test_issues_page import sign_in
 
 from zimmer_common.contracts import backlog as c

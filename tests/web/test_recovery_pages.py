@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-
 from pageshots import accessibility_problems
 
 OPERATOR = {"Authorization": "Bearer test-operator-token"}

@@ -7,7 +7,6 @@ enqueued messages that fit and an "Older messages" link."""
 
 from __future__ import annotations
 
-
 import httpx
 from next_pages import rows_following
 from test_issues_page import sign_in

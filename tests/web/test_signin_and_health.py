@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-
 from pageshots import accessibility_problems, screenshot
 
 OPERATOR = "test-operator-token"

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from zimmer_cli.asyncapi_cmd import asyncapi
-from zimmer_cli.jobs_cmd import jobs_app
 from zimmer_cli.common import DataDir, _data_dir, _embedded_postgres, _load_factory, _settings
+from zimmer_cli.jobs_cmd import jobs_app
 from zimmer_cli.registry import SERVICES, START_ORDER, commands
 from zimmer_cli.sim_cmd import sim
 from zimmer_cli.up_cmd import _credentials, up  # noqa: F401 - _credentials: tests import it from here

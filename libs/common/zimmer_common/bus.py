@@ -334,7 +334,7 @@ class Bus:
             headers[deadline.CALLER_HEADER] = caller
         try:
             msg = await self.nc.request(spec.subject, body, timeout=budget + deadline.REPLY_GRACE, headers=headers)
-        except (NatsTimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, NatsTimeoutError):
             # Sent, unanswered: past its deadline it can no longer take effect; it may have just
             # before its answer was lost, which a retry with the same idempotency key tells.
             if not self.nc.is_connected or self.outages.of(MESSAGE_BUS).lately():

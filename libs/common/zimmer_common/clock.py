@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 __all__ = ["Clock", "FrozenClock", "SystemClock", "utcnow"]
@@ -41,7 +41,7 @@ def utcnow() -> datetime:
     Exists because ``datetime.utcnow()`` returns a *naive* datetime, which
     silently compares/serialises wrongly next to aware ones.
     """
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class SystemClock:
@@ -64,7 +64,7 @@ def _require_aware(when: datetime, what: str) -> datetime:
     # catches the bug at the test that introduced it, not in a later compare.
     if when.tzinfo is None or when.utcoffset() is None:
         raise ValueError(f"{what} must be timezone-aware, got naive {when!r}")
-    return when.astimezone(timezone.utc)
+    return when.astimezone(UTC)
 
 
 class FrozenClock:

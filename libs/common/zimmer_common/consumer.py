@@ -148,7 +148,7 @@ class DurableConsumer:
             while not self._stopping.is_set():
                 try:
                     msgs = await self._fetch.fetch(sub, self.spec.batch, timeout=1.0)
-                except (NatsTimeoutError, asyncio.TimeoutError):
+                except (TimeoutError, NatsTimeoutError):
                     continue
                 except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
                     if self.outages.report(exc, where=f"consumer {self.spec.durable}") is None:

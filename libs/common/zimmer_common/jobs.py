@@ -37,8 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.contracts.ops import JOB_RUN, JobRun, JobRunState
-from zimmer_common.contracts.subjects import (
-    SCHEDULE_PREFIX, Stream, host_service, job_subject, lane_filter, schedule_subject)
+from zimmer_common.contracts.subjects import SCHEDULE_PREFIX, Stream, host_service, job_subject, lane_filter, schedule_subject
 from zimmer_common.lanes import LANES, Lane
 from zimmer_common.logs import kv
 from zimmer_common.metrics import ServiceMetrics
@@ -193,7 +192,7 @@ class JobRunner:
                     break
                 try:
                     msgs = await sub.fetch(1, timeout=FETCH_WAIT_SECONDS)
-                except (NatsTimeoutError, asyncio.TimeoutError):
+                except (TimeoutError, NatsTimeoutError):
                     slots.release()
                     continue
                 except Exception as exc:  # noqa: BLE001 - reconnecting, etc.

@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import ARRAY, Text, bindparam, cast, column, func, insert, literal, select, table, text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.sql.dml import Insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.dml import Insert
 
 from zimmer_common import idempotency
 from zimmer_common.bus import Bus

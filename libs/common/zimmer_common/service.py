@@ -23,10 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zimmer_common import __version__
 from zimmer_common.bus import Bus
 from zimmer_common.clock import Clock, SystemClock
+from zimmer_common.consumer import ConsumerSpec, DurableConsumer, Handler
 from zimmer_common.contracts.envelope import RpcSpec
 from zimmer_common.contracts.ops import HEARTBEAT, Heartbeat, PingReply, PingRequest, ping_rpc
 from zimmer_common.contracts.subjects import CONTEXTS, host_ctx
-from zimmer_common.consumer import ConsumerSpec, DurableConsumer, Handler
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.jobs import JobContext, JobRunner, JobSpec
 from zimmer_common.logs import configure_logging, kv

@@ -36,8 +36,17 @@ from zimmer_common.contracts.clones import INGEST_CLONE, CloneReport
 from zimmer_common.contracts.envelope import Payload, RpcSpec
 from zimmer_common.contracts.logs import INGEST_LOGS, LOG_LINES
 from zimmer_common.contracts.runtime import (
-    INGEST_QUOTA_READING, INGEST_SESSION_STATUS, INGEST_SPEND, AccountStatusName, QuotaReadingIn, SessionStatusName,
-    SessionStatusReport, SpendReport, TurnKindName, WindowReadingIn)
+    INGEST_QUOTA_READING,
+    INGEST_SESSION_STATUS,
+    INGEST_SPEND,
+    AccountStatusName,
+    QuotaReadingIn,
+    SessionStatusName,
+    SessionStatusReport,
+    SpendReport,
+    TurnKindName,
+    WindowReadingIn,
+)
 from zimmer_common.contracts.wire import CALLER_HEADER, DEADLINE_HEADER, REPLY_GRACE, deadline_header
 from zimmer_runtime.buffer import OutgoingReport, ReportBuffer
 from zimmer_runtime.commands import CommandHandler, CommandInbox, serve
@@ -189,7 +198,7 @@ class RuntimeClient:
                                          headers=headers)
         except NoRespondersError:
             raise self._failed(spec, "unavailable", f"no {spec.ctx} instance is serving {spec.op}", sent=False) from None
-        except (NatsTimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, NatsTimeoutError):
             raise self._failed(spec, "unavailable", f"{spec.ctx} did not answer {spec.op} within {budget:g}s; it may "
                                "have acted before the answer was lost", sent=True) from None
         except Exception as exc:  # noqa: BLE001 - disconnected mid-request, closed, draining

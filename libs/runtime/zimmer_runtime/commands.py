@@ -137,7 +137,7 @@ class CommandInbox:
                 return
             try:
                 msgs = await sub.fetch(8, timeout=FETCH_WAIT)
-            except (NatsTimeoutError, asyncio.TimeoutError):
+            except (TimeoutError, NatsTimeoutError):
                 continue
             except Exception as exc:  # noqa: BLE001 - disconnected or reconnecting: try again shortly
                 log.debug("command fetch failed", extra={"error": repr(exc)})

@@ -11,8 +11,8 @@ line readable once, no backlog issue started twice.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from zimmer_common.contracts.alerts import LIST_ALERTS, AlertQuery

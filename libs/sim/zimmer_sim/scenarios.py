@@ -8,9 +8,9 @@ does the breaking (zimmer_cli.scenario_stack), so this package stays on zimmer_r
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import Awaitable, Callable
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol

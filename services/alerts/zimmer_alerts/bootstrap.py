@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import httpx
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_common.bus_link import BusLink
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.health_metrics import HealthMetrics
@@ -27,6 +26,7 @@ from zimmer_alerts.handlers.sinks import Sinks
 from zimmer_alerts.jobs import alerts_jobs
 from zimmer_alerts.store import health_records, ledger, ledger_pages
 from zimmer_alerts.store.tables import SCHEMA
+from zimmer_common.bus_link import BusLink
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import alerts as a

@@ -26,7 +26,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zimmer_backlog.domain.issues import issue_rule_violation
-from zimmer_backlog.handlers.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL, GithubClient, GithubUnavailable
+from zimmer_backlog.handlers.github import DEFAULT_API_URL as DEFAULT_GITHUB_API_URL
+from zimmer_backlog.handlers.github import GithubClient, GithubUnavailable
 from zimmer_backlog.store import queue
 from zimmer_backlog.store.tables import import_runs, items
 from zimmer_common.contracts.backlog import Cost, canonical_key

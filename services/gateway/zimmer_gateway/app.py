@@ -27,19 +27,20 @@ from zimmer_gateway.edge import Edge
 from zimmer_gateway.http_metrics import HttpMetrics, request_metrics
 from zimmer_gateway.mcp.server import McpSurface
 from zimmer_gateway.problems import install_problem_handlers, problem
-from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses, single_valued_query
 from zimmer_gateway.routes.alerts import router as alerts_router
-from zimmer_gateway.routes.backlog import APPEND_ROUTE, router as backlog_router
+from zimmer_gateway.routes.backlog import APPEND_ROUTE
+from zimmer_gateway.routes.backlog import router as backlog_router
+from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses, single_valued_query
 from zimmer_gateway.routes.health import router as health_router
 from zimmer_gateway.routes.health_actions import router as health_actions_router
 from zimmer_gateway.routes.logs import router as logs_router
 from zimmer_gateway.routes.spot import router as spot_router
 from zimmer_gateway.routes.transcripts import router as transcripts_router
+from zimmer_gateway.web.costs import create_costs
 from zimmer_gateway.web.health import create_health
+from zimmer_gateway.web.health_recovery import install_queue_recovery_pages
 from zimmer_gateway.web.issues import create_issues
 from zimmer_gateway.web.pages import STATIC, NotSignedIn, create_signin, to_signin
-from zimmer_gateway.web.health_recovery import install_queue_recovery_pages
-from zimmer_gateway.web.costs import create_costs
 from zimmer_gateway.web.quotas import create_quotas
 from zimmer_gateway.web.ranked import create_ranked
 from zimmer_gateway.web.sessions import create_sessions

@@ -21,7 +21,13 @@ from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.clones import CloneReport
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.runtime import (
-    INGEST_QUOTA_READING, INGEST_SESSION_STATUS, INGEST_SPEND, QuotaReadingIn, SessionStatusReport, SpendReport)
+    INGEST_QUOTA_READING,
+    INGEST_SESSION_STATUS,
+    INGEST_SPEND,
+    QuotaReadingIn,
+    SessionStatusReport,
+    SpendReport,
+)
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.pager import attach_pager

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zimmer_common.bus_link import BusLink
 from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.app import build_guard, build_sweeps, serve_clones
 from zimmer_sweeper.clones.guard import CloneReaper
 from zimmer_sweeper.clones.orphans import OrphanCloneSweep

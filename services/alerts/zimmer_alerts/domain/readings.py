@@ -4,8 +4,8 @@ zimmer_alerts.domain.queues, .cron and .workers are functions of these and a `no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 

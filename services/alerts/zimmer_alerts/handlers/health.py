@@ -16,14 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from zimmer_common.bus_link import BusLink
 from zimmer_alerts.domain import cron, lanes, overall, queues, workers
 from zimmer_alerts.domain.readings import Readings
 from zimmer_alerts.handlers import health_reader
 from zimmer_alerts.handlers.health_metrics import HealthMetrics
 from zimmer_alerts.handlers.recovery import recovery_status
 from zimmer_alerts.store import health_records
-from zimmer_common.clock import Clock
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import Stream, ctx_of, job_subject, split_host_service
@@ -72,7 +71,7 @@ class HealthReporter:
         try:
             (readings, cron_health), nats = await asyncio.wait_for(
                 asyncio.gather(self._read(now), health_reader.read_cluster(self.link.bus)), REPORT_BUDGET_SECONDS)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             problem = f"JetStream and the health records did not answer within {REPORT_BUDGET_SECONDS:g}s"
             readings = Readings(now=now, consumers=[], claimed_runs=[], heartbeats=[], readable=False, problem=problem,
                                 ceilings=self.ceilings)

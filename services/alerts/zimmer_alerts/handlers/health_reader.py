@@ -22,10 +22,17 @@ from zimmer_alerts.domain import cluster
 from zimmer_alerts.domain.readings import ConsumerReading, Readings
 from zimmer_alerts.store import health_records
 from zimmer_common.bus import Bus
-from zimmer_common.bus import Bus
 from zimmer_common.contracts.health import ClusterHealth, StreamReplicas
 from zimmer_common.contracts.subjects import (
-    CONTEXTS, SCHEDULE_PREFIX, Stream, ctx_of, host_service, job_subject, schedule_subject, service_of_ctx)
+    CONTEXTS,
+    SCHEDULE_PREFIX,
+    Stream,
+    ctx_of,
+    host_service,
+    job_subject,
+    schedule_subject,
+    service_of_ctx,
+)
 from zimmer_common.errors import ZimmerError
 from zimmer_common.schedule import ScheduleEntry
 from zimmer_common.unit_of_work import UnitsOfWork

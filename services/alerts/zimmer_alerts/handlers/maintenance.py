@@ -33,16 +33,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from zimmer_common.bus_link import BusLink
 from zimmer_alerts.handlers.recovery import job_consumers
 from zimmer_common.bus import Bus
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import SCHEDULE_PREFIX, Stream
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.lanes import LANES
 from zimmer_common.paging import PageFn, page_or_log
-
 
 JOBS = Stream.JOBS.value
 JOBS_PREFIX = "zimmer.jobs."

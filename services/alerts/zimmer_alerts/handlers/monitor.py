@@ -30,7 +30,6 @@ from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.health_metrics import HealthMetrics
 from zimmer_alerts.store import ledger
 from zimmer_common.contracts import health as h
-from zimmer_common.contracts import health as h
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager

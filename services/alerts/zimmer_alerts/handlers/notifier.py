@@ -22,7 +22,6 @@ from zimmer_alerts.handlers.sinks import Delivery, Notice, Sinks
 from zimmer_alerts.store import ledger
 from zimmer_alerts.store.tables import issues
 from zimmer_common.settings import Environment
-from zimmer_common.settings import Environment
 from zimmer_common.unit_of_work import UnitsOfWork
 
 ISSUE_SINKS: tuple[Sink, ...] = ("log", "slack")

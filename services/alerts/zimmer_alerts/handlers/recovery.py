@@ -32,9 +32,9 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_common.bus_link import BusLink
 from zimmer_alerts.store.recovery_tables import queue_recovery_mode as qrm
 from zimmer_common.bus import Bus
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts.subjects import Stream

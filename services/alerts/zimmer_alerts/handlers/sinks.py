@@ -11,8 +11,8 @@ every delivery's outcome, and this sink is bounded and retried like the others."
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,8 +22,7 @@ import httpx
 from sentry_sdk.consts import EndpointType
 from sentry_sdk.envelope import Envelope
 from sentry_sdk.utils import BadDsn, Dsn
-from tenacity import (
-    AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, stop_after_attempt, wait_exponential)
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, stop_after_attempt, wait_exponential
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.domain.policy import Sink

@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zimmer_alerts.domain.issue_cursor import IssueKey, decode_before, encode_before
 from zimmer_alerts.store.tables import conditions, events, issues, notifications
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, read_within, row_bytes, take_within
-from zimmer_common.contracts.alerts import (
-    NOTIFICATIONS_SHOWN, AlertList, AlertQuery, ConditionView, IssueView, NotificationView)
+from zimmer_common.contracts.alerts import NOTIFICATIONS_SHOWN, AlertList, AlertQuery, ConditionView, IssueView, NotificationView
 
 ORDER = (issues.c.last_seen, issues.c.id)  # newest first: the list's order and its cursor's key
 

@@ -15,8 +15,24 @@ from zimmer_common.batching import LockedBatcher, Take
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.clock import Clock, SystemClock
 from zimmer_common.contracts.backlog import (
-    APPEND_MANY, ITEM_APPENDED, ITEM_PINNED, ITEM_REMOVED, ITEM_UNPINNED, AppendItem, AppendMany, AppendManyResult,
-    AppendOutcome, AppendResult, ItemEvent, ItemList, ItemQuery, ItemRef, ItemView, PinItem, RemoveItem)
+    APPEND_MANY,
+    ITEM_APPENDED,
+    ITEM_PINNED,
+    ITEM_REMOVED,
+    ITEM_UNPINNED,
+    AppendItem,
+    AppendMany,
+    AppendManyResult,
+    AppendOutcome,
+    AppendResult,
+    ItemEvent,
+    ItemList,
+    ItemQuery,
+    ItemRef,
+    ItemView,
+    PinItem,
+    RemoveItem,
+)
 from zimmer_common.errors import ErrorCode, ZimmerError, unavailable
 from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import Outages

@@ -16,7 +16,6 @@ from zimmer_common.contracts.backlog import ITEM_HELD, HoldItem, ItemEvent, Item
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
 
-
 _newer = aliased(items)
 NEWER_ROW = (select(func.min(_newer.c.id)).where(_newer.c.key == items.c.key, _newer.c.id > items.c.id)
              .scalar_subquery())

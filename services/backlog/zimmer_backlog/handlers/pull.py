@@ -15,8 +15,18 @@ from zimmer_backlog.handlers.start import Starter, spawn_key
 from zimmer_backlog.store import queue, start_rows
 from zimmer_common import deadline, idempotency
 from zimmer_common.contracts.backlog import (
-    ITEM_REMOVED, Counts, FailedStart, ItemEvent, ItemRef, ItemView, NotRemoved, PullItems, PullResult, StartedItem,
-    StartNowResult)
+    ITEM_REMOVED,
+    Counts,
+    FailedStart,
+    ItemEvent,
+    ItemRef,
+    ItemView,
+    NotRemoved,
+    PullItems,
+    PullResult,
+    StartedItem,
+    StartNowResult,
+)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 

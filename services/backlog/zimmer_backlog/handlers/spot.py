@@ -8,7 +8,15 @@ from typing import Protocol
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.spot import (
-    GET_SESSION, SESSION_BY_KEY, SPAWN, SessionByKey, SessionRef, SessionView, SpawnResult, SpawnSession)
+    GET_SESSION,
+    SESSION_BY_KEY,
+    SPAWN,
+    SessionByKey,
+    SessionRef,
+    SessionView,
+    SpawnResult,
+    SpawnSession,
+)
 from zimmer_common.contracts.spot_policy import GET_POLICY, PolicyQuery, PolicyView
 
 

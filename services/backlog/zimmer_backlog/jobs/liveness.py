@@ -22,7 +22,14 @@ from sqlalchemy.orm import aliased
 
 from zimmer_backlog.domain import bands
 from zimmer_backlog.domain.liveness import (
-    GRACE, MAX_EXAMINED_PER_SWEEP, PROVISIONAL_REMOVALS, SETTLED, Verdict, classify, hold_survives)
+    GRACE,
+    MAX_EXAMINED_PER_SWEEP,
+    PROVISIONAL_REMOVALS,
+    SETTLED,
+    Verdict,
+    classify,
+    hold_survives,
+)
 from zimmer_backlog.handlers.github import GithubClient, IssueRef, Probe, issue_ref
 from zimmer_backlog.metrics import BacklogMetrics
 from zimmer_backlog.store import queue

@@ -11,8 +11,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger, Boolean, ColumnElement, Integer, Text, and_, bindparam, case, cast, column, exists, func, literal,
-    literal_column, null, or_, select, text, true, union_all, update)
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    Integer,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    column,
+    exists,
+    func,
+    literal,
+    literal_column,
+    null,
+    or_,
+    select,
+    text,
+    true,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, distinct_on, insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -21,10 +41,10 @@ from zimmer_backlog.domain import liveness
 from zimmer_backlog.domain.ranking import BANDS, RankedItem, plan_rerank
 from zimmer_backlog.store import on_github
 from zimmer_backlog.store.tables import SCHEMA, items, produced
-from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, Counts, ItemEvent, ItemView
-from zimmer_common.contracts.spot import SessionView
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, read_within
 from zimmer_common.columns import TIMESTAMPTZ
+from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, Counts, ItemEvent, ItemView
+from zimmer_common.contracts.spot import SessionView
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.outbox import events_from
 

@@ -26,12 +26,12 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, get_type_hints
 
 import anyio
-from pydantic import ConfigDict, ValidationError, model_validator
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
+from pydantic import ConfigDict, ValidationError, model_validator
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 

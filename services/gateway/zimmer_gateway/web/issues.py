@@ -29,8 +29,7 @@ from zimmer_common.contracts.limits import max_length
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.routes.common import ID_MAX
-from zimmer_gateway.web.pages import (
-    Refused, age, back_to, bus_of, perform, refusal, render, signed_in, utc, whole_number)
+from zimmer_gateway.web.pages import Refused, age, back_to, bus_of, perform, refusal, render, signed_in, utc, whole_number
 
 QUEUE_PAGE = 200  # queued rows per page: each carries four small forms
 SECTION_LIMIT = 200

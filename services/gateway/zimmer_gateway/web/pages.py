@@ -11,9 +11,9 @@ RPC the REST route makes, and a refusal is shown as the service worded it.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode

@@ -18,8 +18,7 @@ from starlette.responses import Response
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
-from zimmer_gateway.web.pages import (
-    Refused, back_to, bus_of, decimal_number, perform, refusal, render, signed_in, whole_number)
+from zimmer_gateway.web.pages import Refused, back_to, bus_of, decimal_number, perform, refusal, render, signed_in, whole_number
 
 WINDOW_NAMES = {"five_hour": "5-hour", "seven_day": "7-day"}
 DONE = {"settings": "Saved the settings.", "promote_genesis": "Promoted {genesis} to priority.",

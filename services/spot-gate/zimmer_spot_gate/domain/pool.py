@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from zimmer_spot_gate.domain.model import WINDOW_LENGTH, AccountReading, Window, WindowReading
@@ -123,8 +123,8 @@ def pooled_windows(
 
 def _iso_utc(at: datetime) -> str:
     if at.tzinfo is None:  # naive datetimes in this codebase are UTC by convention
-        at = at.replace(tzinfo=timezone.utc)
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _spent_windows(r: AccountReading, now: datetime) -> list[WindowReading] | None:

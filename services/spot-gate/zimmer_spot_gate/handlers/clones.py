@@ -13,13 +13,31 @@ from itertools import groupby
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.clones import (
-    CloneOwnershipAnswer, CloneOwnershipQuery, CloneReport, SessionClone, SessionClonesPage, SessionClonesQuery,
-    SessionIdsAnswer, SessionIdsQuery, SessionWarning, SessionWarningIn, StampCleared, UnarchiveRestored)
+    CloneOwnershipAnswer,
+    CloneOwnershipQuery,
+    CloneReport,
+    SessionClone,
+    SessionClonesPage,
+    SessionClonesQuery,
+    SessionIdsAnswer,
+    SessionIdsQuery,
+    SessionWarning,
+    SessionWarningIn,
+    StampCleared,
+    UnarchiveRestored,
+)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.clones import (
-    Match, ReportOutcome, StoredClone, asked_path_problem, judge_report, ownership, report_problem)
+    Match,
+    ReportOutcome,
+    StoredClone,
+    asked_path_problem,
+    judge_report,
+    ownership,
+    report_problem,
+)
 from zimmer_spot_gate.store import clones as store
 
 log = logging.getLogger("zimmer.spot_gate.clones")

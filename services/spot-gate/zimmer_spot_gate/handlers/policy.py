@@ -9,23 +9,44 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_common.contracts.spot import SpawnResult, SpawnSession
-from zimmer_common.contracts.spot_policy import (
-    BurnRateView, CostsQuery, CostsView, CreateTrigger, DecidedFor, FireTrigger, GenesisAction, GenesisClassView,
-    ModelPricing, PolicyQuery, PolicyView, SetPolicy, TriggerList, TriggerQuery, TriggerView, UnblockView,
-    UpdateTrigger, WindowPosture)
 from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
+from zimmer_common.contracts.spot import SpawnResult, SpawnSession
+from zimmer_common.contracts.spot_policy import (
+    BurnRateView,
+    CostsQuery,
+    CostsView,
+    CreateTrigger,
+    DecidedFor,
+    FireTrigger,
+    GenesisAction,
+    GenesisClassView,
+    ModelPricing,
+    PolicyQuery,
+    PolicyView,
+    SetPolicy,
+    TriggerList,
+    TriggerQuery,
+    TriggerView,
+    UnblockView,
+    UpdateTrigger,
+    WindowPosture,
+)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.config import PriceBook
-from zimmer_spot_gate.handlers.admissions import Admissions, SpawnRequest
 from zimmer_spot_gate.domain.classes import (
-    DEFAULT_GENESIS_CLASS, TRIGGER_KINDS, ClassRuleError, resolve_class, set_genesis_override)
+    DEFAULT_GENESIS_CLASS,
+    TRIGGER_KINDS,
+    ClassRuleError,
+    resolve_class,
+    set_genesis_override,
+)
 from zimmer_spot_gate.domain.gate import window_numbers
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
 from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
 from zimmer_spot_gate.domain.prices import CURRENCY, spends_against_claude
+from zimmer_spot_gate.handlers.admissions import Admissions, SpawnRequest
 from zimmer_spot_gate.handlers.snapshot import DEFAULT_HARNESS, DEFAULT_MODEL, read_inputs
 from zimmer_spot_gate.handlers.turns import decision_view
 from zimmer_spot_gate.store import quota, triggers

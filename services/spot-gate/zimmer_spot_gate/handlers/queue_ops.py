@@ -20,7 +20,14 @@ from typing import Any
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import (
-    SESSION_PAUSED, PauseIntoSpotQueue, SessionEvent, SessionView, StartNow, StartNowResult, TurnResult)
+    SESSION_PAUSED,
+    PauseIntoSpotQueue,
+    SessionEvent,
+    SessionView,
+    StartNow,
+    StartNowResult,
+    TurnResult,
+)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 from zimmer_spot_gate.domain.classes import resolve_class

@@ -13,14 +13,36 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
-from zimmer_common.contracts.spot import (
-    SESSION_ARCHIVED, SESSION_CLASS_CHANGED, SESSION_PRECEDENCE_CHANGED, SESSION_STATUS_CHANGED, EnqueuedList,
-    EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow, Ok, RequestTurn, SessionByKey, SessionEvent,
-    ReorderResult, ReorderSession, SessionList, SessionQuery, SessionRef, SessionView, SpawnResult, SpawnSession,
-    SessionWarningNote, StartNowResult, TurnResult, UpdateSession)
 from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
+from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
+from zimmer_common.contracts.spot import (
+    SESSION_ARCHIVED,
+    SESSION_CLASS_CHANGED,
+    SESSION_PRECEDENCE_CHANGED,
+    SESSION_STATUS_CHANGED,
+    EnqueuedList,
+    EnqueuedQuery,
+    GateDecisionList,
+    GateDecisionQuery,
+    GateDecisionRow,
+    Ok,
+    ReorderResult,
+    ReorderSession,
+    RequestTurn,
+    SessionByKey,
+    SessionEvent,
+    SessionList,
+    SessionQuery,
+    SessionRef,
+    SessionView,
+    SessionWarningNote,
+    SpawnResult,
+    SpawnSession,
+    StartNowResult,
+    TurnResult,
+    UpdateSession,
+)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitOfWork, UnitsOfWork
 from zimmer_spot_gate.config import PriceBook

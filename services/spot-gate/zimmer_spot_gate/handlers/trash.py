@@ -12,7 +12,13 @@ from sqlalchemy import func
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
 from zimmer_common.contracts.spot import (
-    SESSION_ARCHIVED, SESSION_STATUS_CHANGED, SESSION_UNARCHIVED, SessionEvent, SessionRef, SessionView)
+    SESSION_ARCHIVED,
+    SESSION_STATUS_CHANGED,
+    SESSION_UNARCHIVED,
+    SessionEvent,
+    SessionRef,
+    SessionView,
+)
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus

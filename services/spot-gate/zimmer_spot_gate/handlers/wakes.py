@@ -19,8 +19,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from zimmer_common.contracts.runtime import STOP_TURN, StopTurn
-from zimmer_common.contracts.spot import (
-    SESSION_PAUSED, PauseUntil, RestartSession, SessionEvent, SessionView, TurnResult)
+from zimmer_common.contracts.spot import SESSION_PAUSED, PauseUntil, RestartSession, SessionEvent, SessionView, TurnResult
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.paging import PageFn, page_or_log
 from zimmer_common.unit_of_work import UnitsOfWork

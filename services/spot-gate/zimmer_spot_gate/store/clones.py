@@ -10,8 +10,22 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY, BigInteger, ColumnElement, Interval, Text, and_, any_, bindparam, cast, false, func, literal, or_, select,
-    update)
+    ARRAY,
+    BigInteger,
+    ColumnElement,
+    Interval,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    cast,
+    false,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection

@@ -13,12 +13,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SpendReport
 from zimmer_spot_gate.domain.gate import FleetState, Policy
-from zimmer_spot_gate.domain.model import (
-    AccountReading, AccountStatus, Genesis, SchedulingClass, Window, WindowReading)
+from zimmer_spot_gate.domain.model import AccountReading, AccountStatus, Genesis, SchedulingClass, Window, WindowReading
 from zimmer_spot_gate.domain.prices import TokenUsage
 from zimmer_spot_gate.domain.pricing import BurnRate
 from zimmer_spot_gate.store.tables import (
-    accounts, burn_rates, quota_readings, sessions, spend_ledger, spot_policy, window_calibration)
+    accounts,
+    burn_rates,
+    quota_readings,
+    sessions,
+    spend_ledger,
+    spot_policy,
+    window_calibration,
+)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,25 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY, BigInteger, Boolean, ColumnElement, Integer, Text, any_, bindparam, case, cast, column, func, literal, literal_column,
-    null, select, text, update)
+    ARRAY,
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    Integer,
+    Text,
+    any_,
+    bindparam,
+    case,
+    cast,
+    column,
+    func,
+    literal,
+    literal_column,
+    null,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Row

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts.disk import ReclaimReport, ReclaimSpace, reclaim_space_spec
@@ -21,7 +22,6 @@ from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.paging import PageFn
 from zimmer_common.service import Service
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper, TranscriptReaper
 from zimmer_sweeper.clones.orphans import SWEEP_JOB, OrphanCloneSweep
 from zimmer_sweeper.clones.stale import JOB as STALE_JOB

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from zimmer_common.bus_link import BusLink
 from zimmer_common.contracts.clones import (
     CLONE_OWNERSHIP,
     RECORD_SESSION_WARNING,
@@ -44,7 +45,6 @@ from zimmer_common.contracts.clones import (
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.paging import page_or_log
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones import compose
 from zimmer_sweeper.disk.domain import is_tombstone
 from zimmer_sweeper.disk.metrics import DiskMetrics

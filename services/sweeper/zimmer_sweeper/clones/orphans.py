@@ -30,15 +30,22 @@ from pathlib import Path
 
 from zimmer_common import deadline
 from zimmer_common.budget import BudgetExhausted, SweepBudget
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import CLONE_OWNERSHIP, OWNERSHIP_BATCH_MAX, CloneOwnershipQuery
 from zimmer_common.contracts.disk import ReclaimReport, RemovedDirectory
 from zimmer_common.logs import kv
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones import listing as clone_listing
 from zimmer_sweeper.clones.domain import (
-    AGE_THRESHOLD, BATCH_LIMIT, PRESSURE_AGE_THRESHOLD, PRESSURE_BATCH_LIMIT, RECLAIM_BUDGET_SECONDS, OrphanChoice,
-    aged_clone_directories, choose_orphans)
+    AGE_THRESHOLD,
+    BATCH_LIMIT,
+    PRESSURE_AGE_THRESHOLD,
+    PRESSURE_BATCH_LIMIT,
+    RECLAIM_BUDGET_SECONDS,
+    OrphanChoice,
+    aged_clone_directories,
+    choose_orphans,
+)
 from zimmer_sweeper.clones.guard import CloneReaper, ReapResult
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS, DirEntry, is_tombstone
 from zimmer_sweeper.disk.metrics import DiskMetrics

@@ -30,12 +30,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import IDS_BATCH_MAX, SESSIONS_EXIST, SessionIdsAnswer, SessionIdsQuery
 from zimmer_common.contracts.disk import RootName
 from zimmer_common.logs import kv
 from zimmer_common.paging import PageFn, page_or_log
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.domain import orphan_session_directories, session_directory_candidates
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS, DirEntry
 from zimmer_sweeper.disk.metrics import DiskMetrics

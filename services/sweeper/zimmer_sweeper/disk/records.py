@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert
+
 from zimmer_common.contracts.disk import SweepOutcome
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_sweeper.disk.tables import DiskRefusalRow, DiskRunRow

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.budget import SweepBudget
+from zimmer_common.bus_link import BusLink
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
@@ -31,7 +32,6 @@ from zimmer_common.pager import Pager
 from zimmer_common.paging import PageFn
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.logs import health, timeline
 from zimmer_sweeper.logs.config import LogIngestSettings
 from zimmer_sweeper.logs.ingest import BatchOutcome, BatchSizing, LogIngest

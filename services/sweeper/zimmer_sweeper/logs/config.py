@@ -7,7 +7,6 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-
 class LogIngestSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZIMMER_LOG_INGEST_", extra="ignore")
 

@@ -28,8 +28,7 @@ from pydantic_core import from_json
 
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.fields import EARLIEST, ID_MAX, LATEST
-from zimmer_common.contracts.logs import (LINES_MAX, LOG_LINE, LOG_LINES, MESSAGE_MAX, LogLineIn, LogLineItem,
-                                         LogLinesIn)
+from zimmer_common.contracts.logs import LINES_MAX, LOG_LINE, LOG_LINES, MESSAGE_MAX, LogLineIn, LogLineItem, LogLinesIn
 from zimmer_sweeper.logs.copytext import escape, row_tail, storable_id, utc_text
 from zimmer_sweeper.logs.domain import level_class, storable
 

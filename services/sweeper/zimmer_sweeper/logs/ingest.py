@@ -32,6 +32,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from zimmer_common.bus_link import BusLink
 from zimmer_common.consumer import InterruptibleFetch
 from zimmer_common.contracts.logs import INGEST_LOGS, LINES_MAX
 from zimmer_common.contracts.subjects import Stream
@@ -39,7 +40,6 @@ from zimmer_common.logs import kv
 from zimmer_common.outage import Outages
 from zimmer_common.paging import PageFn, page_or_log
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.logs import copytext, partitions
 from zimmer_sweeper.logs.decode import Decoded, Refused, decode
 from zimmer_sweeper.logs.domain import CLASSES, DayPartition
@@ -157,7 +157,7 @@ class LogIngest:
             while not self._stopping.is_set():
                 try:
                     msgs = await self._fetch.fetch(sub, self.sizing.size, timeout=1.0)
-                except (NatsTimeoutError, asyncio.TimeoutError):
+                except (TimeoutError, NatsTimeoutError):
                     continue
                 except Exception as exc:  # noqa: BLE001 - reconnecting, etc.
                     if self.outages.report(exc, where="log ingest") is None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from zimmer_common.bus_link import BusLink
 from zimmer_common.contracts.logs import INGEST_LOGS
 from zimmer_common.contracts.subjects import Stream
 from zimmer_common.pager import Pager
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.logs.ingest import DURABLE
 
 STREAM_MAX_AGE = timedelta(days=3)  # zimmer_common.streams: ZIMMER_INGEST max_age

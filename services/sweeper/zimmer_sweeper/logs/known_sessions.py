@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zimmer_common.contracts.clones import IDS_BATCH_MAX, SESSIONS_EXIST, SessionIdsQuery
 from zimmer_common.bus_link import BusLink
+from zimmer_common.contracts.clones import IDS_BATCH_MAX, SESSIONS_EXIST, SessionIdsQuery
 
 # Sessions remembered; past it the oldest are forgotten (asked about again if they log again).
 CAPACITY = 200_000

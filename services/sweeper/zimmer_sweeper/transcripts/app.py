@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.budget import SweepBudget
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts.envelope import EventEnvelope
@@ -21,7 +22,6 @@ from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.pager import Pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.disk.app import HostDisk
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS
 from zimmer_sweeper.transcripts.archive import BUDGET_SECONDS as ARCHIVE_BUDGET_SECONDS

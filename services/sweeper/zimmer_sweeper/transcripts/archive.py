@@ -43,12 +43,12 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
+from zimmer_common.bus_link import BusLink
 from zimmer_common.contracts.clones import SessionClone
 from zimmer_common.contracts.disk import LATEST_OBJECT, TRANSCRIPT_BUCKET, SweepOutcome, session_transcript_object
 from zimmer_common.logs import kv
 from zimmer_common.objects import chunks, open_bucket, put_file
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.records import DiskRecords

@@ -16,7 +16,15 @@ from datetime import UTC, datetime
 from zimmer_common.logs import kv
 from zimmer_sweeper.disk.domain import TOMBSTONE_MARK, is_tombstone
 from zimmer_sweeper.transcripts.domain import (
-    COLLIDING, EPHEMERAL, GONE_CLONE, LIVE, UNATTRIBUTED, Candidate, Liveness, collision_step)
+    COLLIDING,
+    EPHEMERAL,
+    GONE_CLONE,
+    LIVE,
+    UNATTRIBUTED,
+    Candidate,
+    Liveness,
+    collision_step,
+)
 
 log = logging.getLogger("zimmer.sweeper.transcripts")
 

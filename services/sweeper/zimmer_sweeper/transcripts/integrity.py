@@ -31,12 +31,12 @@ from typing import Final, Literal
 
 from sqlalchemy import select
 
+from zimmer_common.bus_link import BusLink
 from zimmer_common.contracts.clones import SessionClone
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.records import DiskRecords

@@ -35,20 +35,28 @@ from datetime import datetime
 from pathlib import Path
 
 from zimmer_common.budget import BudgetExhausted, SweepBudget
+from zimmer_common.bus_link import BusLink
 from zimmer_common.contracts.disk import SweepOutcome
 from zimmer_common.logs import kv
 from zimmer_common.settings import Environment
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.listing import all_clones
 from zimmer_sweeper.disk.domain import Fence
 from zimmer_sweeper.disk.metrics import DiskMetrics
 from zimmer_sweeper.disk.records import DiskRecords, counts_of
 from zimmer_sweeper.disk.volumes import FreeSpace, Roots, resolve_root, statvfs_free
 from zimmer_sweeper.transcripts.domain import (
-    AGE_THRESHOLD, BATCH_LIMIT, CLAUDE_HOME, EPHEMERAL_ROOTS, Liveness, extensions_of, liveness, select,
-    transcript_name, transcript_root_fence)
-from zimmer_sweeper.transcripts.fs import (
-    classify_root, clone_working_dirs, colliding_dirs, newest_mtime, remove_transcript_dir)
+    AGE_THRESHOLD,
+    BATCH_LIMIT,
+    CLAUDE_HOME,
+    EPHEMERAL_ROOTS,
+    Liveness,
+    extensions_of,
+    liveness,
+    select,
+    transcript_name,
+    transcript_root_fence,
+)
+from zimmer_sweeper.transcripts.fs import classify_root, clone_working_dirs, colliding_dirs, newest_mtime, remove_transcript_dir
 
 log = logging.getLogger("zimmer.sweeper.transcripts")
 

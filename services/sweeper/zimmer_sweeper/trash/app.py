@@ -20,6 +20,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts.envelope import EventEnvelope
@@ -30,17 +31,16 @@ from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper
 from zimmer_sweeper.disk.app import HostDisk
 from zimmer_sweeper.trash import store
 from zimmer_sweeper.trash.archived_reap import ArchivedCloneReap
-from zimmer_sweeper.trash.cleanup import DeferredCloneCleanup, TrashDeps
 from zimmer_sweeper.trash.cleanup import JOB as CLEANUP_JOB
+from zimmer_sweeper.trash.cleanup import DeferredCloneCleanup, TrashDeps
 from zimmer_sweeper.trash.config import TrashSettings
 from zimmer_sweeper.trash.domain import acts_here
-from zimmer_sweeper.trash.empty import EmptyTrash
 from zimmer_sweeper.trash.empty import JOB as EMPTY_JOB
+from zimmer_sweeper.trash.empty import EmptyTrash
 from zimmer_sweeper.trash.mangled_report import JOB as REPORT_JOB
 from zimmer_sweeper.trash.mangled_report import MangledCloneReport
 from zimmer_sweeper.trash.metrics import TrashMetrics

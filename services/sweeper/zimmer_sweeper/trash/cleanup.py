@@ -24,13 +24,13 @@ from typing import Any
 from sqlalchemy.engine import Row
 
 from zimmer_common.budget import SweepBudget
+from zimmer_common.bus_link import BusLink
 from zimmer_common.clock import Clock
 from zimmer_common.contracts.clones import SESSIONS_EXIST, SessionIdsAnswer, SessionIdsQuery
 from zimmer_common.logs import kv
 from zimmer_common.pager import Pager
 from zimmer_common.paging import page_or_log
 from zimmer_common.unit_of_work import UnitsOfWork
-from zimmer_common.bus_link import BusLink
 from zimmer_sweeper.clones.guard import CloneReaper
 from zimmer_sweeper.disk.domain import SWEEP_BUDGET_SECONDS
 from zimmer_sweeper.disk.metrics import DiskMetrics
@@ -39,9 +39,15 @@ from zimmer_sweeper.disk.sweep_run import SweepRun, record
 from zimmer_sweeper.disk.volumes import FreeSpace, Roots, statvfs_free
 from zimmer_sweeper.trash import store
 from zimmer_sweeper.trash.domain import (
-    GIT_TIMEOUT_SECONDS, AfterFailure, Finding, State, after_failure, failure_log_level, restorable_left)
-from zimmer_sweeper.trash.git_artifacts import (
-    Git, GitTimedOut, Preserved, artifacts_exist, dirty_check, is_repository, preserve)
+    GIT_TIMEOUT_SECONDS,
+    AfterFailure,
+    Finding,
+    State,
+    after_failure,
+    failure_log_level,
+    restorable_left,
+)
+from zimmer_sweeper.trash.git_artifacts import Git, GitTimedOut, Preserved, artifacts_exist, dirty_check, is_repository, preserve
 from zimmer_sweeper.trash.metrics import TrashMetrics
 
 JOB = "deferred_clone_cleanup"

@@ -13,7 +13,8 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_sweeper.trash.domain import EMPTIABLE, MAX_ATTEMPTS, RETRY_WAIT, State, trash_deadline
-from zimmer_sweeper.trash.tables import mangled_markers, trash_records as t
+from zimmer_sweeper.trash.tables import mangled_markers
+from zimmer_sweeper.trash.tables import trash_records as t
 
 # A new cycle starts from nothing: what an earlier archive's cleanup found and did is not this one's.
 _FRESH_CYCLE = dict(attempts=0, finding=None, bundle_preserved=False, patch_preserved=False, preserved_bytes=0,
