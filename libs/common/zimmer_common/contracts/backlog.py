@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -10,7 +11,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcErrorBody, RpcSpec
 from zimmer_common.contracts.fields import (
-    NAME_MAX, NEXT_OFFSET, IdempotencyKey, Int32, ItemPayload, LongText, Name, RowId, ShortText, Time, Title)
+    NAME_MAX, NEXT_OFFSET, WORDS, IdempotencyKey, Int32, ItemPayload, LongText, Name, RowId, ShortText, Time, Title,
+    exactly_one_of)
 from zimmer_common.contracts.issue_state import IssueState
 from zimmer_common.contracts.subjects import event_subject
 
@@ -113,6 +115,16 @@ def canonical_key(key: str) -> str:
 KeySpelling = Annotated[Name, AfterValidator(canonical_key)]
 
 
+# A GitHub issue's URL, as the backlog's issue rules take it (`zimmer_backlog.domain.issues`) and
+# the OpenAPI document states it.
+ISSUE_URL_PATTERN = (r"^https://github\.com/(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))"
+                     r"/(?P<repo>[A-Za-z0-9._-]{1,100})/issues/(?P<number>[1-9][0-9]{0,9})$")
+# The same without its group names, for JSON Schema (which spells them otherwise, if at all).
+ISSUE_URL_SCHEMA_PATTERN = re.sub(r"\(\?P<\w+>", "(", ISSUE_URL_PATTERN)
+# The key of an item without an issue, in any case (the backlog reads it lower-cased).
+MANUAL_KEY_SCHEMA_PATTERN = "^[Mm][Aa][Nn][Uu][Aa][Ll]-[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
 # An append's shape. Which keys, issue URLs and sources the backlog takes (seed 000's issue rules)
 # the backlog decides (`zimmer_backlog.domain.issues`), refusing with `invalid` naming the field; it
 # also reads the key in its one spelling (`canonical_key`).
@@ -193,7 +205,9 @@ class PullItems(Request):
     """Pull the top `count` queued items, or exactly `keys`, into spot sessions under the puller.
 
     A pull by keys is safe to retry (the same sessions come back, none doubled); a pull by count
-    is not: a retry pulls the next items."""
+    is not: a retry pulls the next items. Exactly one of `count` and `keys` (the schema's `oneOf`)."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("count", "keys"))
 
     # 0 is a pull: the groomer's is max(0, min(cap, ceiling − in_flight)), and its answer says
     # which zero it is.
@@ -252,8 +266,8 @@ class HoldItem(ItemRef):
     """Record that what remains of a stranded row is a person's call (seed 000 "Held for a human
     decision"). Not a removal; the status does not change."""
 
-    reason: Annotated[LongText, Field(min_length=1, description=(
-        "The decision owed, who owes it, and where it is laid out"))]
+    reason: Annotated[LongText, Field(min_length=1, json_schema_extra={"pattern": WORDS}, description=(
+        "The decision owed, who owes it, and where it is laid out (not only whitespace)"))]
 
     @model_validator(mode="after")
     def _reason_has_words(self) -> HoldItem:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
@@ -23,8 +25,10 @@ class Payload(BaseModel):
 class Request(Payload):
     """Base of every request, on every surface (REST bodies, MCP arguments, RPCs, ingest).
 
-    - strict types: `"3"` is not 3, `true` is not 1, `0` is not a time (times are ISO 8601
-      strings, see `fields.Time`); a float field takes an integer;
+    - strict types: `"3"` is not 3, `true` is not 1, `0` is not a time (times are RFC 3339
+      strings, see `fields.Time`); a float field takes an integer, and an integer field a
+      whole number written with a decimal point (`57285.0`: JSON Schema's `integer` is a
+      number with no fractional part, however it is spelled) but never `57285.5`;
     - unknown fields are refused, at every depth, naming them;
     - a string anywhere in the request, free-form objects included, that PostgreSQL cannot
       store (NUL, U+0000) or that is not Unicode text (a lone surrogate) is refused naming
@@ -48,7 +52,38 @@ def refuse_unstorable(cls: type[BaseModel], data: Any, handler: ModelWrapValidat
             raise ValidationError.from_exception_data(cls.__name__, [
                 InitErrorDetails(type=PydanticCustomError("unstorable_string", "{why}", {"why": why}),
                                  loc=loc, input=None) for loc, why in bad[:20]])
-    return handler(data)
+    try:
+        return handler(data)
+    except ValidationError as exc:
+        whole = _whole_numbers_as_integers(data, exc)
+        if whole is None:
+            raise
+        return handler(whole)
+
+
+def _whole_numbers_as_integers(data: Any, exc: ValidationError) -> Any:
+    """`data` with each whole float an integer field refused (`57285.0`) made the integer it
+    spells, or None when the refusal has nothing of the kind. Only a refused request pays: strict
+    validation stays as it is for every request that passes."""
+    places = [e["loc"] for e in exc.errors(include_url=False)
+              if e["type"] == "int_type" and isinstance(e.get("input"), float) and math.isfinite(e["input"])
+              and e["input"].is_integer()]
+    if not places:
+        return None
+    data = copy.deepcopy(data)
+    changed = False
+    for loc in places:
+        parent: Any = None
+        key: Any = None
+        node = data
+        for part in loc:  # a part that names no key or index is a union member's tag (`int`)
+            if isinstance(node, dict) and part in node or (
+                    isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+                parent, key, node = node, part, node[part]
+        if parent is not None and isinstance(node, float) and not isinstance(node, bool) and node.is_integer():
+            parent[key] = int(node)
+            changed = True
+    return data if changed else None
 
 
 _NUL = "\x00"

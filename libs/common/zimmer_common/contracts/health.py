@@ -11,13 +11,13 @@ and `commands` lanes of the event, ingest and runtime-command consumers.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts.disk import DiskHealth
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
-from zimmer_common.contracts.fields import LongText, Name, ShortText
+from zimmer_common.contracts.fields import NAME_MAX, LongText, Name, at_least_one_of
 from zimmer_common.contracts.logs import LogRetentionHealth
 
 CTX = "alerts"
@@ -226,12 +226,22 @@ PROTECTED_LANES = ("auth",)  # the seed's agents lane has no counterpart here; a
 PROTECTED_JOBS = ("queue_recovery_expiry",)
 
 
+# The job lanes (zimmer_common.lanes.LANES, which a test holds this to); auth is refused (409) as protected.
+LaneName = Literal["default", "pollers", "triggers", "auth", "inference", "maintenance"]
+# A subject filter under zimmer.jobs.: tokens that are not empty and hold no whitespace (as Python's
+# `str.isspace` has it) nor NUL, `*` only as a whole token, `>` only as the whole last one.
+_TOKEN = "[^.*>\\x00\\t-\\r\\x1c- \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+"
+SUBJECT_FILTER_PATTERN = f"^zimmer\\.jobs(\\.({_TOKEN}|\\*))*\\.({_TOKEN}|\\*|>)$"
+SubjectFilter = Annotated[str, Field(max_length=NAME_MAX, json_schema_extra={"pattern": SUBJECT_FILTER_PATTERN})]
+
+
 class QueuedScope(Request):
     """Which waiting messages: a lane, a subject (exact or with NATS wildcards), or both. One is
     required: there is no "everything"."""
 
-    lane: ShortText | None = None
-    subject: ShortText | None = None
+    model_config = ConfigDict(json_schema_extra=at_least_one_of("lane", "subject"))
+    lane: LaneName | None = None
+    subject: SubjectFilter | None = Field(None, description="zimmer.jobs.<…>, exact or with NATS wildcards")
 
 
 class QueuedMutation(QueuedScope):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
@@ -119,6 +119,11 @@ Attachments = Annotated[list[JsonObject], Field(max_length=MAX_ATTACHMENTS)]
 
 
 class SpawnSession(Request):
+    """`precedence` or `precedence_above_top_spot`, not both (the schema's `anyOf`)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {"precedence": {"type": "null"}}},
+        {"properties": {"precedence_above_top_spot": {"const": False}}}]})
     idempotency_key: IdempotencyKey | None = None
     parent_session_id: RowId | None = None
     forked_from_session_id: RowId | None = None
@@ -131,7 +136,10 @@ class SpawnSession(Request):
     title: Title = ""
     goal: LongText | None = None
     prompt: Prompt | None = None
-    metadata: JsonObject = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict, json_schema_extra={"properties": {FORK_KEY: {
+        "description": "The session this one forks (seed 004): the same as forked_from_session_id when both are given",
+        "anyOf": [{"type": "integer", "minimum": 1, "maximum": ID_MAX},
+                  {"type": "string", "pattern": "^0*[1-9][0-9]{0,17}$"}]}}})
     is_status_summary_fork: bool = False
     start: bool = True  # ask for the first turn right away
     # "Run as spot": land SLOT_GAP (5) above the top of the spot queue instead of a declared precedence.
@@ -151,6 +159,8 @@ class SpawnSession(Request):
         if named is None:
             return self
         if isinstance(named, str) and named.isascii() and named.isdigit():
+            named = int(named)
+        elif isinstance(named, float) and named.is_integer():  # 7.0: JSON Schema's integer 7, as everywhere
             named = int(named)
         if isinstance(named, bool) or not isinstance(named, int) or not 1 <= named <= ID_MAX:
             raise ValueError(f"metadata.{FORK_KEY} must be a session id (an integer from 1)")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
-    NEXT_OFFSET, IdempotencyKey, Int32, JsonObject, Name, Prompt, RowId, ShortText, Title)
+    NEXT_OFFSET, IdempotencyKey, Int32, JsonObject, Name, Prompt, RowId, ShortText, Title, at_least_one_of)
 from zimmer_common.contracts.spot import CTX, ClassName, DecisionView, GenesisName, SpawnResult, TriggerKindName
 
 
@@ -97,13 +97,28 @@ class PolicyView(Payload):
 
 
 class SetPolicy(Request):
+    """Only the fields given change; at least one is given (an empty change is refused)."""
+
+    model_config = ConfigDict(json_schema_extra=at_least_one_of(
+        "gating_enabled", "reserve_five_hour_percent", "reserve_seven_day_percent", "max_sessions"))
     gating_enabled: bool | None = None
     reserve_five_hour_percent: float | None = Field(default=None, ge=0, le=100)
     reserve_seven_day_percent: float | None = Field(default=None, ge=0, le=100)
     max_sessions: int | None = Field(default=None, ge=0, le=10_000)
 
 
+# The geneses no trigger produces: the only ones promote_genesis / demote_genesis take (a trigger's
+# kind has its class set on the trigger).
+POLICY_GENESES = ("web_ui", "api", "unknown")
+
+
 class GenesisAction(Request):
+    """reset_genesis_classes alone, or promote_genesis / demote_genesis with a genesis no trigger produces."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {"action": {"const": "reset_genesis_classes"}}},
+        {"properties": {"action": {"enum": ["promote_genesis", "demote_genesis"]},
+                        "genesis": {"enum": list(POLICY_GENESES)}}, "required": ["genesis"]}]})
     action: Literal["promote_genesis", "demote_genesis", "reset_genesis_classes"]
     genesis: GenesisName | None = None
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from zimmer_common.contracts.backlog import AppendItem, canonical_key
+from zimmer_common.contracts.backlog import ISSUE_URL_PATTERN, AppendItem, canonical_key
 from zimmer_common.errors import ErrorCode, ZimmerError
 
-GITHUB_ISSUE_URL = re.compile(
-    r"^https://github\.com/(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/(?P<repo>[A-Za-z0-9._-]{1,100})"
-    r"/issues/(?P<number>[1-9][0-9]{0,9})$")
+GITHUB_ISSUE_URL = re.compile(ISSUE_URL_PATTERN)  # the contract's, which the OpenAPI document states
 ISSUELESS_SOURCES = ("operator", "import")  # seed 000: "An issueless item may only come from a human or the import"
 
 # seed 000: "key: zimmer#498, or manual-<slug> for an item with no issue".

@@ -3,12 +3,12 @@ and when, conditions, and the repeating pages' notifications; and resolving a co
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
 from zimmer_common.contracts import alerts as a
+from zimmer_common.contracts.fields import Time
 from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.routes.common import BusDep, problem_responses
 
@@ -21,7 +21,8 @@ async def list_alerts(bus: BusDep, _realm: Annotated[Realm, Depends(authenticate
                       state: Literal["open", "notified", "all"] = "all",
                       source: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
                       level: Literal["warning", "error"] | None = None,
-                      since: datetime | None = None,
+                      since: Annotated[Time | None, Query(
+                          description="Conditions resolved since this instant too (RFC 3339, as every time)")] = None,
                       limit: Annotated[int, Query(ge=1, le=500)] = 50,
                       before: Annotated[str | None, Query(min_length=1, max_length=200)] = None) -> a.AlertList:
     """Issues (grouped by fingerprint; `state=open` is not yet notified), newest first, each with its

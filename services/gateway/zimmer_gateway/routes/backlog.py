@@ -18,7 +18,7 @@ from fastapi.routing import APIRoute
 from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import backlog as c
-from zimmer_common.contracts.fields import LongText
+from zimmer_common.contracts.fields import WORDS, LongText
 from zimmer_gateway.appends import Appends
 from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.routes.common import (
@@ -32,12 +32,27 @@ OPERATOR = "operator"  # who the operator-only routes record as `by` / `added_by
 OPERATOR_RESPONSES = problem_responses(403, 404, 409)
 
 
+# The backlog's issue rules (`zimmer_backlog.domain.issues`), as far as JSON Schema states them:
+# with an issue, its GitHub URL; without one (the operator's only: the fleet key appends as "rest",
+# which is refused), a `manual-<slug>` key and a prompt to start the session from. That the key
+# names the issue of `issue_url` (`{repo}#{n}`) is between two fields: the description says it.
+APPEND_RULES = {"anyOf": [
+    {"required": ["issue_url"], "properties": {"issue_url": {"type": "string", "pattern": c.ISSUE_URL_SCHEMA_PATTERN}}},
+    {"properties": {"issue_url": {"type": "null"}, "added_via": {"not": {"const": "rest"}},
+                    "key": {"pattern": c.MANUAL_KEY_SCHEMA_PATTERN},
+                    "payload": {"required": ["prompt"],
+                                "properties": {"prompt": {"type": "string", "pattern": WORDS}}}},
+     "required": ["payload"]}]}
+
+
 class AppendBody(c.AppendItem):
     """One cleared issue for the queue. It lands 10 below the lowest unpinned peer of its
     `estimated_cost` band. `added_via` is "rest" for the fleet key whatever the body says; with
-    the operator token it defaults to "operator", and only then may `issue_url` be omitted."""
+    the operator token it defaults to "operator", and only then may `issue_url` be omitted (the
+    key is then manual-<slug>, and payload.prompt is what the session starts from). With
+    `issue_url`, the key names that issue: `{repo}#{n}` or `{owner}/{repo}#{n}`, in any case."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=APPEND_RULES)
     added_via: Literal["rest", "operator"] | None = Field(  # type: ignore[assignment]
         None, description='Forced to "rest" for the fleet key; "operator" (the default) or "rest" for the operator')
     acting_session_id: RowId | None = Field(None, description="The appending session: provenance, never authorization")
@@ -73,8 +88,8 @@ class PullBody(c.PullItems):
 
 
 class HoldBody(StrictBody):
-    reason: Annotated[LongText, Field(min_length=1, description=(
-        "The decision owed, who owes it, and where it is laid out"))]
+    reason: Annotated[LongText, Field(min_length=1, json_schema_extra={"pattern": WORDS}, description=(
+        "The decision owed, who owes it, and where it is laid out (not only whitespace)"))]
     acting_session_id: RowId | None = Field(None, description="The triaging session: provenance, never authorization")
 
 

@@ -15,10 +15,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import health as h
-from zimmer_common.contracts.fields import LongText, ShortText
+from zimmer_common.contracts.fields import LongText, at_least_one_of
 from zimmer_gateway.auth import REALM_SCOPE_KEY, Realm, authenticated, bearer_scheme, operator_only
 from zimmer_gateway.routes.common import BusDep, StrictBody, problem_responses
 from zimmer_gateway.web.recovery_banner import remember
@@ -33,10 +33,17 @@ class EnterBody(StrictBody):
 
 
 class MutationBody(StrictBody):
-    lane: ShortText | None = Field(None, description="A job lane (never auth)")
-    subject: ShortText | None = Field(None, description="A subject under zimmer.jobs. (NATS wildcards allowed)")
+    """A lane, a subject, or both (the schema's `anyOf`): there is no "everything"."""
+
+    model_config = ConfigDict(json_schema_extra=at_least_one_of("lane", "subject"))
+    lane: h.LaneName | None = Field(None, description="A job lane (auth is refused: 409)")
+    subject: h.SubjectFilter | None = Field(None, description="A subject under zimmer.jobs. (NATS wildcards allowed)")
     expected_count: int = Field(ge=0, le=h.MAINTENANCE_CAP, description="The preview's count; a mismatch refuses")
     delay_minutes: int | None = Field(None, ge=1, le=7 * 24 * 60, description="Reschedule: minutes from now")
+
+
+class RescheduleBody(MutationBody):
+    delay_minutes: int = Field(ge=1, le=7 * 24 * 60, description="Minutes from now to deliver them again")
 
 
 @router.post("/enter_queue_recovery_mode", summary="Halt the demand-side job lanes (operator only)",
@@ -74,10 +81,13 @@ async def exit_queue_recovery_mode(
 @router.get("/queued_jobs", summary="Preview the waiting job messages in a scope", response_model=h.QueuedPreview,
             responses=problem_responses(409))
 async def preview_queued_jobs(bus: BusDep, _realm: Annotated[Realm, Depends(authenticated)],
-                              lane: Annotated[str | None, Query(max_length=200)] = None,
-                              subject: Annotated[str | None, Query(max_length=200)] = None) -> h.QueuedPreview:
+                              lane: Annotated[h.LaneName | None, Query()] = None,
+                              subject: Annotated[h.SubjectFilter | None, Query(
+                                  description="zimmer.jobs.<…>, exact or with NATS wildcards")] = None,
+                              ) -> h.QueuedPreview:
     """Waiting = in ZIMMER_JOBS and not delivered to a worker; by subject and by lane, plus what is
-    in scope but claimed (never touched). Name a lane and/or a subject; auth is refused."""
+    in scope but claimed (never touched). Name a lane and/or a subject (422 for neither: there is
+    no "everything"); auth is refused (409)."""
     return await bus.request(h.PREVIEW_QUEUED, h.QueuedScope(lane=lane or None, subject=subject or None))
 
 
@@ -91,7 +101,7 @@ async def discard_queued_jobs(body: MutationBody, bus: BusDep,
 
 @router.post("/reschedule_queued_jobs", summary="Deliver waiting job messages later (operator only; recoverable)",
              response_model=h.QueuedReceipt, responses=problem_responses(403, 409))
-async def reschedule_queued_jobs(body: MutationBody, bus: BusDep,
+async def reschedule_queued_jobs(body: RescheduleBody, bus: BusDep,
                                  _realm: Annotated[Realm, Depends(operator_only)]) -> h.QueuedReceipt:
     """Removes them now and republishes each on its subject `delay_minutes` from now (a one-shot
     JetStream message schedule). State the preview's count in `expected_count`. Pages."""

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import clones as k
 from zimmer_common.contracts import spot as c
-from zimmer_common.contracts.fields import IdempotencyKey, Prompt, Time
+from zimmer_common.contracts.fields import IdempotencyKey, Prompt, Time, at_least_one_of
 from zimmer_common.contracts.runtime import SessionStatusName, TurnKindName
 from zimmer_gateway.auth import Realm, operator_only
 from zimmer_gateway.routes.common import (
@@ -31,9 +31,14 @@ class SpawnSessionBody(c.SpawnSession):
 
 
 class SessionPatch(StrictBody):
-    """Give at least one of the two: an empty change is refused (422)."""
+    """Give at least one of the two, not null (the schema's `anyOf`): an empty change is refused (422)."""
 
-    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        at_least_one_of("scheduling_class", "precedence"),
+        # place=top_of_spot goes with scheduling_class spot and no precedence
+        {"anyOf": [{"properties": {"place": {"type": "null"}}},
+                   {"required": ["scheduling_class"],
+                    "properties": {"scheduling_class": {"const": "spot"}, "precedence": {"type": "null"}}}]}]})
     scheduling_class: Literal["priority", "spot", "derive"] | None = Field(
         None, description='"derive" clears the stored class so the session follows its genesis default again; '
                           "making a held session priority starts it now")
@@ -43,6 +48,9 @@ class SessionPatch(StrictBody):
 
 
 class ReorderBody(StrictBody):
+    """The neighbours it was dropped between: at least one (the schema's `anyOf`)."""
+
+    model_config = ConfigDict(json_schema_extra=at_least_one_of("above_session_id", "below_session_id"))
     above_session_id: RowId | None = Field(None, description="The row it was dropped under (omit at the top)")
     below_session_id: RowId | None = Field(None, description="The row it was dropped over (omit at the bottom)")
 

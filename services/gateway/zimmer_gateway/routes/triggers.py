@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
-from zimmer_common.contracts.fields import IdempotencyKey, JsonObject, Name, Prompt, Title
+from zimmer_common.contracts.fields import IdempotencyKey, JsonObject, Name, Prompt, Title, at_least_one_of
 from zimmer_gateway.routes.common import (
     ID_MAX, BusDep, IdempotencyHeader, Precedence, StrictBody, TriggerIdPath, keyed, problem_responses)
 
@@ -23,9 +23,12 @@ class CreateTriggerBody(p.CreateTrigger):
 
 
 class TriggerPatch(StrictBody):
-    """Give at least one change: an empty one is refused (422)."""
+    """Give at least one change (the schema's `anyOf`: a field not null, or `clear_precedence`
+    true): an empty one is refused (422)."""
 
-    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+    model_config = ConfigDict(json_schema_extra=at_least_one_of(
+        "name", "scheduling_class", "precedence", "prompt", "enabled",
+        also=({"required": ["clear_precedence"], "properties": {"clear_precedence": {"const": True}}},)))
     name: Name | None = None
     scheduling_class: Literal["priority", "spot", "derive"] | None = Field(
         None, description='"derive" clears the class; sessions already spawned keep theirs')

@@ -136,8 +136,9 @@ async def insert_session(uow: UnitOfWork, item: SpawnRequest, overrides: Any
             return store.to_view(existing, overrides), False, first
     parent = await store.lineage(conn, req.parent_session_id, "parent_session_id") \
         if req.parent_session_id is not None else None
-    if parent is None and req.forked_from_session_id is not None:
-        parent = await store.lineage(conn, req.forked_from_session_id, "forked_from_session_id")
+    if req.forked_from_session_id is not None:  # beside a parent too: an unknown one is a 422, not a foreign key's 500
+        forked = await store.lineage(conn, req.forked_from_session_id, "forked_from_session_id")
+        parent = parent if parent is not None else forked
     origin = originate(lineage=parent, declared_genesis=Genesis(req.genesis) if req.genesis else None,
                        declared_class=SchedulingClass(req.scheduling_class) if req.scheduling_class else None,
                        declared_precedence=req.precedence, default_genesis=item.default_genesis,
