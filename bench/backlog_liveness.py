@@ -115,7 +115,7 @@ async def bench_liveness(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     rss_before = rss_mb()
     with FakeGithub(TOKEN) as gh:
         updated = datetime(2025, 1, 1, tzinfo=UTC)
-        for r, repo in enumerate(repos):
+        for repo in repos:
             for n in range(1, ISSUES_PER_REPO + 1):
                 gh.issue(repo, n, prs=[FakePR(repo, 1000 + n, "OPEN", updated),
                                        FakePR(repo, 2000 + n, "MERGED", updated, connected=True)][:PRS_PER_ISSUE])

@@ -130,7 +130,6 @@ async def bench_pg_copy(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
         await conn.execute("DROP TABLE bench_copy, bench_copy_unlogged")
     finally:
         await conn.close()
-    del records
     return [Entry("pg_copy", logged, unlogged,
                   "copy_records_to_table (bigint, text, timestamptz) into a regular table; "
                   "ratio = regular / unlogged (the WAL's cost)")]

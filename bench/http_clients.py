@@ -4,8 +4,9 @@ The benchmarks run their client on the same cores as the services they measure. 
 0.28–0.36 ms of CPU per REST append there (a fifth to a quarter of what the whole append costs,
 every service and PostgreSQL included), CPU the services would have had with their clients on
 other machines, as in production. `KeepAliveClient` speaks just enough HTTP/1.1 for a benchmark
-(one keep-alive connection per caller, `Content-Length` bodies) for 0.08–0.10 ms an append. The REST figures use it; aiohttp's figure on the same appends is reported beside
-them, and wrk (C, when on PATH) checks the client on a trivial route. See bench/README.md, *HTTP clients*.
+(one keep-alive connection per caller, `Content-Length` bodies) for 0.08–0.10 ms an append. The
+REST figures use it; aiohttp's figure on the same appends is reported beside them, and wrk (C, when
+on PATH) checks the client on a trivial route. See bench/README.md, *HTTP clients*.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             client = await Bus.connect([ctx.nats_url], service="bench", instance_id="c", rpc_timeout=60)
             await service.ready(client)
 
-            async def admit(batch: list[int], samples: list[float]) -> float:
+            async def admit(client: Bus, batch: list[int], samples: list[float]) -> float:
                 """Admit every session of `batch`, IN_FLIGHT at a time; seconds until the last
                 `start_turn` is on the runtime stream (end to end)."""
                 before = await _runtime_messages(client)
@@ -156,9 +156,9 @@ async def bench_admissions(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
                     await asyncio.sleep(0.005)
                 return time.perf_counter() - started
 
-            await admit(ids[:WARMUP], [])
+            await admit(client, ids[:WARMUP], [])
             samples: list[float] = []
-            elapsed = await admit(ids[WARMUP:], samples)
+            elapsed = await admit(client, ids[WARMUP:], samples)
             rate.add_rate(n / elapsed)
             latency.add_latencies(samples)
             p99.add_latencies([percentile(samples, 99)])
@@ -222,7 +222,7 @@ async def bench_spawn_burst(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
             samples: list[float] = []
             tally: dict[str, int] = {}
 
-            async def one(i: int) -> None:
+            async def one(http: Any, samples: list[float], tally: dict[str, int], i: int) -> None:
                 body = _json.dumps({"genesis": "api", "title": f"burst {i}", "prompt": "go"}).encode()
                 t0 = time.perf_counter()
                 async with http.post("/api/v1/sessions", data=body,
@@ -238,7 +238,7 @@ async def bench_spawn_burst(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
                 tally[label] = tally.get(label, 0) + 1
 
             started = time.perf_counter()
-            await asyncio.gather(*(one(i) for i in range(BURST)))
+            await asyncio.gather(*(one(http, samples, tally, i) for i in range(BURST)))
             elapsed = time.perf_counter() - started
             outcomes.append(tally)
             if tally != {"admitted": BURST_SLOTS, "held:fleet_at_cap": BURST - BURST_SLOTS}:

@@ -656,8 +656,9 @@ async def bench_retention(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
                  "footnote": f"{t.rows:,} rows over {DAYS} days, the expired day {t.expired_rows:,} verbose rows "
                              f"({t.expired_bytes / 2**20:,.0f} MB with its index): tick {res.tick_ms.median:,.1f} ms, "
                              f"seed's loop {loop_median / 1000:,.2f} s in {statistics.median(res.loop_chunks):.0f} "
-                             f"chunks: {speedup:,.0f}× faster{target if res is large else ''}; tick rounds {res.tick_rate.rounds}, "
-                             f"loop rounds {res.loop_rate.rounds}; built in {t.build_seconds['total']:.0f} s; bench "
+                             f"chunks: {speedup:,.0f}× faster{target if res is large else ''}; "
+                             f"tick rounds {res.tick_rate.rounds}, loop rounds {res.loop_rate.rounds}; "
+                             f"built in {t.build_seconds['total']:.0f} s; bench "
                              f"process RSS {res.rss['after']:.1f} MB ({res.rss['after'] - res.rss['before']:+.1f}), "
                              f"peak {res.rss['peak']:.1f} MB"}
         entries.append(Entry("sweeper_retention", res.tick_rate, res.loop_rate, extra=extra,

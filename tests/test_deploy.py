@@ -526,7 +526,7 @@ def exported_families() -> dict[str, str]:
 
     settings = Settings(api_key="k", operator_token="t", metrics_port=-1, http_port=0)
     families: dict[str, str] = {}
-    for name, target in SERVICES.items():
+    for target in SERVICES.values():
         module, attr = target.split(":")
         service = getattr(importlib.import_module(module), attr)(settings)
         families.update({f.name: f.type for f in service.metrics.registry.collect()})

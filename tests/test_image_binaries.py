@@ -159,10 +159,10 @@ class _Scanner(ast.NodeVisitor):
         scope = self._function() or self.tree
         values: list[ast.AST] = []
         for node in ast.walk(scope):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                values.append(node.value)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name \
-                    and node.value is not None:
+            assigned = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            annotated = (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name
+                         and node.value is not None)
+            if assigned or annotated:
                 values.append(node.value)
         if scope is not self.tree:  # module constants too
             for node in self.tree.body:

@@ -109,7 +109,8 @@ def service_rows(service: str) -> list[Row]:
                 "p50 {{batcher}}")),
         ]),
         Row("Outbox, dependencies and jobs", [
-            ts("Outbox pending and relayed / s", "short", ("sum by (instance) (zimmer_outbox_pending{F})", "pending {{instance}}"),
+            ts("Outbox pending and relayed / s", "short",
+               ("sum by (instance) (zimmer_outbox_pending{F})", "pending {{instance}}"),
                ("sum(rate(zimmer_outbox_relayed_total{F}[5m]))", "relayed / s")),
             ts("Dependencies up, failures / s", "short", ("min by (dependency) (zimmer_dependency_up{F})", "up {{dependency}}"),
                ("sum by (dependency) (rate(zimmer_dependency_failures_total{F}[5m]))", "failures {{dependency}}")),
@@ -293,7 +294,8 @@ ALERTS = Dashboard("alerts-health.json", "zimmer-alerts-health", "Zimmer alerts 
                    "queue, cron, worker and NATS panels).", [
     Row("Health", [
         stat("Overall status (0 ok, 1 warning, 2 critical)", "short", ("max(zimmer_health_overall_status{F})", "overall"),
-             ("max(zimmer_nats_cluster_status{F})", "NATS cluster"), ("max(zimmer_queue_recovery_mode_active{F})", "recovery mode"),
+             ("max(zimmer_nats_cluster_status{F})", "NATS cluster"),
+             ("max(zimmer_queue_recovery_mode_active{F})", "recovery mode"),
              width=12),
         ts("Health report time p50 / p95 / p99, since the last check", "s", *quantiles("zimmer_health_report_seconds"),
            ("time() - max(zimmer_health_monitor_last_check_timestamp_seconds{F})", "since last check"), width=12),

@@ -4,6 +4,7 @@ notification; the page contract refuses ids in titles."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -80,7 +81,7 @@ def test_sending_whenever_due_respects_every_interval(level: str, joins: list[in
             sent.append(now)
     if sent:
         assert sent[0] >= T0 + timing.group_wait
-    for a, b in zip(sent, sent[1:]):
+    for a, b in itertools.pairwise(sent):
         assert b - a >= timing.group_interval
         if not any(a < T0 + j * S <= b for j in events):
             assert b - a >= timing.repeat_interval

@@ -207,7 +207,7 @@ async def test_the_service_imports_work_backlog_json_once_at_start(settings_fact
         {"id": "a1", "key": "zimmer#900", "issue_url": "https://github.com/acme/zimmer/issues/900",
          "estimated_cost": "small", "precedence": 6123, "title": "Imported"}]}))
     monkeypatch.setenv("WORK_BACKLOG_SOURCE_PATH", str(source))
-    for attempt in range(2):  # the second start finds the finished run and reads nothing
+    for _attempt in range(2):  # the second start finds the finished run and reads nothing
         service = build(settings_factory())
         await service.start()
         try:

@@ -4,6 +4,7 @@ stranded and held rows. #173 is here."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 import pytest
@@ -103,7 +104,7 @@ async def test_the_trend_is_a_point_per_six_hours_whatever_the_snapshot_left(wor
         assert 119 <= len(series.points) <= 121, len(series.points)
         assert series.points[-1].at == newest and series.points[-1].open_issues == (31 * 144) % 97
         assert all(b.at - a.at <= timedelta(hours=6) + timedelta(minutes=10)
-                   for a, b in zip(series.points, series.points[1:]))
+                   for a, b in itertools.pairwise(series.points))
         assert all(p.at >= world.now - timedelta(days=30) for p in series.points)
     assert len(shown.model_dump_json()) < 100_000
 

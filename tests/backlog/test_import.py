@@ -129,7 +129,8 @@ async def test_invalid_items_are_reported_and_skipped(engine, tmp_path: Path) ->
 async def test_a_key_already_queued_is_skipped_not_an_error(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     async with engine.begin() as conn:
         await conn.execute(text("INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, "
-                                "precedence) VALUES ('zimmer#10', 'https://github.com/acme/zimmer/issues/10', 'small', 'rest', 6000)"))
+                                "precedence) VALUES ('zimmer#10', 'https://github.com/acme/zimmer/issues/10', "
+                                "'small', 'rest', 6000)"))
     items = [ITEMS[0], {**ITEMS[0], "id": "a1-history", "status": "started"},
              {**ITEMS[1], "id": "dup", "key": "zimmer#11"}, ITEMS[1]]
     report = await import_backlog(engine, source=write(tmp_path / "k.json", items), env=Environment.TEST)

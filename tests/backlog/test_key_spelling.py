@@ -14,7 +14,7 @@ numbers = st.integers(min_value=1, max_value=10**9)
 
 
 def recased(word: str, flips: list[bool]) -> str:
-    return "".join(ch.swapcase() if flip else ch for ch, flip in zip(word, flips + [False] * len(word)))
+    return "".join(ch.swapcase() if flip else ch for ch, flip in zip(word, flips + [False] * len(word), strict=False))
 
 
 @given(owners, repos, numbers, st.lists(st.booleans(), max_size=24), st.booleans())

@@ -281,7 +281,8 @@ async def test_a_row_without_an_issue_from_the_fleet_is_never_spawned(both) -> N
         await conn.execute(text("INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, "
                                 "precedence, payload) VALUES ('zimmer#77', NULL, 'small', 'operator', 6000, "
                                 """'{"prompt": "by hand"}')"""))
-        await conn.execute(text("ALTER TABLE backlog.work_backlog_items DROP CONSTRAINT issueless_only_from_a_human_or_the_import"))
+        await conn.execute(text("ALTER TABLE backlog.work_backlog_items "
+                                "DROP CONSTRAINT issueless_only_from_a_human_or_the_import"))
         await conn.execute(text("INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, "
                                 "precedence, payload) VALUES ('zimmer#78', NULL, 'small', 'rest', 5990, "
                                 """'{"prompt": "UNGATED"}')"""))
@@ -316,7 +317,7 @@ async def test_an_agents_pull_does_not_remove_a_pinned_item_and_reports_what_it_
     """Issue 9 #8: pinned items are the operator's; a removal of a key that is not queued is
     reported, not ignored; removed_by always names who."""
     _backlog, _spot, bus = both
-    pinned, plain = await append(bus, 33), await append(bus, 34)
+    pinned, _plain = await append(bus, 33), await append(bus, 34)
     await bus.request(c.PIN, c.PinItem(item_id=pinned.id, precedence=7000))
     with deadline.as_caller("fleet"):
         result = await bus.request(c.PULL, c.PullItems(count=0, removals=[

@@ -11,6 +11,7 @@ of the supervisor's output and of DIR/logs/*.log. No assertion is made on a dura
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -207,10 +208,8 @@ class Run:
 
     def remember(self, runtime: dict[str, Any]) -> None:
         for info in runtime["services"].values():
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 self.known.append(psutil.Process(info["pid"]))
-            except psutil.NoSuchProcess:
-                pass
 
     def stop(self) -> int:
         """SIGTERM the supervisor and assert it exits within STOP_DEADLINE seconds."""
@@ -226,18 +225,12 @@ class Run:
         """Last resort for a failed test: nothing it started may outlive it."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)  # lets it stop postgres, which is not in its group
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=STOP_DEADLINE)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         leftovers = list(self.known)
         data_dir = str(self.data_dir)
         for p in psutil.process_iter(["cmdline"]):

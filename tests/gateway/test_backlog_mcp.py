@@ -50,7 +50,8 @@ async def test_backlog_tools_are_opt_in_and_no_discretionary_tool_exists(stack) 
     assert "acting_session_id" not in schema["properties"] and "acting_session" not in schema["properties"]
     assert not {"added_via", "added_by", "precedence", "pinned"} & set(schema["properties"])
     pull_text = " ".join(tools["pull_work_backlog_items"].description.lower().split())
-    assert "a pull by keys is safe to retry" in pull_text and "a pull by count is safe to retry only with an idempotency_key" in pull_text
+    assert "a pull by keys is safe to retry" in pull_text
+    assert "a pull by count is safe to retry only with an idempotency_key" in pull_text
 
     for group in KNOWN_GROUPS:  # each group alone (core is always in), then all at once
         async with mcp_session(url, None if group == "core" else group) as session:

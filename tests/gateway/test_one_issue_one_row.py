@@ -90,7 +90,7 @@ numbers = itertools.count(1000)
 
 
 def recase(word: str, flips: list[bool]) -> str:
-    return "".join(ch.swapcase() if flip else ch for ch, flip in zip(word, flips + [False] * len(word)))
+    return "".join(ch.swapcase() if flip else ch for ch, flip in zip(word, flips + [False] * len(word), strict=False))
 
 
 @st.composite

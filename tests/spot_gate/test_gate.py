@@ -16,7 +16,8 @@ IDLE = FleetState(running_slots=0, burn_dollars_per_minute=0.0)
 def snap(u5: float = 0.1, u7: float = 0.1, *, fleet: FleetState = IDLE, cand: Candidate | None = None,
          cap5: float | None = 1000.0, cap7: float | None = 10000.0, policy: Policy | None = None,
          minutes5: float = 240, minutes7: float = 2000, rate: float = 0.0) -> Snapshot:
-    return Snapshot(policy or Policy(), (WindowState(FIVE, u5, minutes5, cap5, rate), WindowState(SEVEN, u7, minutes7, cap7, rate)),
+    return Snapshot(policy or Policy(),
+                    (WindowState(FIVE, u5, minutes5, cap5, rate), WindowState(SEVEN, u7, minutes7, cap7, rate)),
                     fleet, cand or Candidate(burn_dollars_per_minute=2.0), accounts_averaged=3, accounts_in_pool=4)
 
 

@@ -67,7 +67,6 @@ def test_invariants_hold_under_any_interleaving(case) -> None:  # type: ignore[n
     asked: dict[int, list[str]] = {sid: [] for sid in sessions}
     delivered: dict[int, list[str]] = {sid: [] for sid in sessions}
     now = T0
-    counter = 0
     fleet = FleetState(0, 0.0)
 
     def running_slots() -> int:
@@ -99,8 +98,7 @@ def test_invariants_hold_under_any_interleaving(case) -> None:  # type: ignore[n
 
     pending: list[Ask] = []
     cut = itertools.cycle(cuts)
-    for sid, what, kind in script:
-        counter += 1
+    for counter, (sid, what, kind) in enumerate(script, start=1):
         now += timedelta(minutes=rng.choice([0, 5, 30]))
         s = sessions[sid]
         if what == "end" and s.status is SessionStatus.RUNNING:

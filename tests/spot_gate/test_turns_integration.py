@@ -50,7 +50,8 @@ async def test_held_session_is_admitted_by_its_recheck_after_readings_fall(spot)
     held = await spot.app.spawn(spawn(genesis="github_issue", prompt="fix #1", metadata={"spawned_by": "work-backlog"}))
     assert held.turn.outcome == "held" and held.turn.decision.reason == "at_utilization_limit"
     s = held.session
-    assert (s.status, s.spot_hold_reason, s.spot_hold_count, s.queued_prompt_coming) == ("waiting", "at_utilization_limit", 1, True)
+    assert (s.status, s.spot_hold_reason, s.spot_hold_count, s.queued_prompt_coming) == (
+        "waiting", "at_utilization_limit", 1, True)
     assert s.spot_hold_retry_at == spot.clock.now() + timedelta(minutes=10)
     assert await spot.start_turn_commands() == []
 
@@ -67,7 +68,8 @@ async def test_held_session_is_admitted_by_its_recheck_after_readings_fall(spot)
         if after.status == "running":
             break
         await asyncio.sleep(0.05)
-    assert (after.status, after.spot_hold_reason, after.spot_hold_count, after.queued_prompt_coming) == ("running", None, 0, False)
+    assert (after.status, after.spot_hold_reason, after.spot_hold_count, after.queued_prompt_coming) == (
+        "running", None, 0, False)
     assert [(cmd["prompt"], cmd["turn_kind"]) for cmd in await spot.start_turn_commands()] == [("fix #1", "first_start")]
     log = await spot.app.decisions(c.GateDecisionQuery(session_id=s.id))
     assert [(d.allowed, d.reason) for d in log.decisions] == [(True, "within_limits"), (False, "at_utilization_limit")]

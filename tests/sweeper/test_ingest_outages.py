@@ -37,7 +37,7 @@ async def test_nats_killed_mid_ingest_loses_nothing_and_doubles_nothing(settings
         await asyncio.to_thread(server.process.wait)
         await asyncio.sleep(2)  # the ingest loop keeps trying while NATS is gone
         server = await asyncio.to_thread(start_nats, store, port=port)
-        for attempt in range(100):  # the runtime retries its publish until the bus takes it again
+        for _attempt in range(100):  # the runtime retries its publish until the bus takes it again
             try:
                 await publish_lines(svc.bus, [(f"b-{i}", 1 + i % 13, "warning", f"after {i}") for i in range(5_000)])
                 break

@@ -82,8 +82,8 @@ async def test_tombstones_are_reaped_oldest_first_within_the_limit_and_nothing_e
     first = await reap_tombstones(base, job="test")
     assert (first.reaped, first.failed, first.left) == (REAP_LIMIT, 0, 6)
     left = sorted(p.name for p in base.iterdir())  # the file was the oldest tombstone of all
-    assert left == ["clone-49.deleting-00000031", "clone-50.deleting-00000032", "clone-51.deleting-00000033", "clone-52.deleting-00000034",
-                    "clone-53.deleting-00000035", "clone-54.deleting-00000036", "live-clone",
+    assert left == ["clone-49.deleting-00000031", "clone-50.deleting-00000032", "clone-51.deleting-00000033",
+                    "clone-52.deleting-00000034", "clone-53.deleting-00000035", "clone-54.deleting-00000036", "live-clone",
                     "stray.deleting-0000000z"]
     second = await reap_tombstones(base, job="test")
     assert (second.reaped, second.left) == (6, 0)

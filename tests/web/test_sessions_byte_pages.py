@@ -48,7 +48,7 @@ async def test_large_enqueued_messages_page_by_bytes_on_the_session_page(stack, 
     _services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET, timeout=30) as http:
         session = await held_spot_session(http)
-        for n in range(1, ROWS + 1):
+        for _ in range(ROWS):
             r = await http.post(f"/api/v1/sessions/{session['id']}/turns", json={"kind": "follow_up",
                                                                                  "prompt": "y" * BIG})
             assert r.status_code == 202 and r.json()["outcome"] == "queued", r.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -28,10 +29,8 @@ def serve(name: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICES
     factory = _load_factory(name)
     service = factory(_settings())
     service.on_start(_tune_collector)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(service.run_until_signalled())
-    except KeyboardInterrupt:
-        pass
 
 
 # A batch of admissions allocates and frees a few thousand container objects at once: with

@@ -71,9 +71,10 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
         await invariants.during(run)
         if progress:
             s = run.ledger.summary()
+            violations = sum(len(r.violations) for r in invariants.table.values())
             sys.stderr.write(f"\r[{name} {(time.monotonic() - started) / 60:4.1f}/{length:g} min] sessions "
                              f"{s['sessions']} running {run.ledger.running()} turns {s['turns']} spend "
-                             f"${s['spend_dollars']:.2f} violations {sum(len(r.violations) for r in invariants.table.values())}  ")
+                             f"${s['spend_dollars']:.2f} violations {violations}  ")
             sys.stderr.flush()
 
     async def finish(run: FleetRun) -> None:

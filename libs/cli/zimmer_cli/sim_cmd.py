@@ -4,6 +4,7 @@ zimmer_runtime (libs/sim). `zimmer up` attaches one in development; scenarios ch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -160,10 +161,8 @@ async def ask_for_the_fleets_jobs(nats_url: str, stop: asyncio.Event) -> None:
                     await run_job(nats_url, key)
                 except Exception as exc:  # noqa: BLE001 - the stack may be restarting: the next round asks again
                     log.warning("could not ask for a GitHub job", extra={"job": key, "error": repr(exc)})
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=5.0)
-        except TimeoutError:
-            pass
 
 
 def _table(summary: dict[str, Any]) -> str:

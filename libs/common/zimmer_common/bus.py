@@ -16,6 +16,7 @@ having done nothing, rather than growing without limit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -442,10 +443,8 @@ class Bus:
     async def stop_serving(self, grace: float) -> None:
         """Stop taking requests, then wait (bounded) for the ones being answered."""
         for sub in self._subs:
-            try:
+            with contextlib.suppress(Exception):  # already closed
                 await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - already closed
-                pass
         self._subs.clear()
         if self._inflight:
             await asyncio.wait(list(self._inflight), timeout=grace)
@@ -453,9 +452,7 @@ class Bus:
     async def close(self) -> None:
         self._closing.set()
         if not self.nc.is_closed:
-            try:
+            with contextlib.suppress(Exception):  # drain failing leaves close below
                 await asyncio.wait_for(self.nc.drain(), timeout=2)
-            except Exception:  # noqa: BLE001 - drain failing leaves close below
-                pass
             if not self.nc.is_closed:
                 await self.nc.close()

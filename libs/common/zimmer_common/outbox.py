@@ -247,10 +247,8 @@ class OutboxRelay:
                 await self._rest(self.gather_seconds)  # let the commits that follow gather for the next pass
             if self._stopped:
                 return
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval)
-            except TimeoutError:
-                pass
 
     async def _rest(self, seconds: float) -> None:
         """Wait `seconds`, or until `stop()`."""
@@ -265,8 +263,9 @@ async def prune_outbox(engine: AsyncEngine, schema: str, *, keep: timedelta = ti
     `keep` must outlast JetStream's duplicate window and any consumer's redelivery horizon.
     """
     async with engine.begin() as conn:
-        a = await conn.execute(text(f'DELETE FROM "{schema}".outbox WHERE sent_at < now() - CAST(:keep AS interval)'), {"keep": keep})
-        b = await conn.execute(text(f'DELETE FROM "{schema}".processed_messages WHERE processed_at < now() - CAST(:keep AS interval)'),
+        a = await conn.execute(text(f'DELETE FROM "{schema}".outbox WHERE sent_at < now() - CAST(:keep AS interval)'),
                                {"keep": keep})
+        b = await conn.execute(text(f'DELETE FROM "{schema}".processed_messages '
+                                    'WHERE processed_at < now() - CAST(:keep AS interval)'), {"keep": keep})
         c = await idempotency.prune(conn, schema)
     return int(a.rowcount or 0) + int(b.rowcount or 0) + c

@@ -56,7 +56,7 @@ class Service:
                  jobs: list[JobSpec] | None = None, schedule: tuple[ScheduleEntry, ...] = SCHEDULE,
                  clock: Clock | None = None, serve_metrics: bool = True):
         self.name = name
-        self.ctx = CONTEXTS[name] if name in CONTEXTS else name
+        self.ctx = CONTEXTS.get(name, name)
         self.settings = settings
         self.schema = schema
         self.migrations = migrations

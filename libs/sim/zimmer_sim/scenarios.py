@@ -8,6 +8,7 @@ does the breaking (zimmer_cli.scenario_stack), so this package stays on zimmer_r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 from collections.abc import Awaitable, Callable
@@ -140,7 +141,7 @@ async def _resume_order(ctx: Context) -> None:
         except RuntimeRequestError:
             precedence = {sid: p for _, sid, p in restarts}
     row = ctx.invariants.row("resumes come in precedence order")
-    for (t1, a, _), (t2, b, _) in zip(restarts, restarts[1:]):
+    for (t1, a, _), (t2, b, _) in itertools.pairwise(restarts):
         if t2 - t1 <= BATCH_GAP_SECONDS:
             row.check(precedence.get(a, 0) >= precedence.get(b, 0), first=a, then=b,
                       precedences=(precedence.get(a), precedence.get(b)))

@@ -143,12 +143,16 @@ def create_app(service: Service) -> FastAPI:
 
     install_openapi(app)
     ONE_VALUE_EACH = [Depends(single_valued_query)]  # a scalar query parameter given twice is a 422
-    app.include_router(spot_router, dependencies=ONE_VALUE_EACH)  # sessions, turns, triggers, spot policy, costs, quota readings
-    app.include_router(backlog_router, dependencies=ONE_VALUE_EACH)  # work backlog items: read, append, pull; operator-only pin/remove/start now
+    # sessions, turns, triggers, spot policy, costs, quota readings
+    app.include_router(spot_router, dependencies=ONE_VALUE_EACH)
+    # work backlog items: read, append, pull; operator-only pin/remove/start now
+    app.include_router(backlog_router, dependencies=ONE_VALUE_EACH)
     app.include_router(alerts_router, dependencies=ONE_VALUE_EACH)  # the alerts ledger
     app.include_router(logs_router, dependencies=ONE_VALUE_EACH)  # session timelines and log retention readings (sweeper)
-    app.include_router(transcripts_router, dependencies=ONE_VALUE_EACH)  # archived transcript zips, from the object store (sweeper's)
-    app.include_router(health_actions_router, dependencies=ONE_VALUE_EACH)  # queue recovery mode and queued-message maintenance (alerts)
+    # archived transcript zips, from the object store (sweeper's)
+    app.include_router(transcripts_router, dependencies=ONE_VALUE_EACH)
+    # queue recovery mode and queued-message maintenance (alerts)
+    app.include_router(health_actions_router, dependencies=ONE_VALUE_EACH)
     app.include_router(health_router, dependencies=ONE_VALUE_EACH)  # the system health report (alerts)
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).

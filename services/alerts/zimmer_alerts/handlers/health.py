@@ -147,7 +147,8 @@ class HealthReporter:
                 disabled = bool({entry.key, f"{split_host_service(entry.service)[0]}.{entry.job}"} & self.disabled_keys)
                 lane = by_consumer.get(lane_consumer(entry))
                 keys.append(cron.judge_key(entry, record, now, lower, seen, disabled=disabled,
-                                           exempt=entry.freshness_exempt, ceiling=queues.execution_ceiling(entry.lane, self.ceilings),
+                                           exempt=entry.freshness_exempt,
+                                           ceiling=queues.execution_ceiling(entry.lane, self.ceilings),
                                            lane_paused=bool(lane and lane.paused)))
         return cron.cron_health(keys)
 

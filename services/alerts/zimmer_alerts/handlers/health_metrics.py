@@ -5,6 +5,8 @@ one."""
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from zimmer_common.contracts import health as h
@@ -102,10 +104,8 @@ class HealthMetrics:
         seen = {lane.lane for lane in q.lanes}
         for gone in self._lanes - seen:
             for g in (self.ready, self.claimed, self.oldest_ready, self.oldest_claimed, self.rate):
-                try:
+                with contextlib.suppress(KeyError):
                     g.remove(gone)
-                except KeyError:
-                    pass
         for lane in q.lanes:
             self._set_or_remove(self.ready, lane.lane, lane.ready or None)
             self._set_or_remove(self.claimed, lane.lane, lane.claimed)
@@ -117,9 +117,7 @@ class HealthMetrics:
     @staticmethod
     def _set_or_remove(g: Gauge, lane: str, value: float | None) -> None:
         if value is None:
-            try:
+            with contextlib.suppress(KeyError):
                 g.remove(lane)
-            except KeyError:
-                pass
         else:
             g.labels(lane).set(value)

@@ -141,10 +141,7 @@ class QueuedMaintenance:
 
     @staticmethod
     def _claimed(subject: str, seq: int, delivered: dict[str, int]) -> bool:
-        for flt, upto in delivered.items():
-            if flt.endswith(".>") and subject.startswith(flt[:-1]) and seq <= upto:
-                return True
-        return False
+        return any(flt.endswith(".>") and subject.startswith(flt[:-1]) and seq <= upto for flt, upto in delivered.items())
 
     async def _message(self, subject: str) -> dict[str, Any] | None:
         resp = await self.bus.js_api(f"STREAM.MSG.GET.{JOBS}", {"last_by_subj": subject})

@@ -138,9 +138,9 @@ async def pull_work_backlog_items(
     or keys, not both. The n-th item gets the puller's precedence + (count − n + 1). A pull by keys
     is safe to retry after an error: the same sessions come back and none is doubled. A pull by
     count is safe to retry only with an idempotency_key (without one a retry pulls the next items;
-    after an error, read the backlog and pull by keys instead). `failed` lists starts that did not happen (retry_safe: pull those keys
-    again); `counts` and `sentence` say how much is in flight and, for a pull of zero, which zero it
-    is (busy fleet, or idle behind quota at the spot gate)."""
+    after an error, read the backlog and pull by keys instead). `failed` lists starts that did not
+    happen (retry_safe: pull those keys again); `counts` and `sentence` say how much is in flight
+    and, for a pull of zero, which zero it is (busy fleet, or idle behind quota at the spot gate)."""
     return await _bus(service).request(c.PULL, c.PullItems(
         count=count, keys=keys, removals=removals or [], acting_session_id=acting_session,
         idempotency_key=idempotency_key, wip_ceiling=wip_ceiling))

@@ -219,6 +219,7 @@ def evaluate(policy: Policy, windows: tuple[WindowState, ...] | None, fleet: Fle
 
 
 WINDOW_NAMES = {Window.FIVE_HOUR: "5-hour", Window.SEVEN_DAY: "7-day"}
+_NOT_CALIBRATED = " (not calibrated: fractions of the window, the fleet burn estimated from the pool readings)"
 
 
 def _amount(n: WindowNumbers, value: float) -> str:
@@ -235,7 +236,7 @@ def _cap_sentence(n: WindowNumbers) -> str:
     return (f"Held: the {name} window's spot budget has no room: {_amount(n, n.spent)} spent and "
             f"{_amount(n, n.projected)} {projected} over the next 10 minutes against a budget of "
             f"{_amount(n, n.budget)}, with {n.reserve_fraction * 100:.0f}% kept for priority work"
-            f"{'' if n.calibrated else ' (not calibrated: fractions of the window, the fleet burn estimated from the pool readings)'}")
+            f"{'' if n.calibrated else _NOT_CALIBRATED}")
 
 
 def _pace_sentence(n: WindowNumbers) -> str:
@@ -244,4 +245,4 @@ def _pace_sentence(n: WindowNumbers) -> str:
     return (f"Held: the fleet {burn} {_rate(n, n.fleet_burn + n.candidate_burn)} against the {name} window's "
             f"sustainable {_rate(n, n.sustainable_rate)} ({_amount(n, n.left)} left over "
             f"{n.minutes_to_reset:.0f} minutes): ahead of the pacing curve"
-            f"{'' if n.calibrated else ' (not calibrated: fractions of the window, the fleet burn estimated from the pool readings)'}")
+            f"{'' if n.calibrated else _NOT_CALIBRATED}")

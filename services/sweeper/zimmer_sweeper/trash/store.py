@@ -52,7 +52,8 @@ async def record_unarchive(conn: AsyncConnection, *, session_id: int, host: str,
     stmt = stmt.on_conflict_do_update(
         index_elements=[t.c.session_id],
         set_=dict(state=State.RESTORING.value, session_version=stmt.excluded.session_version,
-                  clone_path=func.coalesce(stmt.excluded.clone_path, t.c.clone_path), unarchived_at=now, restore_outcome=None, restore_detail="",
+                  clone_path=func.coalesce(stmt.excluded.clone_path, t.c.clone_path), unarchived_at=now,
+                  restore_outcome=None, restore_detail="",
                   next_attempt_at=now, trash_after=None, updated_at=now),
         where=t.c.session_version < stmt.excluded.session_version)
     return bool((await conn.execute(stmt.returning(t.c.session_id))).first())
