@@ -4,7 +4,7 @@
     python3 dev.py run     # start the whole system on embedded PostgreSQL + NATS
     python3 dev.py test    # run the whole test suite
     python3 dev.py test --fast   # only the unit layer (-m unit: no server, no socket; 2-3 minutes)
-    python3 dev.py lint    # check the boundaries between packages (lint-imports; also a test)
+    python3 dev.py lint    # ruff ([tool.ruff]), then the boundaries between packages (lint-imports; also a test)
     python3 dev.py bench   # run the benchmarks
 
 Each creates `.venv` and installs the project into it when missing or when pyproject.toml
@@ -28,9 +28,10 @@ STAMP = VENV / ".zimmer-installed"
 COMMANDS = {
     "run": [str(BIN / "zimmer"), "up"],
     "test": [str(BIN / "pytest")],
-    "lint": [str(BIN / "lint-imports"), "--no-cache"],  # [tool.importlinter] in pyproject.toml
+    "lint": [str(BIN / "lint-imports"), "--no-cache"],  # [tool.importlinter] in pyproject.toml, after RUFF
     "bench": [str(BIN / "python"), "-m", "bench.run"],
 }
+RUFF = [str(BIN / "ruff"), "check", "."]  # [tool.ruff] in pyproject.toml: the whole tree
 
 
 def ensure_python_311() -> None:
@@ -84,6 +85,8 @@ def main() -> None:
         ensure_test_peers()
     os.chdir(ROOT)
     args = sys.argv[2:]
+    if sys.argv[1] == "lint" and subprocess.run(RUFF).returncode != 0:
+        sys.exit(1)
     if sys.argv[1] == "test" and "--fast" in args:  # the unit layer: tests/conftest.py marks it
         args = ["-m", "unit", *(a for a in args if a != "--fast")]
     argv = COMMANDS[sys.argv[1]] + args
