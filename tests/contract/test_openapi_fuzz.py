@@ -29,7 +29,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from schemathesis.checks import CHECKS as REGISTERED, load_all_checks
+from schemathesis.checks import CHECKS as REGISTERED
+from schemathesis.checks import load_all_checks
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 EXAMPLES = int(os.environ.get("ZIMMER_FUZZ_EXAMPLES", "20"))

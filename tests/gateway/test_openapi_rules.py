@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import ValidationError
 from problems import invalid_fields, refused
+from pydantic import ValidationError
 
 from zimmer_common.contracts.backlog import PullItems
 from zimmer_common.contracts.fields import NO_NUL, TIME_PATTERN, WORDS

@@ -11,8 +11,20 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcErrorBody, RpcSpec
 from zimmer_common.contracts.fields import (
-    NAME_MAX, NEXT_OFFSET, WORDS, IdempotencyKey, Int32, ItemPayload, LongText, Name, RowId, ShortText, Time, Title,
-    exactly_one_of)
+    NAME_MAX,
+    NEXT_OFFSET,
+    WORDS,
+    IdempotencyKey,
+    Int32,
+    ItemPayload,
+    LongText,
+    Name,
+    RowId,
+    ShortText,
+    Time,
+    Title,
+    exactly_one_of,
+)
 from zimmer_common.contracts.issue_state import IssueState
 from zimmer_common.contracts.subjects import event_subject
 

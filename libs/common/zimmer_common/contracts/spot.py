@@ -9,11 +9,29 @@ from pydantic import ConfigDict, Field, model_validator
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
-    ID_MAX, NEXT_OFFSET, IdempotencyKey, Int32, JsonObject, LongText, Name, Prompt, RowId, ShortText, Time, Title)
-from zimmer_common.contracts.runtime import (
-    QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName)
+    ID_MAX,
+    NEXT_OFFSET,
+    IdempotencyKey,
+    Int32,
+    JsonObject,
+    LongText,
+    Name,
+    Prompt,
+    RowId,
+    ShortText,
+    Time,
+    Title,
+)
+from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusName, SessionStatusReport, TurnKindName
 from zimmer_common.contracts.spot_history import (  # noqa: F401 - part of this language: callers read spot.<name>
-    DecisionEvent, EnqueuedList, EnqueuedMessage, EnqueuedQuery, GateDecisionList, GateDecisionQuery, GateDecisionRow)
+    DecisionEvent,
+    EnqueuedList,
+    EnqueuedMessage,
+    EnqueuedQuery,
+    GateDecisionList,
+    GateDecisionQuery,
+    GateDecisionRow,
+)
 from zimmer_common.contracts.subjects import event_subject
 
 CTX = "spot"
@@ -158,9 +176,8 @@ class SpawnSession(Request):
         named = self.metadata.get(FORK_KEY)
         if named is None:
             return self
-        if isinstance(named, str) and named.isascii() and named.isdigit():
-            named = int(named)
-        elif isinstance(named, float) and named.is_integer():  # 7.0: JSON Schema's integer 7, as everywhere
+        # "7", and 7.0: JSON Schema's integer 7, as everywhere
+        if (isinstance(named, str) and named.isascii() and named.isdigit()) or (isinstance(named, float) and named.is_integer()):
             named = int(named)
         if isinstance(named, bool) or not isinstance(named, int) or not 1 <= named <= ID_MAX:
             raise ValueError(f"metadata.{FORK_KEY} must be a session id (an integer from 1)")

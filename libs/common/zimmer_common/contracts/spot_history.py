@@ -11,7 +11,6 @@ from pydantic import Field, model_validator
 from zimmer_common.contracts.envelope import Payload, Request
 from zimmer_common.contracts.fields import RowId, Time
 
-
 DecisionEvent = Literal["turn", "ceiling_pause", "ceiling_kept", "ceiling_resume", "start_now", "promote",
                         "restart", "wake_stand_down", "auth_park", "auth_unpark"]
 

@@ -9,7 +9,17 @@ from pydantic import ConfigDict, Field
 
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import (
-    NEXT_OFFSET, IdempotencyKey, Int32, JsonObject, Name, Prompt, RowId, ShortText, Title, at_least_one_of)
+    NEXT_OFFSET,
+    IdempotencyKey,
+    Int32,
+    JsonObject,
+    Name,
+    Prompt,
+    RowId,
+    ShortText,
+    Title,
+    at_least_one_of,
+)
 from zimmer_common.contracts.spot import CTX, ClassName, DecisionView, GenesisName, SpawnResult, TriggerKindName
 
 

@@ -22,8 +22,19 @@ from zimmer_common.contracts.fields import WORDS, LongText
 from zimmer_gateway.appends import Appends
 from zimmer_gateway.auth import Realm, authenticated, operator_only
 from zimmer_gateway.routes.common import (
-    ID_MAX, IDEMPOTENCY_HEADER, BusDep, IdempotencyHeader, Precedence, RowId, StrictBody, Undefined, json_body, keyed,
-    problem_responses, validated)
+    ID_MAX,
+    IDEMPOTENCY_HEADER,
+    BusDep,
+    IdempotencyHeader,
+    Precedence,
+    RowId,
+    StrictBody,
+    Undefined,
+    json_body,
+    keyed,
+    problem_responses,
+    validated,
+)
 
 router = APIRouter(prefix="/api/v1/work_backlog_items", tags=["work backlog"])
 

@@ -15,7 +15,17 @@ from zimmer_common.contracts.fields import IdempotencyKey, Prompt, Time, at_leas
 from zimmer_common.contracts.runtime import SessionStatusName, TurnKindName
 from zimmer_gateway.auth import Realm, operator_only
 from zimmer_gateway.routes.common import (
-    ID_MAX, BusDep, IdempotencyHeader, Precedence, RowId, SessionIdPath, StrictBody, keyed, problem_responses, proxied)
+    ID_MAX,
+    BusDep,
+    IdempotencyHeader,
+    Precedence,
+    RowId,
+    SessionIdPath,
+    StrictBody,
+    keyed,
+    problem_responses,
+    proxied,
+)
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
 

@@ -11,7 +11,15 @@ from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.fields import IdempotencyKey, JsonObject, Name, Prompt, Title, at_least_one_of
 from zimmer_gateway.routes.common import (
-    ID_MAX, BusDep, IdempotencyHeader, Precedence, StrictBody, TriggerIdPath, keyed, problem_responses)
+    ID_MAX,
+    BusDep,
+    IdempotencyHeader,
+    Precedence,
+    StrictBody,
+    TriggerIdPath,
+    keyed,
+    problem_responses,
+)
 
 router = APIRouter(prefix="/api/v1/triggers", tags=["triggers"])
 
