@@ -41,13 +41,13 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
+import httpx
 
-from bench.failover_load import ITEMS, SESSIONS, Writes, every_row  # noqa: E402
-from bench.failover_probe import connect, stream_leader, time_to_catch_up, time_to_write, time_until_answers  # noqa: E402
-from bench.harness import machine_info, peak_rss_mb, percentile, vm_hwm_mb  # noqa: E402
-from bench.sim_soak import raw_request_p99  # noqa: E402
-from zimmer_cli.embedded import free_port, port_open  # noqa: E402
+from bench.failover_load import ITEMS, SESSIONS, Writes, every_row
+from bench.failover_probe import connect, stream_leader, time_to_catch_up, time_to_write, time_until_answers
+from bench.harness import machine_info, peak_rss_mb, percentile, vm_hwm_mb
+from bench.sim_soak import raw_request_p99
+from zimmer_cli.embedded import free_port, port_open
 
 RESULTS = Path(__file__).resolve().parent / "results"
 READY_DEADLINE = 180.0

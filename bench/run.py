@@ -39,9 +39,9 @@ if __package__ in (None, ""):
     # repository root, so make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import backlog, backlog_liveness, health, spot_ceiling, spot_gate, sweeper_disk, sweeper_logs  # noqa: E402
-from bench.foundation import bench_pg_copy, bench_pg_tx, bench_rpc  # noqa: E402
-from bench.harness import (  # noqa: E402
+from bench import backlog, backlog_liveness, health, spot_ceiling, spot_gate, sweeper_disk, sweeper_logs
+from bench.foundation import bench_pg_copy, bench_pg_tx, bench_rpc
+from bench.harness import (
     FULL,
     QUICK,
     BenchContext,

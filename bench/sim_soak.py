@@ -28,11 +28,11 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import nats  # noqa: E402
+import nats
 
-from bench.harness import machine_info, percentile  # noqa: E402
-from zimmer_cli.scenario_cmd import run_scenario  # noqa: E402
-from zimmer_cli.scenario_stack import OwnedStack  # noqa: E402
+from bench.harness import machine_info, percentile
+from zimmer_cli.scenario_cmd import run_scenario
+from zimmer_cli.scenario_stack import OwnedStack
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ECHO_REQUESTS = 2_000

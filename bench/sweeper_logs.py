@@ -464,7 +464,7 @@ def _units(engine: Any) -> Any:
 
     from zimmer_common.unit_of_work import UnitsOfWork
 
-    return UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "sweeper")  # type: ignore[arg-type]
+    return UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "sweeper")
 
 
 def _retention(engine: Any, now: datetime) -> Any:

@@ -155,7 +155,7 @@ class _Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:  # noqa: N802 - http.server dispatches on this name
         length = int(self.headers.get("Content-Length") or 0)
         self.server.received.append((self.path, json.loads(self.rfile.read(length) or b"{}")))  # type: ignore[attr-defined]
         self.send_response(200)

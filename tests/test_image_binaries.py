@@ -75,7 +75,7 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
         self.scopes.pop()
 
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _enter  # noqa: N815
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _enter  # noqa: N815 - ast.NodeVisitor dispatches on these names
 
     # ---- calls
     def visit_Call(self, node: ast.Call) -> None:

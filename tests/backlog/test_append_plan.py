@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_ranking import COSTS, T0, appended, full_band, item  # noqa: E402 - tests/backlog on sys.path
+from test_ranking import COSTS, T0, appended, full_band, item  # tests/backlog on sys.path
 
 from zimmer_backlog.domain.ranking import BANDS, BandFull, NeedsBand, RankedItem, apply, band_of, plan_append, plan_batch
 

@@ -12,7 +12,7 @@ import pytest
 from mcp_client import call, mcp_session, tool_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import REPO, GithubForTheStack, world_in_stack  # noqa: E402
+from liveness_world import REPO, GithubForTheStack, world_in_stack
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}

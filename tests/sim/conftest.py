@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from zimmer_runtime import RuntimeClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import GithubForTheStack  # noqa: E402
+from liveness_world import GithubForTheStack
 
 REPOS = ["acme/api", "acme/web"]  # GithubWorld's default repositories
 

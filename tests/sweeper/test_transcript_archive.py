@@ -88,7 +88,7 @@ async def test_a_backlog_is_deferred_to_the_next_tick_at_warn(settings_factory, 
     assert MAX_SESSIONS_PER_RUN == 50
     async with transcript_stack(settings_factory, tmp_path) as stack:
         made = stack.app.archive
-        archive = TranscriptArchive(bus=made._bus, units=made.units, roots=made.roots,  # noqa: SLF001
+        archive = TranscriptArchive(bus=made._bus, units=made.units, roots=made.roots,  # noqa: SLF001 - the app's own bus
                                     records=made.records, now=stack.clock.now, metrics=made.metrics, limit=2)
         for i in range(3):
             clone = stack.clones / f"zimmer-main-{i}-cccc"

@@ -116,7 +116,7 @@ async def test_spot_gate_down_keeps_everything(settings_factory, tmp_path: Path)
 
 def _sweep(stack, disk: DiskSettings, env: Environment) -> TranscriptSweep:  # type: ignore[no-untyped-def]
     app = stack.app.sweep
-    return TranscriptSweep(bus=app._bus, roots=Roots(disk, env), records=app.records, now=stack.clock.now,  # noqa: SLF001
+    return TranscriptSweep(bus=app._bus, roots=Roots(disk, env), records=app.records, now=stack.clock.now,  # noqa: SLF001 - the app's own bus
                            metrics=app.metrics, free_space=app.free_space)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from test_zimmer_up import Run, _zimmer  # noqa: E402 - the e2e tests' `zimmer up` driver
+from test_zimmer_up import Run, _zimmer  # the e2e tests' `zimmer up` driver
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_common.contracts.limits import max_length
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import REPO, stack_setup, world_in_stack  # noqa: E402,F401 - stack_setup: the fixture
+from liveness_world import REPO, stack_setup, world_in_stack  # noqa: F401 - stack_setup: the fixture
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 BIG = 60_000  # characters of payload per row

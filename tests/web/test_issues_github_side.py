@@ -14,7 +14,7 @@ from pageshots import accessibility_problems, notice, screenshot
 from test_issues_page import sign_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import REPO, stack_setup, world_in_stack  # noqa: E402,F401 - stack_setup: the fixture
+from liveness_world import REPO, stack_setup, world_in_stack  # noqa: F401 - stack_setup: the fixture
 
 DAY = timedelta(days=1)
 FLEET = {"Authorization": "Bearer test-fleet-key"}

@@ -13,7 +13,7 @@ from pageshots import accessibility_problems, screenshot
 from test_issues_page import append, sign_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
-from liveness_world import REPO, stack_setup, world_in_stack  # noqa: E402,F401 - stack_setup: the fixture
+from liveness_world import REPO, stack_setup, world_in_stack  # noqa: F401 - stack_setup: the fixture
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 

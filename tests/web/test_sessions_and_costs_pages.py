@@ -14,7 +14,7 @@ import httpx
 from pageshots import accessibility_problems, notice, screenshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
-from pool_readings import held_spot_session  # noqa: E402 - the gateway tests' helper
+from pool_readings import held_spot_session  # the gateway tests' helper
 
 from zimmer_common.contracts.runtime import INGEST_SPEND, SpendReport
 

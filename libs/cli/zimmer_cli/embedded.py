@@ -88,7 +88,7 @@ def _prctl() -> Callable[..., int] | None:
     try:
         import ctypes
 
-        return ctypes.CDLL("libc.so.6", use_errno=True).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
     except OSError:
         return None
 

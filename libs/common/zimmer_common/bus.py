@@ -355,7 +355,7 @@ class Bus:
             self.outages.of(MESSAGE_BUS).failed(exc, where=spec.subject)
             raise unavailable(MESSAGE_BUS, f"message bus unavailable: {spec.op} to {spec.ctx} got no answer"
                               + SENT_UNANSWERED, sent=True) from None
-        return msg.data  # type: ignore[no-any-return]
+        return msg.data
 
     # ---- JetStream ---------------------------------------------------------------------
 

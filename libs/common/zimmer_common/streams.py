@@ -71,7 +71,7 @@ async def check_server(bus: Bus) -> str:
         raise UnsupportedServer(
             f"NATS server {version} is too old: Zimmer needs nats-server >= {need} for JetStream message schedules")
     disabled = f"NATS server {version} has JetStream disabled; start it with -js (Zimmer needs nats-server >= {need})"
-    if not bus.nc._server_info.get("jetstream"):  # noqa: SLF001
+    if not bus.nc._server_info.get("jetstream"):  # noqa: SLF001 - nats-py exposes no accessor
         raise UnsupportedServer(disabled)
     # JetStream is on (the server says so): a silence or a 503 is a cluster still electing its
     # meta leader (a node rejoining, a cluster starting), not a server without it. Waited out,

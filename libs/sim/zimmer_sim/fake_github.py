@@ -112,7 +112,7 @@ class FakeGithub:
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 fake._serve(self, "GET", None)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:  # noqa: N802 - http.server dispatches on this name
                 length = int(self.headers.get("Content-Length") or 0)
                 fake._serve(self, "POST", self.rfile.read(length))
 

@@ -83,11 +83,11 @@ class Fleet:
         codex = runtime == "codex"
         key, prompt = f"{self.name}-{self.seed}-arrival-{n}", f"sim:{n}:task"
         if genesis in self._triggers and not codex:
-            call = lambda: self.client.call(FIRE_TRIGGER, FireTrigger(  # noqa: E731
+            call = lambda: self.client.call(FIRE_TRIGGER, FireTrigger(  # noqa: E731 - one request, retried by _retry
                 trigger_id=self._triggers[genesis], prompt=prompt, title=f"sim {genesis} #{n}", idempotency_key=key))
         else:
             precedence = self.rng.randint(*self.profile.precedences) if self.profile.precedences else None
-            call = lambda: self.client.call(spot.SPAWN, spot.SpawnSession(  # noqa: E731
+            call = lambda: self.client.call(spot.SPAWN, spot.SpawnSession(  # noqa: E731 - one request, retried by _retry
                 genesis=genesis, runtime=runtime, harness=runtime, model=model, title=f"sim {genesis} #{n}",
                 prompt=prompt, idempotency_key=key, precedence=precedence))
         result = await self._retry(call)

@@ -156,7 +156,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(health_router, dependencies=ONE_VALUE_EACH)  # the system health report (alerts)
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
-    app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))  # type: ignore[arg-type,attr-defined]
+    app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))
     for pages in (create_signin(service), create_issues(service), create_quotas(service), create_costs(service),
                   create_sessions(service), create_ranked(service), create_health(service, ping_peers)):
         app.include_router(pages)

@@ -43,5 +43,5 @@ def bootstrap(service: Service, settings: Settings) -> uvicorn.Server:
                                            log_config=None, access_log=False, lifespan="on"))
     # uvicorn installs its own signal handlers when it runs as the main server; the service
     # lifecycle owns signals here.
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server.install_signal_handlers = lambda: None
     return server

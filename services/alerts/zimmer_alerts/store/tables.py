@@ -100,4 +100,4 @@ page_groups = PageGroupRow.__table__
 notifications = NotificationRow.__table__
 
 # Tables declared in their own modules, imported here so that loading the alerts tables loads them all.
-from zimmer_alerts.store import recovery_tables as _recovery_tables  # noqa: E402,F401
+from zimmer_alerts.store import recovery_tables as _recovery_tables  # noqa: E402,F401 - the comment above says why

@@ -237,7 +237,7 @@ class LivenessSweep:
         try:
             async with self._units.begin() as uow:
                 await _write_mark(uow.conn, BAND_MARK, mark, now)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - paged in its own right
             await self._band_store_failed(exc, "write", report)
 
     async def _probe_band_store(self, now: datetime) -> None:

@@ -53,7 +53,7 @@ def create_ranked(service: Service) -> APIRouter:
 
     @router.get("/ranked")
     async def ranked(request: Request, filter: Filter = "queue",  # noqa: A002 - the query's name
-                     done: str | None = None, id: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,  # noqa: A002
+                     done: str | None = None, id: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,  # noqa: A002 - the query's name
                      said: Annotated[str | None, Query(max_length=300)] = None) -> Response:
         operator = signed_in(request)
         _label, statuses, with_spot = FILTERS[filter]

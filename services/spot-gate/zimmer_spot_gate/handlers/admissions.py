@@ -115,7 +115,7 @@ class Admissions:
                 else:
                     answers[i] = out
             await store.save_spawn_answers(conn, first_answers(items, answers))
-        return answers  # type: ignore[return-value]
+        return answers
 
 
 def first_answers(items: list[Any], answers: list[Any]) -> dict[int, str]:

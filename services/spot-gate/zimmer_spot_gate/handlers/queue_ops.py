@@ -79,7 +79,7 @@ class QueueOps:
             if running and req.halt:
                 events.append((STOP_TURN, "stop_turn", StopTurn(session_id=req.session_id, mode="halt",
                                                                 reason="parked in the spot queue")))
-            await uow.emit_many(events)  # type: ignore[arg-type]
+            await uow.emit_many(events)
         return view
 
     async def start_now(self, req: StartNow) -> StartNowResult:

@@ -62,7 +62,7 @@ class Wakes:
             if running and req.halt:
                 events.append((STOP_TURN, "stop_turn", StopTurn(session_id=req.session_id, mode="halt",
                                                                 reason=f"paused until {req.until.isoformat()}")))
-            await uow.emit_many(events)  # type: ignore[arg-type]
+            await uow.emit_many(events)
         return view
 
     async def fire_due(self) -> int:

@@ -36,12 +36,12 @@ KNOWN_VERSION = LogLineIn.VERSION
 
 
 class LineEnvelope(EventEnvelope):
-    type: Literal["log_line"]  # type: ignore[assignment]
+    type: Literal["log_line"]
     data: LogLineIn  # type: ignore[assignment]
 
 
 class LinesEnvelope(EventEnvelope):
-    type: Literal["log_lines"]  # type: ignore[assignment]
+    type: Literal["log_lines"]
     data: LogLinesIn  # type: ignore[assignment]
 
 

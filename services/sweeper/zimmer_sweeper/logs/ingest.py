@@ -372,7 +372,7 @@ async def _record(conn: AsyncConnection, consumer: str, seqs: list[int],
 async def _copy(conn: AsyncConnection, data: memoryview) -> None:
     """One text-format COPY of a batch's rows (`copytext`: built as its lines were decoded)."""
     raw = await conn.get_raw_connection()
-    driver: asyncpg.Connection = raw.driver_connection  # type: ignore[assignment]
+    driver: asyncpg.Connection = raw.driver_connection
     if not driver.is_in_transaction():  # outside it, the rows would commit apart from the ledger's record
         raise RuntimeError("the COPY must run in the batch's transaction")
     await driver.copy_to_table("logs", schema_name=SCHEMA, columns=list(copytext.COLUMNS), source=data,
