@@ -59,7 +59,7 @@ async def _fresh_db(base: str) -> str:
     return with_database(base, name)
 
 
-async def _start_service(ctx: BenchContext, db: str):  # type: ignore[no-untyped-def]
+async def _start_service(ctx: BenchContext, db: str):  # type: ignore[no-untyped-def]  # returns a Service, imported lazily
     from zimmer_common.settings import Environment, Settings
     from zimmer_spot_gate.service import build
 

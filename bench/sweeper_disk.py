@@ -147,7 +147,7 @@ def orphan_scan(tree: Tree) -> int:
     from zimmer_sweeper.clones.domain import AGE_THRESHOLD, BATCH_LIMIT, aged_clone_directories, choose_orphans
     from zimmer_sweeper.disk.volumes import list_root
 
-    entries = list_root(tree.clones)  # type: ignore[arg-type]
+    entries = list_root(tree.clones)  # type: ignore[arg-type]  # a str path: list_root only scandirs it
     aged = aged_clone_directories(entries, now=datetime.now(UTC) + timedelta(days=3), age_bar=AGE_THRESHOLD)
     # Spot-gate's answers, made up: one clone in ten live, another one in ten tracked by some row.
     named = {posixpath.basename(p) for p in tree.live[1::10]}

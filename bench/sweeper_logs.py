@@ -177,13 +177,13 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     made = datetime.now(UTC)
     shapes: dict[str, tuple[list[bytes], list[str]]] = {
         "log_line": ([EventEnvelope(id=f"TAG-{i}", type=LOG_LINE, version=1, source="runtime", occurred_at=made,
-                                    data=LogLineIn(session_id=sid, level=level, message=text,  # type: ignore[arg-type]
+                                    data=LogLineIn(session_id=sid, level=level, message=text,  # type: ignore[arg-type]  # the level is one of the literals
                                                    at=made).model_dump(mode="json")).model_dump_json().encode()
                       for i, (sid, level, text) in enumerate(lines)],
                      [f"{i}" for i in range(n)]),
         "log_lines": ([EventEnvelope(id=f"TAG-b{k}", type=LOG_LINES, version=1, source="runtime", occurred_at=made,
                                      data=LogLinesIn(lines=[
-                                         LogLineItem(message_id=f"TAG-{i}", session_id=sid, level=level,  # type: ignore[arg-type]
+                                         LogLineItem(message_id=f"TAG-{i}", session_id=sid, level=level,  # type: ignore[arg-type]  # the level is one of the literals
                                                      message=text, at=made)
                                          for i, (sid, level, text) in enumerate(lines[k:k + LINES_PER_MESSAGE], k)]
                                                    ).model_dump(mode="json")).model_dump_json().encode()
@@ -204,7 +204,7 @@ async def bench_ingest(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
     engine = create_engine(db)
     try:
         # Today's partitions and a week ahead, as the service's log_partitions job makes them at start.
-        await LogRetention(_units(engine), SystemClock().now, None).create_ahead()  # type: ignore[arg-type]
+        await LogRetention(_units(engine), SystemClock().now, None).create_ahead()  # type: ignore[arg-type]  # no pager: the bench pages nobody
     finally:
         await engine.dispose()
     conn = await asyncpg.connect(asyncpg_dsn(db))
@@ -471,7 +471,7 @@ def _retention(engine: Any, now: datetime) -> Any:
     from zimmer_common.clock import FrozenClock
     from zimmer_sweeper.logs.retention import LogRetention
 
-    return LogRetention(_units(engine), FrozenClock(now).now, _NoPager())  # type: ignore[arg-type]
+    return LogRetention(_units(engine), FrozenClock(now).now, _NoPager())  # type: ignore[arg-type]  # a stand-in pager
 
 
 async def _build(ctx: BenchContext, rows: int, day0_rows: int) -> LogTable:
@@ -745,7 +745,7 @@ async def bench_timeline(sizes: Sizes, ctx: BenchContext) -> list[Entry]:
 
         async def mid_all(i: int) -> None:
             sid = sid_of(i)
-            await check(LogQuery(session_id=sid, limit=PAGE_LIMIT, cursor=middle_all[sid], levels=all_levels))  # type: ignore[arg-type]
+            await check(LogQuery(session_id=sid, limit=PAGE_LIMIT, cursor=middle_all[sid], levels=all_levels))  # type: ignore[arg-type]  # the levels are the literals
 
         async def pk(i: int) -> None:
             async with engine.connect() as c:

@@ -111,7 +111,7 @@ def _answer(call: Coroutine[Any, Any, T]) -> T:
         raise typer.Exit(1) from None
 
 
-async def _connect(nats_url: str):  # type: ignore[no-untyped-def]
+async def _connect(nats_url: str):  # type: ignore[no-untyped-def]  # returns a Bus, imported lazily
     from zimmer_common.bus import Bus
 
     return await Bus.connect([u for u in nats_url.split(",") if u], service="cli", instance_id=str(os.getpid()),

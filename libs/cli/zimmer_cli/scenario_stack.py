@@ -80,7 +80,7 @@ class OwnedStack(ExternalStack):
                                f"see {self.root / 'zimmer-up.log'} and {self.data / 'logs'}")
         self.nats_url = self._runtime()["nats_url"]
 
-    def _runtime(self) -> dict:  # type: ignore[type-arg]
+    def _runtime(self) -> dict:  # type: ignore[type-arg]  # the runtime's JSON status, any shape
         return json.loads((self.data / "runtime.json").read_text())
 
     async def signal(self, name: str, sig: int) -> None:

@@ -256,7 +256,7 @@ async def run_bounded(
     for task in tasks:
         # Surface unexpected errors (bugs), now that the group is dead.
         if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+            raise task.exception()  # type: ignore[misc]  # the task failed, so exception() is set
 
     return BoundedResult(
         argv=args,

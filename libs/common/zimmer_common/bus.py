@@ -216,7 +216,7 @@ class Bus:
     async def _refuse_busy(self, spec: RpcSpec[Any, Any], msg: Msg) -> None:
         if self.metrics:
             self.metrics.rpc_busy.labels(self.service, spec.op).inc()
-        reply = RpcReply(ok=False, error={"code": ErrorCode.BUSY.value,  # type: ignore[arg-type]
+        reply = RpcReply(ok=False, error={"code": ErrorCode.BUSY.value,  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
                                           "message": f"{self.service} is at its bound of {self.max_inflight} requests "
                                                      "in flight; nothing was done, retry shortly",
                                           "details": self.outages.naming({"retry_safe": True})})
@@ -252,7 +252,7 @@ class Bus:
             error = exc.to_dict()
             if exc.retry_safe:
                 error["details"] = self.outages.naming(error.get("details") or {})
-            reply = RpcReply(ok=False, error=error)  # type: ignore[arg-type]
+            reply = RpcReply(ok=False, error=error)  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
         except Exception as exc:  # noqa: BLE001 - an outage is an answer; anything else is a bug, logged
             if isinstance(exc, TimeoutError) and timer.expired():
                 if self.metrics:
@@ -262,13 +262,13 @@ class Bus:
             if dependency is not None:
                 err = unavailable(dependency)
                 outcome = err.code.value
-                reply = RpcReply(ok=False, error=err.to_dict())  # type: ignore[arg-type]
+                reply = RpcReply(ok=False, error=err.to_dict())  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
             else:
                 outcome = ErrorCode.INTERNAL.value
                 await page_or_log(self.page, "RPC handler failed", f"{spec.subject} raised {type(exc).__name__}; the "
                                   "caller was answered `internal`", ["rpc", spec.op, type(exc).__name__],
                                   snippet_source=exc, subject=spec.subject)
-                reply = RpcReply(ok=False, error={"code": "internal", "message": "internal error"})  # type: ignore[arg-type]
+                reply = RpcReply(ok=False, error={"code": "internal", "message": "internal error"})  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
         if self.metrics:
             self.metrics.rpc_served(spec.op, outcome, time.perf_counter() - started)
         await self._reply(spec, msg, reply)
@@ -278,7 +278,7 @@ class Bus:
             return
         body = reply if isinstance(reply, bytes) else reply.model_dump_json().encode()
         if len(body) > self.max_payload:
-            body = RpcReply(ok=False, error={  # type: ignore[arg-type]
+            body = RpcReply(ok=False, error={  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
                 "code": ErrorCode.TOO_LARGE.value,
                 "message": f"the answer is {len(body):,} bytes, more than the bus carries ({self.max_payload:,}); "
                            "ask for less (a smaller limit)",
@@ -314,7 +314,7 @@ class Bus:
             raise ZimmerError(err.code if err else "internal", err.message if err else "error without body",
                               err.details if err else {})
         if reply.data is None:
-            return spec.response.model_validate({}).model_dump_json().encode()  # type: ignore[no-any-return]
+            return spec.response.model_validate({}).model_dump_json().encode()  # type: ignore[no-any-return]  # spec.response is typed Any
         return to_json(reply.data)
 
     async def _ask(self, spec: RpcSpec[Any, Any], body: bytes, timeout: float | None) -> bytes:
@@ -419,7 +419,7 @@ class Bus:
             raise unavailable(MESSAGE_BUS, f"JetStream stored {len(messages) - len(refused)} of a batch of "
                                            f"{len(messages)}: {cause}")
         self.outages.answered(MESSAGE_BUS)
-        return [int(a) for a in answers]  # type: ignore[arg-type]
+        return [int(a) for a in answers]  # type: ignore[arg-type]  # refusals raised above: the rest are ints
 
     async def publish_event(self, subject: str, event_type: str, payload: Payload, *, event_id: str,
                             occurred_at: datetime | None = None) -> int:

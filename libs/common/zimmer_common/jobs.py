@@ -307,7 +307,7 @@ class JobRunner:
             self.metrics.job_seconds.labels(self.service, spec.name).observe(duration)
 
     @contextlib.asynccontextmanager
-    async def _singleton(self, job: str):  # type: ignore[no-untyped-def]
+    async def _singleton(self, job: str):  # type: ignore[no-untyped-def]  # an async context manager; its yield type is not spelled out
         local = self._local_locks.setdefault(job, asyncio.Lock())
         if local.locked():
             yield False

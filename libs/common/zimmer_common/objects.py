@@ -73,4 +73,4 @@ async def put_file(store: ObjectStore, name: str, source: BinaryIO, *, descripti
     """Store a file under `name`, read in chunks (never whole in memory); replaces any earlier
     object of that name once the new one is complete."""
     meta = api.ObjectMeta(name=name, description=description or None, headers=headers)
-    return await store.put(name, source, meta=meta)  # type: ignore[arg-type]
+    return await store.put(name, source, meta=meta)  # type: ignore[arg-type]  # nats-py's put reads any binary file object

@@ -182,7 +182,7 @@ class Service:
         log.info("ready", extra=kv(metrics_port=self.metrics_port))
 
     def _job_runner(self, ctx: str, specs: list[JobSpec], host: str | None = None) -> JobRunner:
-        return JobRunner(self.bus, ctx=ctx, service=self.name, instance_id=self.settings.instance_id,  # type: ignore[arg-type]
+        return JobRunner(self.bus, ctx=ctx, service=self.name, instance_id=self.settings.instance_id,  # type: ignore[arg-type]  # the bus is connected before any job runs
                          jobs=specs, engine=self.engine, metrics=self.metrics, clock=self.clock,
                          outages=self.outages, on_failure=self._job_failed, host=host, page=self.page_error)
 

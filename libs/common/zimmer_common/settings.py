@@ -121,7 +121,7 @@ def _redact_url(url: str) -> str:
 def load_settings(**overrides: object) -> Settings:
     """Parse the environment; raises ConfigurationError (not a pydantic error) for bad secrets."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**overrides)  # type: ignore[arg-type]  # pydantic-settings validates the overrides
     except ConfigurationError:
         raise
     except ValueError as exc:  # pydantic wraps validator errors; unwrap ours

@@ -39,7 +39,7 @@ def read_reply(response: type[Resp], data: bytes, *, what: str) -> Resp:
     """The result of an RPC reply (`{ok, data}`), or its error (`{error:{code,message,details}}`)
     raised as a `RuntimeRequestError`."""
     try:
-        reply = TypedRpcReply[response].model_validate_json(data)  # type: ignore[valid-type]
+        reply = TypedRpcReply[response].model_validate_json(data)  # type: ignore[valid-type]  # the reply's type is the request's, known at run time
     except ValidationError as exc:
         raise RuntimeRequestError("internal", f"the answer to {what} does not match its contract: {exc}") from None
     if not reply.ok:

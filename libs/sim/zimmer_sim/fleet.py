@@ -309,10 +309,10 @@ class Fleet:
 
     # ---- plumbing -----------------------------------------------------------------------
 
-    async def _retry(self, call):  # type: ignore[no-untyped-def]
+    async def _retry(self, call):  # type: ignore[no-untyped-def]  # call: any RPC coroutine factory
         """The call's answer, or None. `unavailable`/`busy` are repeated (each call reuses its key)."""
 
-        async def counted():  # type: ignore[no-untyped-def]
+        async def counted():  # type: ignore[no-untyped-def]  # returns whatever the call answers
             try:
                 return await call()
             except RuntimeRequestError as exc:
@@ -330,7 +330,7 @@ class Fleet:
             log.info("the control plane refused a request", extra={"code": exc.code, "error": str(exc)})
             return None
 
-    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]  # coro: any coroutine
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._finished)

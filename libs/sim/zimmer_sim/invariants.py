@@ -86,7 +86,7 @@ class Invariants:
         await self._spend(run)
         await self._logs(run)
         if run.github is not None:
-            twice = run.github.ledger.started_twice()  # type: ignore[attr-defined]
+            twice = run.github.ledger.started_twice()  # type: ignore[attr-defined]  # run.github is the GithubWorld when set
             row = self.row("no backlog issue is started twice")
             row.check(not twice, keys=twice)
             if self.owned_backlog:
@@ -143,7 +143,7 @@ class Invariants:
     async def _backlog_counts(self, run: FleetRun) -> None:
         """On a backlog only this run fed: its queue is exactly what the fleet appended and neither
         pulled nor removed, and its claimed count the pulled sessions the fleet has not archived."""
-        gh = run.github.ledger  # type: ignore[attr-defined]
+        gh = run.github.ledger  # type: ignore[attr-defined]  # run.github is the GithubWorld when set
         row = self.row("the backlog's counts equal the fleet's view")
         expected_queue = gh.appended - set(gh.pulled) - set(gh.removed)
         pulled_sessions = {sid for ids in gh.sessions.values() for sid in ids}

@@ -99,7 +99,7 @@ async def run_fleet(config: SimConfig, stop: asyncio.Event, *, every: Check | No
             _every(stop, lambda: _read_policy(fleet), lambda: 10.0),
         ]
         if run.github is not None:
-            loops.append(_every(stop, run.github.step, lambda: profile.github_every))  # type: ignore[attr-defined]
+            loops.append(_every(stop, run.github.step, lambda: profile.github_every))  # type: ignore[attr-defined]  # run.github is the GithubWorld when set
         if profile.quiet_share > 0:
             started = asyncio.get_running_loop().time()
             loops.append(_every(stop, lambda: _duty_cycle(fleet, started), lambda: 5.0))
@@ -138,7 +138,7 @@ async def _read_policy(fleet: Fleet) -> None:
         fleet.max_sessions = (await fleet.client.call(GET_POLICY, PolicyQuery())).max_sessions
 
 
-async def _start_github(run: FleetRun):  # type: ignore[no-untyped-def]
+async def _start_github(run: FleetRun):  # type: ignore[no-untyped-def]  # returns FakeGithub, imported lazily
     from zimmer_sim.fake_github import FakeGithub
     from zimmer_sim.github_world import GithubWorld
 

@@ -184,7 +184,7 @@ def install_openapi(app: FastAPI) -> None:
             app.openapi_schema = spec
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to replace the schema
 
 
 async def _workers(service: Any) -> WorkerStatistics | str:

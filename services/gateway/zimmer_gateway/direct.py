@@ -54,5 +54,5 @@ class DirectRoutes:
         handlers: dict[Any, Any] = self.fastapi.exception_handlers
         for cls in type(exc).__mro__:
             if cls in handlers:
-                return await handlers[cls](request, exc)  # type: ignore[no-any-return]
+                return await handlers[cls](request, exc)  # type: ignore[no-any-return]  # the handlers' table is typed loosely
         raise exc

@@ -112,5 +112,5 @@ def with_stated_rules(app: Any) -> None:
             done[:] = [id(spec)]
         return spec
 
-    openapi.stated_rules = True  # type: ignore[attr-defined]
+    openapi.stated_rules = True  # type: ignore[attr-defined]  # a marker attribute on the function
     app.openapi = openapi

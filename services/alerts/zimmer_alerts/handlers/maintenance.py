@@ -113,7 +113,7 @@ def _counts(items: list[str]) -> list[h.Count]:
 def _receipt(action: str, done: list[Waiting], skipped: list[str],
              deliver_at: datetime | None = None) -> h.QueuedReceipt:
     """What a mutation did: a reschedule is recoverable (the work still happens), a discard is not."""
-    return h.QueuedReceipt(action=action, recoverable=action == "reschedule", count=len(done),  # type: ignore[arg-type]
+    return h.QueuedReceipt(action=action, recoverable=action == "reschedule", count=len(done),  # type: ignore[arg-type]  # pydantic validates the string into the literal
                            by_subject=_counts([w.subject for w in done]), by_lane=_counts([w.lane for w in done]),
                            skipped=_counts(skipped), deliver_at=deliver_at)
 

@@ -30,7 +30,7 @@ FINISHED_WINDOW = timedelta(hours=1)
 _RANK = {"enqueued": 0, "started": 1, "finished": 2, "failed": 2}
 
 
-def _rank(state_column):  # type: ignore[no-untyped-def]
+def _rank(state_column):  # type: ignore[no-untyped-def]  # SQLAlchemy column expressions in and out
     return case(_RANK, value=state_column, else_=0)
 
 
@@ -109,7 +109,7 @@ async def prune(conn: AsyncConnection, now: datetime) -> tuple[int, int]:
 # ---- reads --------------------------------------------------------------------------------------
 
 
-def _superseded(run):  # type: ignore[no-untyped-def]
+def _superseded(run):  # type: ignore[no-untyped-def]  # SQLAlchemy column expressions in and out
     """A later run of the same key has started. Jobs are singletons (an advisory lock per job), so
     the earlier run has ended even if its end was never reported: its worker died, and the tick
     it held was replaced by a newer one rather than redelivered under the same run id."""
@@ -139,7 +139,7 @@ async def key_records(conn: AsyncConnection, keys: Iterable[str],
     k = values(sql_column("service", Text), sql_column("job", Text), name="k").data([split_key(x) for x in keys])
     r = job_runs.c
 
-    def newest(by, *cols):  # type: ignore[no-untyped-def]
+    def newest(by, *cols):  # type: ignore[no-untyped-def]  # SQLAlchemy column expressions in and out
         return (select(*cols).where(r.service == k.c.service, r.job == k.c.job, by.is_not(None))
                 .order_by(by.desc()).limit(1).lateral())
 

@@ -116,7 +116,7 @@ class Backlog:
         error = out.to_dict()
         if out.retry_safe:
             error["details"] = self.outages.naming(out.details)
-        return AppendOutcome(error=error)  # type: ignore[arg-type]
+        return AppendOutcome(error=error)  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
 
     async def _append_batch(self, take: Take[Keyed]) -> list[AppendResult | ZimmerError]:
         """The appends waiting once this transaction holds the ranking lock, ranked together."""

@@ -19,5 +19,5 @@ async def get_system_health(service: Service) -> h.HealthReport:
     ages and what they are made of, cron freshness per scheduled job (each key behind with its
     reason), workers (N active / M registered) and queue recovery mode. Prose first, then JSON."""
     report = await system_health(service.bus, service.clock)
-    return CallToolResult(content=[TextContent(type="text", text=prose_then_json(report))],  # type: ignore[return-value]
+    return CallToolResult(content=[TextContent(type="text", text=prose_then_json(report))],  # type: ignore[return-value]  # the MCP server passes a CallToolResult through as is
                           structured_content=report.model_dump(mode="json"))

@@ -155,7 +155,7 @@ def bind(tool: ToolDef, service: Service) -> Any:
     call.__name__ = call.__qualname__ = tool.name
     call.__doc__ = tool.description
     returns = hints.get("return", sig.return_annotation)
-    call.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
+    call.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]  # functions take __signature__; mypy does not know it
     call.__annotations__ = {p.name: p.annotation for p in params} | (
         {"return": hints["return"]} if "return" in hints else {})
     return call

@@ -264,19 +264,19 @@ async def action_trigger(
     if action == "create":
         _check(action, given, needs=("kind", "name"),
                allows=("scheduling_class", "precedence", "prompt", "enabled", "idempotency_key"))
-        create = p.CreateTrigger(kind=kind, name=name, precedence=precedence, prompt=prompt,  # type: ignore[arg-type]
+        create = p.CreateTrigger(kind=kind, name=name, precedence=precedence, prompt=prompt,  # type: ignore[arg-type]  # pydantic refuses a missing field (the tool's schema says which)
                                  scheduling_class=None if scheduling_class == "derive" else scheduling_class,
                                  enabled=True if enabled is None else enabled, idempotency_key=idempotency_key)
         return TriggerActionResult(action=action, trigger=await bus.request(p.CREATE_TRIGGER, create))
     if action == "update":
         _check(action, given, needs=("trigger_id",),
                allows=("name", "scheduling_class", "precedence", "clear_precedence", "prompt", "enabled"))
-        update = p.UpdateTrigger(trigger_id=trigger_id, name=name, scheduling_class=scheduling_class,  # type: ignore[arg-type]
+        update = p.UpdateTrigger(trigger_id=trigger_id, name=name, scheduling_class=scheduling_class,  # type: ignore[arg-type]  # pydantic refuses a missing field (the tool's schema says which)
                                  precedence=precedence, clear_precedence=bool(clear_precedence), prompt=prompt,
                                  enabled=enabled)
         return TriggerActionResult(action=action, trigger=await bus.request(p.UPDATE_TRIGGER, update))
     _check(action, given, needs=("trigger_id",), allows=("prompt", "title", "idempotency_key"))
-    fire = p.FireTrigger(trigger_id=trigger_id, prompt=prompt, title=title,  # type: ignore[arg-type]
+    fire = p.FireTrigger(trigger_id=trigger_id, prompt=prompt, title=title,  # type: ignore[arg-type]  # pydantic refuses a missing field (the tool's schema says which)
                          idempotency_key=idempotency_key)
     return TriggerActionResult(action=action, spawned=await bus.request(p.INVOKE_TRIGGER, fire))
 

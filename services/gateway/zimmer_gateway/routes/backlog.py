@@ -64,7 +64,7 @@ class AppendBody(c.AppendItem):
     `issue_url`, the key names that issue: `{repo}#{n}` or `{owner}/{repo}#{n}`, in any case."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=APPEND_RULES)
-    added_via: Literal["rest", "operator"] | None = Field(  # type: ignore[assignment]
+    added_via: Literal["rest", "operator"] | None = Field(  # type: ignore[assignment]  # the REST body narrows the contract's field
         None, description='Forced to "rest" for the fleet key; "operator" (the default) or "rest" for the operator')
     acting_session_id: RowId | None = Field(None, description="The appending session: provenance, never authorization")
 
@@ -90,7 +90,7 @@ class PullBody(c.PullItems):
     none doubled); a pull by count is not (a retry pulls the next items)."""
 
     model_config = ConfigDict(extra="forbid")
-    removals: list[RemovalBody] = Field(  # type: ignore[assignment]
+    removals: list[RemovalBody] = Field(  # type: ignore[assignment]  # the REST body narrows the contract's field
         default_factory=list, max_length=50,
         description="Queued items to take off first, each with a reason from the fixed vocabulary "
                     "issue_closed, issue_has_open_pr, session_already_working, trust_failed")
@@ -134,7 +134,7 @@ async def list_items(
 
 
 async def appends_of(request: Request) -> Appends:
-    return request.app.state.appends  # type: ignore[no-any-return]
+    return request.app.state.appends  # type: ignore[no-any-return]  # app.state is untyped
 
 
 async def append_item(body: AppendBody, appends: Annotated[Appends, Depends(appends_of)],

@@ -145,7 +145,7 @@ def _single_valued(route: APIRoute) -> frozenset[str]:
     if names is None:
         names = frozenset(field.alias for field in _query_fields(route.dependant)
                           if not _takes_many(field.field_info.annotation))
-        route.zimmer_single_valued = names  # type: ignore[attr-defined]
+        route.zimmer_single_valued = names  # type: ignore[attr-defined]  # a marker attribute on the route
     return names
 
 

@@ -71,7 +71,7 @@ def turn_outcome(data: bytes) -> str | None:
         end = data.find(b'"', 12)
         if end > 0:
             return data[12:end].decode()
-    return json.loads(data).get("outcome")  # type: ignore[no-any-return]
+    return json.loads(data).get("outcome")  # type: ignore[no-any-return]  # json.loads returns Any
 
 
 class TurnBody(StrictBody):

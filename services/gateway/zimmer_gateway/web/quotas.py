@@ -92,7 +92,7 @@ def create_quotas(service: Service) -> APIRouter:
         form = await request.form()
         action, genesis = str(form.get("action") or ""), str(form.get("genesis") or "")
         return await act(request, action if action in DONE else "settings", p.GENESIS_ACTION,
-                         lambda f: p.GenesisAction(action=action, genesis=genesis or None),  # type: ignore[arg-type]
+                         lambda f: p.GenesisAction(action=action, genesis=genesis or None),  # type: ignore[arg-type]  # pydantic validates the form's strings into the literals
                          genesis=genesis if genesis.isidentifier() else "")
 
     return router

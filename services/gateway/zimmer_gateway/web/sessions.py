@@ -46,7 +46,7 @@ def create_sessions(service: Service) -> APIRouter:
 
     @router.get("/sessions")
     async def sessions(request: Request, priority_class: Literal["priority", "spot", ""] = "",
-                       genesis: Literal[GENESES] | Literal[""] = "",  # type: ignore[valid-type]
+                       genesis: Literal[GENESES] | Literal[""] = "",  # type: ignore[valid-type]  # GENESES is a tuple of literals spread into Literal
                        offset: Annotated[int, Query(ge=0, le=10**9)] = 0, done: str | None = None) -> Response:
         signed_in(request)
         query = c.SessionQuery(priority_class=priority_class or None, genesis=[genesis] if genesis else None,

@@ -85,7 +85,7 @@ class ReportOutcome(StrEnum):
 
 def judge_report(stored: StoredClone, reported: StoredClone) -> ReportOutcome:
     if None not in (stored.reported_at, reported.reported_at) and \
-            reported.reported_at < stored.reported_at:  # type: ignore[operator]
+            reported.reported_at < stored.reported_at:  # type: ignore[operator]  # both reported_at are set on this branch
         return ReportOutcome.STALE
     same = (stored.clone_path, stored.agent_subdirectory, stored.scaffolded, stored.host) == (
         reported.clone_path, reported.agent_subdirectory, reported.scaffolded, reported.host)

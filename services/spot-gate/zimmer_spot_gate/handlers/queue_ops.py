@@ -156,7 +156,7 @@ async def start_in(gate: TurnGate, uow: UnitOfWork, row: Any, now: datetime, ove
     if turn is not None and turn.outcome == "queued":
         sentence = "A turn is in flight: the continue nudge waits behind it."
     view = turn.session if turn is not None else store.to_view(await store.fetch(conn, sid), overrides)
-    return StartNowResult(did=did, sentence=sentence, session=view, turn=turn)  # type: ignore[arg-type]
+    return StartNowResult(did=did, sentence=sentence, session=view, turn=turn)  # type: ignore[arg-type]  # pydantic validates the string into the literal
 
 
 def _nothing(row: Any, overrides: Any, sentence: str) -> StartNowResult:

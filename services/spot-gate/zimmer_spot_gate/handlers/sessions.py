@@ -187,7 +187,7 @@ class SpotGate:
                              rows[req.below_session_id].precedence if req.below_session_id else None)
             moves = {req.session_id: placed.value}
             for side, value in placed.nudged.items():
-                moves[req.above_session_id if side == "above" else req.below_session_id] = value  # type: ignore[index]
+                moves[req.above_session_id if side == "above" else req.below_session_id] = value  # type: ignore[index]  # the request names exactly one of above/below (validated)
             overrides = (await quota.policy(conn)).overrides
             views: dict[int, SessionView] = {}
             for sid, value in moves.items():

@@ -250,6 +250,6 @@ def _result(o: Outcome, views: dict[int, Any], decided: dict[int, DecisionView])
     if o.verdict is Verdict.REFUSED:
         return ZimmerError(ErrorCode.REFUSED, f"session {o.session_id} is {view.status}; it takes no more turns",
                            {"status": view.status})
-    return TurnResult(outcome=o.verdict.value, exempt_because=o.exempt_because,  # type: ignore[arg-type]
+    return TurnResult(outcome=o.verdict.value, exempt_because=o.exempt_because,  # type: ignore[arg-type]  # pydantic validates the string into the literal
                       decision=decided.get(id(o.decision)) or decision_view(o.decision) if o.decision else None,
                       session=view)

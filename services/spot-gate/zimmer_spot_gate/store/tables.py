@@ -205,7 +205,7 @@ class WindowCalibrationRow(SQLModel, table=True):
 
 
 def _table(model: type[SQLModel]) -> Table:
-    return model.__table__  # type: ignore[attr-defined,no-any-return]
+    return model.__table__  # type: ignore[attr-defined,no-any-return]  # SQLModel sets __table__ at class creation
 
 
 # The Table objects the queries are built from (Core, not the ORM: no mapping on the hot path).

@@ -21,9 +21,9 @@ PRESSURE_MEMORY = timedelta(hours=1)
 RECLAIM_JOB = "reclaim_space"
 
 
-RUNS: Any = DiskRunRow.__table__.c  # type: ignore[attr-defined]
-ROOTS: Any = DiskRootRow.__table__.c  # type: ignore[attr-defined]
-REFUSALS: Any = DiskRefusalRow.__table__.c  # type: ignore[attr-defined]
+RUNS: Any = DiskRunRow.__table__.c  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
+ROOTS: Any = DiskRootRow.__table__.c  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
+REFUSALS: Any = DiskRefusalRow.__table__.c  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
 
 
 async def read(engine: AsyncEngine, now: datetime) -> d.DiskHealth:

@@ -145,7 +145,7 @@ class DiskWatch:
                                    context={"host": self.host})
 
     async def _newest_reclaim_fell_short(self) -> bool:
-        runs: Any = DiskRunRow.__table__.c  # type: ignore[attr-defined]
+        runs: Any = DiskRunRow.__table__.c  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
         query = (select(runs.counts["reached"].as_integer()).where(runs.host == self.host, runs.job == RECLAIM_JOB)
                  .order_by(runs.started_at.desc(), runs.id.desc()).limit(1))
         try:

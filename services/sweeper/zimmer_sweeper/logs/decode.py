@@ -37,12 +37,12 @@ KNOWN_VERSION = LogLineIn.VERSION
 
 class LineEnvelope(EventEnvelope):
     type: Literal["log_line"]
-    data: LogLineIn  # type: ignore[assignment]
+    data: LogLineIn  # type: ignore[assignment]  # the envelope's data, narrowed to this event's payload
 
 
 class LinesEnvelope(EventEnvelope):
     type: Literal["log_lines"]
-    data: LogLinesIn  # type: ignore[assignment]
+    data: LogLinesIn  # type: ignore[assignment]  # the envelope's data, narrowed to this event's payload
 
 
 _ENVELOPE: TypeAdapter[LineEnvelope | LinesEnvelope] = TypeAdapter(
@@ -70,7 +70,7 @@ class _Models:
 
 
 def _row(message_id: str, session_id: int, level: str, message: str, at: datetime) -> tuple[int, str]:
-    return session_id, row_tail(level_class(level), session_id, level,  # type: ignore[arg-type]
+    return session_id, row_tail(level_class(level), session_id, level,  # type: ignore[arg-type]  # the contract validated the level
                                 storable(message), at, storable_id(message_id))
 
 

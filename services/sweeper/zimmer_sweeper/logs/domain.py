@@ -68,7 +68,7 @@ class DayPartition:
             day = datetime.strptime(found.group(2), "%Y%m%d").date()
         except ValueError:
             return None
-        return cls(day, found.group(1))  # type: ignore[arg-type]
+        return cls(day, found.group(1))  # type: ignore[arg-type]  # the pattern admits only the two literals
 
     @classmethod
     def holding(cls, klass: LevelClass, at: datetime) -> DayPartition:

@@ -64,6 +64,6 @@ class RetentionRunRow(SQLModel, table=True):
     detail: dict[str, Any] = col(JSONB, default="'{}'::jsonb")
 
 
-ledger = IngestLedgerRow.__table__  # type: ignore[attr-defined]
-purges = LogPurgeRow.__table__  # type: ignore[attr-defined]
-runs = RetentionRunRow.__table__  # type: ignore[attr-defined]
+ledger = IngestLedgerRow.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
+purges = LogPurgeRow.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
+runs = RetentionRunRow.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation

@@ -64,8 +64,8 @@ BUDGET_SECONDS: Final = 300.0
 LATEST_LOCK: Final = "zimmer.sweeper.transcript_latest"
 BUCKET_DESCRIPTION: Final = "Session transcript zips (sessions/<id>.zip) and latest.zip, all of them in one"
 
-A = TranscriptArchiveRow.__table__  # type: ignore[attr-defined]
-L = TranscriptLatestRow.__table__  # type: ignore[attr-defined]
+A = TranscriptArchiveRow.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
+L = TranscriptLatestRow.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
 
 
 @dataclass(frozen=True)

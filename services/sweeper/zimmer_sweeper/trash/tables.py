@@ -50,5 +50,5 @@ class MangledCloneMarkerRow(SQLModel, table=True):
     defused_at: datetime = col(TIMESTAMPTZ)
 
 
-trash_records = TrashRecordRow.__table__  # type: ignore[attr-defined]
-mangled_markers = MangledCloneMarkerRow.__table__  # type: ignore[attr-defined]
+trash_records = TrashRecordRow.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
+mangled_markers = MangledCloneMarkerRow.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
