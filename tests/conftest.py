@@ -128,7 +128,7 @@ async def nats_url(tmp_path: Path, _nats_container: str | None) -> AsyncIterator
 
 
 @pytest.fixture
-def settings_factory(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+def settings_factory(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     """Settings for an in-process service under test: test env, metrics port off."""
 
     def make(**overrides: object) -> Settings:
@@ -142,7 +142,7 @@ def settings_factory(database_url: str, nats_url: str):  # type: ignore[no-untyp
             outbox_poll_seconds=0.1,
         )
         values.update(overrides)
-        return Settings(**values)  # type: ignore[arg-type]
+        return Settings(**values)  # type: ignore[arg-type]  # pydantic-settings validates the values
 
     return make
 
@@ -154,7 +154,7 @@ def stack_setup() -> None:
 
 
 @pytest.fixture
-async def stack(settings_factory, stack_setup):  # type: ignore[no-untyped-def]
+async def stack(settings_factory, stack_setup):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     """All five services in-process; yields (services by name, gateway base URL)."""
     import importlib
 

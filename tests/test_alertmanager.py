@@ -157,7 +157,7 @@ class _Recorder(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - http.server dispatches on this name
         length = int(self.headers.get("Content-Length") or 0)
-        self.server.received.append((self.path, json.loads(self.rfile.read(length) or b"{}")))  # type: ignore[attr-defined]
+        self.server.received.append((self.path, json.loads(self.rfile.read(length) or b"{}")))  # type: ignore[attr-defined]  # an attribute the test adds to the server
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -169,11 +169,11 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def http_server() -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    server.received = []  # type: ignore[attr-defined]
+    server.received = []  # type: ignore[attr-defined]  # an attribute the test adds to the server
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"127.0.0.1:{server.server_address[1]}", server.received  # type: ignore[attr-defined]
+        yield f"127.0.0.1:{server.server_address[1]}", server.received  # type: ignore[attr-defined]  # an attribute the test adds to the server
     finally:
         server.shutdown()
         server.server_close()
@@ -209,7 +209,7 @@ def _fast_routes(route: dict[str, Any]) -> None:
 
 
 @pytest.mark.network  # Prometheus and Alertmanager, a webhook on 127.0.0.1
-def test_a_rule_fires_reaches_alertmanager_and_its_webhook(tmp_path: Path, http_server) -> None:  # type: ignore[no-untyped-def]
+def test_a_rule_fires_reaches_alertmanager_and_its_webhook(tmp_path: Path, http_server) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     prometheus_bin = _binary("prometheus")
     alertmanager_bin = _binary("prometheus-alertmanager", "alertmanager")
     local, received = http_server

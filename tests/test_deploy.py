@@ -547,7 +547,7 @@ def _exprs(dashboard: dict) -> list[str]:
     return [t["expr"] for p in dashboard["panels"] if p["type"] != "row" for t in p["targets"]]
 
 
-def _dashboard_generator():  # type: ignore[no-untyped-def]
+def _dashboard_generator():  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("build_dashboards", DASHBOARD_DIR.parent / "build_dashboards.py")

@@ -37,7 +37,7 @@ async def _status(tmp_path: Path, nats_url: str, *args: str) -> tuple[int, str, 
     return proc.returncode, out.decode(), time.monotonic() - started
 
 
-async def test_status_service_answers_from_the_services_ping(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_status_service_answers_from_the_services_ping(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     settings = settings_factory()
     service = build(settings, alert_settings=AlertSettings(alert_check_seconds=3600, health_check_seconds=3600))
     await service.start()

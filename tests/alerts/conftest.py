@@ -51,7 +51,7 @@ async def fake_sink() -> AsyncIterator[Callable[[], Awaitable[FakeSink]]]:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # the site is started: its server is set
         sink.url = f"http://127.0.0.1:{port}"
         runners.append(runner)
         return sink

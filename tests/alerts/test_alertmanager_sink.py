@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from alerting import eventually  # type: ignore[import-not-found]
+from alerting import eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.service import build
@@ -66,7 +66,7 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
         proc.wait(10)
 
 
-async def test_alertmanager_receives_groups_and_resolves(settings_factory, alertmanager: str) -> None:  # type: ignore[no-untyped-def]
+async def test_alertmanager_receives_groups_and_resolves(settings_factory, alertmanager: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # A real Alertmanager judges endsAt against its own wall clock, so this test's clock follows the real
     # one: a fixed date sends pages whose endsAt (now + 4 h repeat + group interval) is already past on any
     # later afternoon, and Alertmanager takes them as resolved on arrival. It starts a few minutes behind so

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]
+from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.service import build
@@ -18,7 +18,7 @@ from zimmer_common.settings import Environment
 
 
 async def test_a_burst_of_distinct_ids_is_one_issue_and_an_explicit_report_beside_it_too(
-        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     dsn = await fake_sink()
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION,
                                    sentry_dsn=dsn.url.replace("http://", "http://publickey@") + "/42")
@@ -57,7 +57,7 @@ async def _events(service: Any, n: int) -> bool:
 
 
 async def test_a_lasting_condition_pages_at_30_s_and_4_h_and_stops_when_resolved(
-        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     slack = await fake_sink()
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, alert_slack_webhook_url=slack.url)
     try:
@@ -102,7 +102,7 @@ async def _condition(service: Any, still_true: bool) -> bool:
     return any(c.still_true == still_true for c in conditions)
 
 
-async def test_staging_records_issues_and_pages_nobody(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+async def test_staging_records_issues_and_pages_nobody(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     slack, dsn = await fake_sink(), await fake_sink()
     service = await alerts_service(settings_factory, clock, Environment.STAGING, alert_slack_webhook_url=slack.url,
                                    sentry_dsn=dsn.url.replace("http://", "http://k@") + "/1")
@@ -120,7 +120,7 @@ async def test_staging_records_issues_and_pages_nobody(settings_factory, clock, 
         await service.stop()
 
 
-async def test_every_sink_failure_is_in_the_ledger(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+async def test_every_sink_failure_is_in_the_ledger(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     slack = await fake_sink()
     slack.status = 500
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, alert_slack_webhook_url=slack.url,
@@ -141,7 +141,7 @@ async def test_every_sink_failure_is_in_the_ledger(settings_factory, clock, fake
         await service.stop()
 
 
-async def test_a_crashed_job_pages(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_crashed_job_pages(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async def explode(ctx: JobContext) -> None:
         raise PermissionError("cannot remove /clones/x: Authorization: Bearer s3cr3t-token")
 
@@ -168,7 +168,7 @@ async def test_a_crashed_job_pages(settings_factory, clock) -> None:  # type: ig
 
 
 async def test_every_error_page_repeats_while_its_events_arrive_and_resolves_when_they_stop(
-        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 003 "Alerts": "The ERROR record is the repeating page. A GitHub/GlitchTip issue speaks
     once; the log rule speaks again every repeat interval." Issue 26 #3: `log_partitions` crashed
     three times and was notified once, ever, with nothing to Alertmanager; only condition pages
@@ -213,7 +213,7 @@ async def test_every_error_page_repeats_while_its_events_arrive_and_resolves_whe
         await service.stop()
 
 
-async def test_a_page_the_contract_refuses_is_cut_down_and_still_sent(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_page_the_contract_refuses_is_cut_down_and_still_sent(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 26 #7: past the contract's 2,000 characters the `Page` failed validation and the page
     was lost (logged WARNING "page not sent"). It is cut to what the contract takes, and sent."""
     service = await alerts_service(settings_factory, clock, Environment.TEST)
@@ -233,7 +233,7 @@ async def _titled(service: Any, title: str) -> bool:
     return any(i.title == title for i in await issues(service))
 
 
-async def test_a_hung_sink_holds_no_lock_and_no_notifier_sends_twice(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+async def test_a_hung_sink_holds_no_lock_and_no_notifier_sends_twice(settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 26 #9: the notifier held one transaction across every sink call (N new issues × 16 s
     per sink when Slack hangs, every issue's row locked meanwhile; a failed commit re-sent
     everything). It claims what it sends in a short transaction, sends outside it, and records each

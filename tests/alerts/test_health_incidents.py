@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from alerting import eventually  # type: ignore[import-not-found]
-from incidents import enqueue, heartbeat, lane_consumer, monitor_of, paged, pages, started  # type: ignore[import-not-found]
+from alerting import eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from incidents import enqueue, heartbeat, lane_consumer, monitor_of, paged, pages, started  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.handlers.health import HealthReporter
@@ -32,7 +32,7 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-async def alerts(settings_factory, clock):  # type: ignore[no-untyped-def]
+async def alerts(settings_factory, clock):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     service = build(settings_factory(env=Environment.PRODUCTION), clock=clock,
                     alert_settings=AlertSettings(alert_check_seconds=3600, health_check_seconds=3600))
     await service.start()
@@ -238,14 +238,14 @@ async def test_a_per_host_sweep_silent_on_one_host_is_stale_there_only(alerts, c
 SWEEP = "orphan_clone_sweep"
 
 
-def sweeper_schedule() -> tuple:  # type: ignore[type-arg]
+def sweeper_schedule() -> tuple:  # type: ignore[type-arg]  # of ScheduleEntry, imported lazily
     from zimmer_common.schedule import ScheduleEntry
 
     return (ScheduleEntry("sweeper", SWEEP, "0 0 */6 * * *", "maintenance", frozenset({Environment.PRODUCTION}),
                           per_host=True),)
 
 
-async def dead_host_lane(alerts, clock, host: str = "host-b"):  # type: ignore[no-untyped-def]
+async def dead_host_lane(alerts, clock, host: str = "host-b"):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """A runtime host's sweeper that finished one sweep and then died: its schedule keeps ticking into
     its lane (one coalesced tick waiting), and nothing takes it."""
     await alerts.bus.publish(f"zimmer.jobs.schedule.sweeper-{host}.{SWEEP}", b'{"job": "sweep"}', headers={
@@ -289,15 +289,15 @@ async def test_a_dead_sweeper_host_pages_within_its_lanes_ceiling_and_resolves(a
     await eventually(lambda: _resolved(alerts, "health:cron_stale"), "the cron condition resolved")
 
 
-async def _resolved(alerts, key: str) -> bool:  # type: ignore[no-untyped-def]
-    from incidents import condition  # type: ignore[import-not-found]
+async def _resolved(alerts, key: str) -> bool:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
+    from incidents import condition  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
     found = await condition(alerts, key)
     return found is not None and not found.still_true
 
 
-async def _open(alerts, key: str) -> bool:  # type: ignore[no-untyped-def]
-    from incidents import condition  # type: ignore[import-not-found]
+async def _open(alerts, key: str) -> bool:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
+    from incidents import condition  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
     found = await condition(alerts, key)
     return found is not None and found.still_true

@@ -47,7 +47,7 @@ class RecordingPager:
 
 def monitor(*reports: h.HealthReport) -> tuple[HealthMonitor, RecordingPager]:
     pager = RecordingPager()
-    return HealthMonitor(Reports(*reports), pager), pager  # type: ignore[arg-type]
+    return HealthMonitor(Reports(*reports), pager), pager  # type: ignore[arg-type]  # stand-in reports and pager
 
 
 async def checks(m: HealthMonitor, n: int) -> None:
@@ -129,7 +129,7 @@ async def test_a_degraded_cluster_pages_after_five_minutes_once_and_resolves_whe
 
     clock = [0.0]
     pager = RecordingPager()
-    m = HealthMonitor(Reports(with_cluster("warning"), with_cluster("warning"), with_cluster("warning"),  # type: ignore[arg-type]
+    m = HealthMonitor(Reports(with_cluster("warning"), with_cluster("warning"), with_cluster("warning"),  # type: ignore[arg-type]  # stand-in reports and pager
                               with_cluster("ok"), with_cluster("warning")), pager, monotonic=lambda: clock[0])
     await m.check_once()
     clock[0] += CLUSTER_GRACE_SECONDS - 1

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from alerting import T0  # type: ignore[import-not-found]
+from alerting import T0  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -31,14 +31,14 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 def run_events(service: str, job: str, run_id: str, enqueued: object, *, lane: str = "default",
                scheduled: bool = True, fail: bool = False, instance: str = "w1") -> dict[str, JobRun]:
     """The three lifecycle events JobRunner publishes for one run, a second apart."""
-    started, ended = enqueued + S, enqueued + 2 * S  # type: ignore[operator]
+    started, ended = enqueued + S, enqueued + 2 * S  # type: ignore[operator]  # a datetime, typed loosely for the callers
     common = dict(service=service, job=job, lane=lane, run_id=run_id, instance_id=instance, enqueued_at=enqueued,
                   scheduled=scheduled)
     return {
-        "enqueued": JobRun(state=JobRunState.ENQUEUED, at=enqueued, **common),  # type: ignore[arg-type]
-        "started": JobRun(state=JobRunState.STARTED, at=started, started_at=started, **common),  # type: ignore[arg-type]
+        "enqueued": JobRun(state=JobRunState.ENQUEUED, at=enqueued, **common),  # type: ignore[arg-type]  # pydantic validates the loosely typed values
+        "started": JobRun(state=JobRunState.STARTED, at=started, started_at=started, **common),  # type: ignore[arg-type]  # pydantic validates the loosely typed values
         "ended": JobRun(state=JobRunState.FAILED if fail else JobRunState.FINISHED, at=ended, started_at=started,
-                        finished_at=ended, error="RuntimeError: no" if fail else None, **common),  # type: ignore[arg-type]
+                        finished_at=ended, error="RuntimeError: no" if fail else None, **common),  # type: ignore[arg-type]  # pydantic validates the loosely typed values
     }
 
 
@@ -137,7 +137,7 @@ async def test_a_fire_time_is_witnessed_only_by_another_keys_scheduled_tick(engi
 
 async def test_heartbeats_keep_each_instances_newest_and_read_since(engine: AsyncEngine) -> None:
     def beat(instance: str, at: object, uptime: float, version: str = "1.0") -> Heartbeat:
-        return Heartbeat(service="backlog", instance_id=instance, version=version, at=at,  # type: ignore[arg-type]
+        return Heartbeat(service="backlog", instance_id=instance, version=version, at=at,  # type: ignore[arg-type]  # pydantic validates the loosely typed values
                          uptime_seconds=uptime, lanes=["default", "maintenance"])
 
     for b in (beat("a", T0, 60), beat("a", T0 + 15 * S, 75, "1.1"), beat("a", T0 + 5 * S, 65),  # late: ignored
@@ -171,7 +171,7 @@ async def test_a_servers_first_sighting_stays_and_prune_bounds_the_records(engin
 async def test_a_graceful_stop_retires_the_instance_and_a_restart_brings_it_back(engine: AsyncEngine) -> None:
     # A gracefully stopped instance stayed registered for an hour (10 processes read 18/18).
     def beat(at: object, *, stopping: bool = False) -> Heartbeat:
-        return Heartbeat(service="spot-gate", instance_id="spot-gate-2", version="1", at=at,  # type: ignore[arg-type]
+        return Heartbeat(service="spot-gate", instance_id="spot-gate-2", version="1", at=at,  # type: ignore[arg-type]  # pydantic validates the loosely typed values
                          uptime_seconds=30, lanes=[], interval_seconds=5.0, stopping=stopping)
 
     async def seen() -> list[tuple[str, float]]:

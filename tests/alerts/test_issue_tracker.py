@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]
+from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 from sqlalchemy import func, select
 
 from zimmer_alerts.handlers.notifier import CLAIM_LEASE
@@ -34,7 +34,7 @@ def _dsn(sink: Any, project: int = 7) -> str:
 
 
 async def test_a_tracker_that_is_down_gets_every_event_once_when_it_is_back(
-        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     tracker = await fake_sink()
     tracker.status = 503
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, sentry_dsn=_dsn(tracker))
@@ -63,7 +63,7 @@ async def test_a_tracker_that_is_down_gets_every_event_once_when_it_is_back(
 
 
 async def test_an_event_the_tracker_refuses_is_recorded_and_not_sent_again(
-        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     tracker = await fake_sink()
     tracker.status = 400
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, sentry_dsn=_dsn(tracker))
@@ -83,7 +83,7 @@ async def test_an_event_the_tracker_refuses_is_recorded_and_not_sent_again(
 
 
 async def test_no_tracker_says_so_once_per_issue_and_keeps_nothing_waiting(
-        settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, sentry_dsn="")
     try:
         await _report(service, 3)
@@ -100,7 +100,7 @@ async def test_no_tracker_says_so_once_per_issue_and_keeps_nothing_waiting(
         await service.stop()
 
 
-async def test_a_dsn_that_is_not_one_fails_each_event_once(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_dsn_that_is_not_one_fails_each_event_once(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, sentry_dsn="not a dsn")
     try:
         await _report(service, 1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]
+from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 from sqlalchemy import func, select
 
 from zimmer_alerts.store import ledger_pages
@@ -21,7 +21,7 @@ EVENTS = 30
 
 
 async def test_an_issue_carries_its_newest_notifications_and_counts_the_rest(
-        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock, fake_sink) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     tracker = await fake_sink()
     tracker.status = 400  # refuses every event: one failed row per event
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION,
@@ -51,7 +51,7 @@ async def test_an_issue_carries_its_newest_notifications_and_counts_the_rest(
 
 
 async def test_a_page_holds_the_issues_that_fit_and_the_cursor_reads_each_once(
-        settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = await alerts_service(settings_factory, clock, Environment.TEST)
     try:
         for n in range(12):  # the frozen clock: every issue seen at one instant, so ids break the ties

@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]
+from alerting import alerts_service, eventually, issues  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.settings import Environment
 
@@ -18,7 +18,7 @@ TITLE = "Work backlog: stranded rows unresolved for 1 week, 10+ rows"
 
 
 async def test_a_page_logged_at_warn_pages_once_and_is_no_error_record(
-        settings_factory, clock, fake_sink, caplog) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, clock, fake_sink, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     slack, alertmanager = await fake_sink(), await fake_sink()
     service = await alerts_service(settings_factory, clock, Environment.PRODUCTION, alert_slack_webhook_url=slack.url,
                                    alertmanager_url=alertmanager.url)
@@ -39,7 +39,7 @@ async def test_a_page_logged_at_warn_pages_once_and_is_no_error_record(
         assert not any(alert["labels"]["alertname"] == TITLE for batch in alertmanager.received for alert in batch)
         sunk: list[Any] = [r for r in caplog.records if r.name == "zimmer.alerts.page" and r.getMessage() == TITLE]
         assert [r.levelname for r in sunk] == ["WARNING"]
-        assert sunk[0].fields["fingerprint"]  # type: ignore[attr-defined]
+        assert sunk[0].fields["fingerprint"]  # type: ignore[attr-defined]  # log records carry the `fields` extra
         assert not [r for r in caplog.records if r.levelname == "ERROR" and r.getMessage() == TITLE]
         [issue] = await issues(service)
         assert [(n.sink, n.outcome) for n in issue.notifications if n.sink == "slack"] == [("slack", "sent")]

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from alerting import eventually  # type: ignore[import-not-found]
+from alerting import eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.service import build
@@ -67,7 +67,7 @@ def enter(reason: str = "runaway pollers", ttl: int = 60, actor: str = "ops") ->
     return h.EnterQueueRecoveryMode(reason=reason, ttl_minutes=ttl, actor=actor)
 
 
-async def test_enter_pauses_the_demand_side_extend_then_exit_resumes(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_enter_pauses_the_demand_side_extend_then_exit_resumes(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service, runner, ran = await start(settings_factory, clock)
     try:
         status = await service.bus.request(h.ENTER_QUEUE_RECOVERY, enter())
@@ -114,7 +114,7 @@ async def test_enter_pauses_the_demand_side_extend_then_exit_resumes(settings_fa
         await stop(service, runner)
 
 
-async def test_exit_resumes_consumers_paused_by_hand_and_reports_them(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_exit_resumes_consumers_paused_by_hand_and_reports_them(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service, runner, _ran = await start(settings_factory, clock)
     try:
         until = (datetime.now(UTC) + timedelta(minutes=30)).isoformat().replace("+00:00", "Z")
@@ -126,7 +126,7 @@ async def test_exit_resumes_consumers_paused_by_hand_and_reports_them(settings_f
         await stop(service, runner)
 
 
-async def test_jetstream_deadline_and_the_expiry_job_each_lift_it(settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_jetstream_deadline_and_the_expiry_job_each_lift_it(settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # Entered "5 minutes ago" by the frozen clock with the minimum TTL: the pause ends in 2 s of real time.
     clock = FrozenClock(datetime.now(UTC) - timedelta(minutes=10))
     service, runner, ran = await start(settings_factory, clock)
@@ -154,7 +154,7 @@ async def test_jetstream_deadline_and_the_expiry_job_each_lift_it(settings_facto
         await stop(service, runner)
 
 
-async def test_the_expiry_job_lifts_a_halt_jetstream_still_holds(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_the_expiry_job_lifts_a_halt_jetstream_still_holds(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service, runner, ran = await start(settings_factory, clock)
     try:
         await service.bus.request(h.ENTER_QUEUE_RECOVERY, enter(ttl=5))
@@ -167,7 +167,7 @@ async def test_the_expiry_job_lifts_a_halt_jetstream_still_holds(settings_factor
         await stop(service, runner)
 
 
-async def test_a_consumer_created_during_the_halt_is_paused_by_the_expiry_job(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_consumer_created_during_the_halt_is_paused_by_the_expiry_job(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service, runner, _ran = await start(settings_factory, clock)
     late = JobRunner(service.bus, ctx="late", service="late", instance_id="late-1", engine=None,
                      jobs=[JobSpec("sweep", "maintenance", _noop)])
@@ -182,7 +182,7 @@ async def test_a_consumer_created_during_the_halt_is_paused_by_the_expiry_job(se
         await stop(service, runner)
 
 
-async def test_a_server_without_consumer_pause_is_refused_and_nothing_is_written(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_server_without_consumer_pause_is_refused_and_nothing_is_written(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service, runner, _ran = await start(settings_factory, clock)
     try:
         service.bus.nc._server_info["version"] = "2.10.22"  # what the version check reads

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from alerting import eventually  # type: ignore[import-not-found]
+from alerting import eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from zimmer_alerts.config import AlertSettings
@@ -53,7 +53,7 @@ async def refused(service: Any, spec: Any, req: Any) -> ZimmerError:
     return caught.value
 
 
-async def test_scope_auth_and_schedule_subjects_are_refused(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_scope_auth_and_schedule_subjects_are_refused(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = await start(settings_factory, clock)
     try:
         assert (await refused(service, h.PREVIEW_QUEUED, h.QueuedScope())).code.value == "invalid"
@@ -78,7 +78,7 @@ async def test_scope_auth_and_schedule_subjects_are_refused(settings_factory, cl
         await service.stop()
 
 
-async def test_a_count_mismatch_refuses_with_the_preview_and_writes_nothing(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_count_mismatch_refuses_with_the_preview_and_writes_nothing(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = await start(settings_factory, clock)
     try:
         err = await refused(service, h.DISCARD_QUEUED, h.QueuedMutation(lane="pollers", expected_count=2))
@@ -104,7 +104,7 @@ async def test_a_count_mismatch_refuses_with_the_preview_and_writes_nothing(sett
         await service.stop()
 
 
-async def test_the_cap_is_checked_before_the_count(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_the_cap_is_checked_before_the_count(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = await start(settings_factory, clock)
     try:
         await asyncio.gather(*(service.bus.publish(f"zimmer.jobs.bulk.default.j{n}", b"{}")
@@ -119,7 +119,7 @@ async def test_the_cap_is_checked_before_the_count(settings_factory, clock) -> N
         await service.stop()
 
 
-async def test_a_message_a_worker_holds_is_skipped(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_message_a_worker_holds_is_skipped(settings_factory, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = await start(settings_factory, clock)
     try:
         await service.bus.js.add_consumer("ZIMMER_JOBS", ConsumerConfig(
@@ -135,7 +135,7 @@ async def test_a_message_a_worker_holds_is_skipped(settings_factory, clock) -> N
         await service.stop()
 
 
-async def test_reschedule_removes_the_messages_and_delivers_them_again_later(settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_reschedule_removes_the_messages_and_delivers_them_again_later(settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # The frozen clock is a minute behind, so "1 minute from now" is about 2 s of real time.
     clock = FrozenClock(datetime.now(UTC) - timedelta(minutes=5))
     service = await start(settings_factory, clock)

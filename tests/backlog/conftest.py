@@ -8,7 +8,7 @@ from zimmer_common.db import create_engine, migrate
 
 
 @pytest.fixture
-async def engine(database_url: str):  # type: ignore[no-untyped-def]
+async def engine(database_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     await migrate(database_url, "backlog", "zimmer_backlog.migrations")
     eng = create_engine(database_url)
     try:

@@ -43,7 +43,7 @@ class World:
 
     @property
     def app(self) -> BacklogApp:
-        return self.service.app  # type: ignore[return-value]
+        return self.service.app  # type: ignore[return-value]  # the backlog service's app
 
     @property
     def engine(self) -> AsyncEngine:
@@ -172,7 +172,7 @@ class GithubForTheStack:
 
 
 @pytest.fixture
-def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     """A module imports this to have its `stack` read the fake GitHub (`GithubForTheStack`)."""
     with GithubForTheStack(monkeypatch) as gh:
         yield gh

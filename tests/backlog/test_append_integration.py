@@ -17,7 +17,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 
 
 @pytest.fixture
-async def backlog(settings_factory):  # type: ignore[no-untyped-def]
+async def backlog(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     service = build(settings_factory())
     await service.start()
     bus = await Bus.connect([service.settings.nats_url], service="probe", instance_id="p", rpc_timeout=10)
@@ -28,12 +28,12 @@ async def backlog(settings_factory):  # type: ignore[no-untyped-def]
         await service.stop()
 
 
-def item(key: str, cost: str = "small", **kw) -> c.AppendItem:  # type: ignore[no-untyped-def]
+def item(key: str, cost: str = "small", **kw) -> c.AppendItem:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return c.AppendItem(key=key, issue_url=f"https://github.com/acme/zimmer/issues/{key.split('#')[-1]}",
                         estimated_cost=cost, title=f"Issue {key}", **kw)
 
 
-async def test_appends_land_in_their_bands_first_in_first_out(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_appends_land_in_their_bands_first_in_first_out(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _service, bus = backlog
     a = await bus.request(c.APPEND, item("zimmer#1"))
     b = await bus.request(c.APPEND, item("zimmer#2"))
@@ -45,7 +45,7 @@ async def test_appends_land_in_their_bands_first_in_first_out(backlog) -> None: 
     assert listed.counts.queued == 4 and listed.total == 4
 
 
-async def test_a_key_with_a_queued_row_is_a_conflict_naming_it(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_a_key_with_a_queued_row_is_a_conflict_naming_it(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _service, bus = backlog
     first = await bus.request(c.APPEND, item("zimmer#7"))
     with pytest.raises(ZimmerError) as info:
@@ -53,7 +53,7 @@ async def test_a_key_with_a_queued_row_is_a_conflict_naming_it(backlog) -> None:
     assert info.value.code is ErrorCode.CONFLICT and info.value.details["item_id"] == first.item.id
 
 
-async def test_a_started_row_stays_as_history_beside_a_fresh_one(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_a_started_row_stays_as_history_beside_a_fresh_one(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service, bus = backlog
     first = await bus.request(c.APPEND, item("zimmer#8"))
     async with service.engine.begin() as conn:
@@ -65,12 +65,12 @@ async def test_a_started_row_stays_as_history_beside_a_fresh_one(backlog) -> Non
     assert sorted(i.status for i in everything.items if i.key == "zimmer#8") == ["queued", "started"]
 
 
-async def test_issueless_items_only_from_an_operator_or_the_import(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_issueless_items_only_from_an_operator_or_the_import(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 000 "What an item is": an issueless item may only come from a human or the import.
     Issue 9 #1: `issue_url: ""` and `"not a url"` passed, and spawned from payload.prompt."""
     _service, bus = backlog
 
-    async def refused(body: dict) -> list[tuple]:  # type: ignore[type-arg]
+    async def refused(body: dict) -> list[tuple]:  # type: ignore[type-arg]  # JSON of any shape
         # Raw JSON, as any client of the bus could send it: the service holds the same contract.
         raw = await bus.nc.request(c.APPEND.subject, json.dumps(body).encode(), timeout=5)
         error = json.loads(raw.data)["error"]
@@ -94,7 +94,7 @@ async def test_issueless_items_only_from_an_operator_or_the_import(backlog) -> N
     assert ok.item.issue_url is None and ok.item.payload["prompt"] == "Tidy the README"
 
 
-async def test_a_coalesced_append_that_breaks_an_issue_rule_is_refused_alone(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_a_coalesced_append_that_breaks_an_issue_rule_is_refused_alone(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The backlog decides the issue rules (issue 30 #1): within one append_items, the append that
     breaks one gets its own `invalid` naming the field, and the others land as if it were not there;
     a request of only such appends answers each, appending nothing."""
@@ -115,7 +115,7 @@ async def test_a_coalesced_append_that_breaks_an_issue_rule_is_refused_alone(bac
     assert [i.key for i in listed.items] == ["zimmer#60", "zimmer#63"]
 
 
-async def test_sixteen_concurrent_appenders_lose_nothing_and_keep_fifo(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_sixteen_concurrent_appenders_lose_nothing_and_keep_fifo(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _service, bus = backlog
     results = await asyncio.gather(*(bus.request(c.APPEND, item(f"zimmer#{100 + n}")) for n in range(16)))
     precedences = [r.item.precedence for r in results]
@@ -139,7 +139,7 @@ def session_event(session_id: int, item_id: int, status: str, *, held: bool = Fa
     return SessionEvent(session=view, spawned_by="work-backlog")
 
 
-async def test_counts_follow_the_sessions_the_backlog_produced(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_counts_follow_the_sessions_the_backlog_produced(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service, bus = backlog
     items = [(await bus.request(c.APPEND, item(f"zimmer#{200 + n}"))).item.id for n in range(4)]
     t0 = datetime.now(UTC)
@@ -171,7 +171,7 @@ async def test_counts_follow_the_sessions_the_backlog_produced(backlog) -> None:
     assert held.total == 0 and parked.total == 0  # rows are reached through started_session_id, set on start
 
 
-async def test_the_counts_read_the_claimed_sessions_not_the_history(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_the_counts_read_the_claimed_sessions_not_the_history(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """An append batch counts under the ranking lock: a count that scanned every session the
     backlog ever produced (29 ms a batch at 100,000) would bound every append by the history."""
     from sqlalchemy.dialects import postgresql
@@ -199,7 +199,7 @@ async def test_the_counts_read_the_claimed_sessions_not_the_history(backlog) -> 
     assert (counts.in_flight, counts.claimed, counts.queued) == (1, 1, 1)
 
 
-async def test_the_service_imports_work_backlog_json_once_at_start(settings_factory, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_the_service_imports_work_backlog_json_once_at_start(settings_factory, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     import json
 
     source = tmp_path / "WORK_BACKLOG.json"
@@ -234,7 +234,7 @@ async def test_the_service_imports_work_backlog_json_once_at_start(settings_fact
     assert runs == 1  # the second start read nothing
 
 
-async def test_concurrent_appends_through_re_spaces_keep_the_band_and_fifo(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_appends_through_re_spaces_keep_the_band_and_fifo(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The large band re-spaces after 50 appends; batches of concurrent appends cross it."""
     _service, bus = backlog
     results = []
@@ -249,7 +249,7 @@ async def test_concurrent_appends_through_re_spaces_keep_the_band_and_fifo(backl
     assert [i.precedence for i in by_age] == sorted(precedences, reverse=True)  # FIFO survived every re-space
 
 
-async def test_an_unpin_into_a_full_band_is_refused_and_other_bands_still_re_rank(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unpin_into_a_full_band_is_refused_and_other_bands_still_re_rank(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #2: with the large band full, unpinning a large item pinned at 100 answers 409
     band_full and moves nothing (it stays pinned at 100); unpinning a medium item pinned at 50
     still puts it back into the medium band, above all large work."""
@@ -275,13 +275,13 @@ async def test_an_unpin_into_a_full_band_is_refused_and_other_bands_still_re_ran
     assert not medium.pinned and 2000 <= medium.precedence <= 3999
 
 
-async def appended_events(service) -> list[c.ItemView]:  # type: ignore[no-untyped-def]
+async def appended_events(service) -> list[c.ItemView]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with service.engine.connect() as conn:
         rows = await conn.execute(text("SELECT payload FROM backlog.outbox WHERE event_type = 'item_appended' ORDER BY id"))
         return [c.ItemEvent.model_validate(r.payload["data"]).item for r in rows]
 
 
-async def test_each_append_is_announced_once_as_it_was_answered_in_its_order(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_each_append_is_announced_once_as_it_was_answered_in_its_order(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 000 / DESIGN §5: every append commits with its item_appended event. A batch with no
     drifted item writes its events in the statement that inserts its rows: each event is the row
     as the append's answer shows it, one per appended row (none for a refused one), in queue order."""
@@ -295,7 +295,7 @@ async def test_each_append_is_announced_once_as_it_was_answered_in_its_order(bac
     assert [e.added_at for e in events] == sorted(e.added_at for e in events)  # outbox order is queue order
 
 
-async def test_an_append_that_re_ranks_a_drifted_item_announces_its_row_as_answered(backlog) -> None:  # type: ignore[no-untyped-def]
+async def test_an_append_that_re_ranks_a_drifted_item_announces_its_row_as_answered(backlog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """With a drifted item on the queue the batch re-ranks after its insert, so its events are
     written after the re-rank: still one per row, still as the answer shows it."""
     service, bus = backlog

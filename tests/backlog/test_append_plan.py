@@ -17,7 +17,7 @@ from test_ranking import COSTS, T0, appended, full_band, item  # tests/backlog o
 from zimmer_backlog.domain.ranking import BANDS, BandFull, NeedsBand, RankedItem, apply, band_of, plan_append, plan_batch
 
 
-def one_by_one(asks, taken, items):  # type: ignore[no-untyped-def]
+def one_by_one(asks, taken, items):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """The reference: each ask planned against the queue as the previous ones left it."""
     items = list(items)
     taken = dict(taken)
@@ -44,7 +44,7 @@ def one_by_one(asks, taken, items):  # type: ignore[no-untyped-def]
 
 
 @st.composite
-def queues(draw):  # type: ignore[no-untyped-def]
+def queues(draw):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     items: list[RankedItem] = []
     next_id = 1
     for cost in COSTS:
@@ -63,7 +63,7 @@ def queues(draw):  # type: ignore[no-untyped-def]
     return items, taken, asks
 
 
-def plan_with_loads(asks, taken, items):  # type: ignore[no-untyped-def]
+def plan_with_loads(asks, taken, items):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """What the edge does: start from each band's lowest unpinned in-band peer, load a whole band
     when the plan says it needs it."""
     bands = {}
@@ -82,7 +82,7 @@ def plan_with_loads(asks, taken, items):  # type: ignore[no-untyped-def]
 
 @given(queues())
 @settings(max_examples=300, deadline=None)
-def test_a_batch_is_the_appends_one_by_one(case) -> None:  # type: ignore[no-untyped-def]
+def test_a_batch_is_the_appends_one_by_one(case) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     items, taken, asks = case
     plan = plan_with_loads(asks, taken, items)
     expected, stored_after = one_by_one(asks, taken, items)

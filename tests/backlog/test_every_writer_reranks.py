@@ -19,7 +19,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 SMALL = BANDS["small"]
 
 
-async def drift(backlog, item_id: int) -> None:  # type: ignore[no-untyped-def]
+async def drift(backlog, item_id: int) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """Put an unpinned small item far below its band, as an import or an old unpin leaves one."""
     async with backlog.engine.begin() as conn:
         await conn.execute(text("UPDATE backlog.work_backlog_items SET precedence = 100 WHERE id = :i"), {"i": item_id})
@@ -30,7 +30,7 @@ async def precedence(bus: Bus, item_id: int) -> int:
     return next(i.precedence for i in listed.items if i.id == item_id)
 
 
-async def test_start_now_re_ranks_after_it_writes(both) -> None:  # type: ignore[no-untyped-def]
+async def test_start_now_re_ranks_after_it_writes(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     backlog, _spot, bus = both
     promoted, drifted = await append(bus, 1), await append(bus, 2)
     await drift(backlog, drifted.id)
@@ -39,7 +39,7 @@ async def test_start_now_re_ranks_after_it_writes(both) -> None:  # type: ignore
 
 
 async def test_a_failed_start_put_back_on_the_queue_re_ranks_and_a_row_without_a_prompt_never_spawns(
-        both) -> None:  # type: ignore[no-untyped-def]
+        both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     backlog, spot, bus = both
     drifted = await append(bus, 3)
     async with backlog.engine.begin() as conn:  # written before the contract required a prompt
@@ -57,7 +57,7 @@ async def test_a_failed_start_put_back_on_the_queue_re_ranks_and_a_row_without_a
     assert SMALL.contains(queued[drifted.id].precedence)
 
 
-async def test_the_recovery_job_re_ranks_when_it_puts_a_row_back(both) -> None:  # type: ignore[no-untyped-def]
+async def test_the_recovery_job_re_ranks_when_it_puts_a_row_back(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     backlog, _spot, bus = both
     stuck, drifted = await append(bus, 4), await append(bus, 5)
     await _leave_starting(backlog, stuck.id, time.time() - 5)
@@ -66,7 +66,7 @@ async def test_the_recovery_job_re_ranks_when_it_puts_a_row_back(both) -> None: 
     assert SMALL.contains(await precedence(bus, drifted.id))
 
 
-async def test_a_pull_says_which_not_queued_a_key_is(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_pull_says_which_not_queued_a_key_is(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _backlog, _spot, bus = both
     started = await append(bus, 6)
     await bus.request(c.START_NOW, c.ItemRef(item_id=started.id, by="operator"))
@@ -77,7 +77,7 @@ async def test_a_pull_says_which_not_queued_a_key_is(both) -> None:  # type: ign
     assert why["zimmer#999"] == "not queued: no item has ever had this key"
 
 
-async def test_a_session_title_never_ends_in_empty_brackets(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_session_title_never_ends_in_empty_brackets(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     backlog, _spot, bus = both
 
     async def title_of(n: int) -> str:

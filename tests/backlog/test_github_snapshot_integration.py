@@ -19,7 +19,7 @@ OTHER = "acme/other"
 
 
 @pytest.fixture
-async def world(settings_factory):  # type: ignore[no-untyped-def]
+async def world(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     async with github_world(settings_factory, gated_repos=f"{REPO}, {OTHER}, acme/gone") as w:
         yield w
 

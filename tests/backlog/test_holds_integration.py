@@ -18,7 +18,7 @@ REASON = "Pick one of #80, #81, #82: owed by the maintainers, laid out in #83"
 
 
 @pytest.fixture
-async def world(settings_factory):  # type: ignore[no-untyped-def]
+async def world(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     async with github_world(settings_factory) as w:
         yield w
 

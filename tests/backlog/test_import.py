@@ -52,18 +52,18 @@ def write(path: Path, items: Any) -> FileSource:
     return FileSource(path)
 
 
-async def rows(engine) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+async def rows(engine) -> dict[str, Any]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with engine.connect() as conn:
         return {r.import_id: r for r in await conn.execute(text(
             "SELECT * FROM backlog.work_backlog_items WHERE import_id IS NOT NULL ORDER BY id"))}
 
 
-async def runs(engine) -> list[Any]:  # type: ignore[no-untyped-def]
+async def runs(engine) -> list[Any]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with engine.connect() as conn:
         return list(await conn.execute(text("SELECT * FROM backlog.import_runs ORDER BY id")))
 
 
-async def test_imports_from_a_file_verbatim(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_imports_from_a_file_verbatim(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     source = write(tmp_path / "WORK_BACKLOG.json", {"items": ITEMS, "version": 3})
     before = source.path.read_bytes(), source.path.stat().st_mtime_ns
     seen: list[tuple[int, int]] = []
@@ -90,7 +90,7 @@ async def test_imports_from_a_file_verbatim(engine, tmp_path: Path) -> None:  # 
     assert run.finished_at is not None and run.finished_at >= run.started_at
 
 
-async def test_a_second_pass_writes_nothing(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_second_pass_writes_nothing(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     source = write(tmp_path / "backlog.json", ITEMS)  # the bare-list shape
     await import_backlog(engine, source=source, env=Environment.TEST)
     async with engine.begin() as conn:  # a row moves on after the import: the import must not undo it
@@ -102,7 +102,7 @@ async def test_a_second_pass_writes_nothing(engine, tmp_path: Path) -> None:  # 
     assert [(r.inserted, r.skipped, r.error) for r in await runs(engine)] == [(5, 0, None), (0, 5, None)]
 
 
-async def test_invalid_items_are_reported_and_skipped(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_invalid_items_are_reported_and_skipped(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     bad = [
         {"id": "b1", "key": "zimmer#20", "issue_url": None, "estimated_cost": "huge", "precedence": 10},
         {"id": "b2", "key": "zimmer#21", "estimated_cost": "small", "precedence": "high"},
@@ -126,7 +126,7 @@ async def test_invalid_items_are_reported_and_skipped(engine, tmp_path: Path) ->
     assert (run.inserted, run.skipped, run.error) == (1, 7, None)
 
 
-async def test_a_key_already_queued_is_skipped_not_an_error(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_key_already_queued_is_skipped_not_an_error(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with engine.begin() as conn:
         await conn.execute(text("INSERT INTO backlog.work_backlog_items (key, issue_url, estimated_cost, added_via, "
                                 "precedence) VALUES ('zimmer#10', 'https://github.com/acme/zimmer/issues/10', "
@@ -139,7 +139,7 @@ async def test_a_key_already_queued_is_skipped_not_an_error(engine, tmp_path: Pa
     assert sorted(await rows(engine)) == ["a1-history", "dup"]
 
 
-async def test_github_contents_api_with_the_token(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_github_contents_api_with_the_token(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     raw = json.dumps({"items": ITEMS[:2]}).encode()
     with FakeGithub(TOKEN, {("acme/zimmer-private", "ops/WORK_BACKLOG.json", "frozen"): raw}) as gh:
         for var, value in {"ZIMMER_GITHUB_TOKEN": TOKEN, "ZIMMER_GITHUB_API_URL": gh.url,
@@ -167,7 +167,7 @@ async def test_github_contents_api_with_the_token(engine, monkeypatch) -> None: 
     assert all(TOKEN not in (r.error or "") and "wrong" not in (r.error or "") for r in await runs(engine))
 
 
-def test_source_resolution_order(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_source_resolution_order(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     gh = GithubSource(repo="acme/zimmer-private")
     monkeypatch.chdir(tmp_path)
     assert resolve_source("a.json", env_var="b.json", github=gh) == FileSource(tmp_path / "a.json")
@@ -194,7 +194,7 @@ def test_source_resolution_order(monkeypatch, tmp_path: Path) -> None:  # type: 
     FileSource(Path("/nonexistent/WORK_BACKLOG.json")),
     NoSource(),
 ], ids=["unreachable-github", "missing-file", "nothing-configured"])
-async def test_an_unavailable_source_outside_production_is_recorded(engine, source) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unavailable_source_outside_production_is_recorded(engine, source) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     report = await import_backlog(engine, source=source, env=Environment.DEVELOPMENT)
     assert report.source_unavailable and report.inserted == 0 and report.error
     [run] = await runs(engine)
@@ -202,7 +202,7 @@ async def test_an_unavailable_source_outside_production_is_recorded(engine, sour
     assert await rows(engine) == {}
 
 
-async def test_an_unavailable_source_in_production_raises(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unavailable_source_in_production_raises(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     (tmp_path / "garbled.json").write_text("{not json")
     for source in (FileSource(tmp_path / "missing.json"), FileSource(tmp_path / "garbled.json")):
         with pytest.raises(ImportSourceUnavailable):
@@ -212,7 +212,7 @@ async def test_an_unavailable_source_in_production_raises(engine, tmp_path: Path
     assert "unreadable: not JSON" in recorded[1].error
 
 
-async def test_the_start_up_task_runs_until_one_run_succeeds(engine, monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_the_start_up_task_runs_until_one_run_succeeds(engine, monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     monkeypatch.delenv("WORK_BACKLOG_GITHUB_REPO", raising=False)
     monkeypatch.setenv("WORK_BACKLOG_SOURCE_PATH", str(tmp_path / "later.json"))
     settings = Settings(env=Environment.TEST)
@@ -261,7 +261,7 @@ async def test_cli_imports_end_to_end(database_url: str, tmp_path: Path) -> None
         await engine.dispose()
 
 
-async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #11: the import held the ranking lock across every item, so an append waited for
     all of it. It now releases the lock between batches: an append made while a large import
     runs is decided before the import ends (ordering, not timing: the import is still going)."""
@@ -293,7 +293,7 @@ async def test_appends_do_not_wait_for_the_whole_import(engine, tmp_path: Path) 
     assert report.inserted == total
 
 
-async def test_the_import_holds_queued_items_to_todays_key_rules(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_the_import_holds_queued_items_to_todays_key_rules(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 27 #1, #5, #6: a queued item may start a session, so the import holds it to the rules
     an append meets (one spelling per issue, manual-<slug> and a prompt without an issue); history
     rows keep the spelling of their day."""
@@ -314,7 +314,7 @@ async def test_the_import_holds_queued_items_to_todays_key_rules(engine, tmp_pat
     assert (imported["k1"].key, imported["k5"].key) == ("zimmer#30", "zimmer#32")
 
 
-async def test_no_source_configured_is_nothing_to_import_not_an_error(engine, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_no_source_configured_is_nothing_to_import_not_an_error(engine, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # The production compose file sets neither variable: each start logged two ERROR lines and
     # paged "Work backlog import failed" for a deployment that simply keeps its backlog in Zimmer.
     monkeypatch.delenv("WORK_BACKLOG_SOURCE_PATH", raising=False)

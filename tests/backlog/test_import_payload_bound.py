@@ -19,7 +19,7 @@ def entry(n: int, **extra: object) -> dict[str, object]:
             "estimated_cost": "small", "precedence": 6000 - n, **extra}
 
 
-async def test_an_item_whose_payload_passes_64_kb_is_skipped_as_invalid(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_an_item_whose_payload_passes_64_kb_is_skipped_as_invalid(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     source = tmp_path / "backlog.json"
     source.write_text(json.dumps([
         entry(1, payload={"note": "x" * 1000}),

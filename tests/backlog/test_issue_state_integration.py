@@ -16,7 +16,7 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
-async def world(settings_factory):  # type: ignore[no-untyped-def]
+async def world(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     async with github_world(settings_factory, gated_repos=REPO) as w:
         yield w
 

@@ -35,8 +35,8 @@ def test_an_issue_key_needs_its_issue_and_an_issueless_key_is_manual() -> None:
     prompt = {"prompt": "Tidy the README"}
     assert issue_rule_violation("zimmer#500", None, "operator", prompt) is not None
     assert issue_rule_violation("Manual-Tidy", None, "operator", prompt) is None
-    assert issue_rule_violation("manual-tidy", None, "operator", {})[0] == ("payload", "prompt")  # type: ignore[index]
-    assert issue_rule_violation("manual-tidy", None, "operator", {"prompt": 7})[0] == ("payload", "prompt")  # type: ignore[index]
+    assert issue_rule_violation("manual-tidy", None, "operator", {})[0] == ("payload", "prompt")  # type: ignore[index]  # a violation here: not None
+    assert issue_rule_violation("manual-tidy", None, "operator", {"prompt": 7})[0] == ("payload", "prompt")  # type: ignore[index]  # a violation here: not None
     # A history row of the import keeps the spelling of its day.
     assert issue_rule_violation("zimmer#7", None, "import", {}, will_start=False) is None
     assert issue_rule_violation("zimmer#7", "https://github.com/acme/zimmer/issues/8", "rest") is not None

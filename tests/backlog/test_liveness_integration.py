@@ -20,7 +20,7 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
-async def world(settings_factory):  # type: ignore[no-untyped-def]
+async def world(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     async with github_world(settings_factory) as w:
         yield w
 
@@ -150,7 +150,7 @@ async def test_a_pass_examines_at_most_two_hundred_rows(world: World) -> None:
     assert unchecked == 0
 
 
-async def test_a_rate_limit_stops_the_pass_records_it_and_says_nothing(world: World, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_a_rate_limit_stops_the_pass_records_it_and_says_nothing(world: World, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     for n in range(1, 51):
         world.gh.issue(REPO, n)
         await world.left_queue(n, ago=20 * DAY)  # overdue: a pass that read GitHub would page
@@ -172,7 +172,7 @@ async def test_a_rate_limit_stops_the_pass_records_it_and_says_nothing(world: Wo
         "Work backlog: stranded rows unresolved for 2 weeks, 50+ rows"]
 
 
-async def test_a_stalled_github_is_ask_again_never_a_conclusion(settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_stalled_github_is_ask_again_never_a_conclusion(settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with github_world(settings_factory, github_timeout_seconds=1.0, github_call_seconds=2.0) as world:
         world.gh.issue(REPO, 1, state="CLOSED")
         item = await world.left_queue(1, ago=3 * DAY)
@@ -184,7 +184,7 @@ async def test_a_stalled_github_is_ask_again_never_a_conclusion(settings_factory
         assert (await world.row(item)).liveness_state == "issue_closed"
 
 
-async def test_every_pass_logs_what_it_examined_and_the_oldest_stranded_age(world: World, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_every_pass_logs_what_it_examined_and_the_oldest_stranded_age(world: World, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     world.gh.issue(REPO, 1)
     await world.left_queue(1, ago=4 * DAY)
     with caplog.at_level(logging.INFO, logger="zimmer.backlog.liveness"):

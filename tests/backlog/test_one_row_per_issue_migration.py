@@ -19,7 +19,7 @@ URL = "https://github.com/{}/issues/{}"
 
 
 @pytest.fixture
-def migrations_before_0007(tmp_path: Path):  # type: ignore[no-untyped-def]
+def migrations_before_0007(tmp_path: Path):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     """The backlog's migrations as they were before 0007, as a package of their own."""
     pkg = tmp_path / "backlog_before_0007"
     pkg.mkdir()

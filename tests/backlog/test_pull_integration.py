@@ -21,7 +21,7 @@ from zimmer_spot_gate.service import build as build_spot
 
 
 @pytest.fixture
-async def both(settings_factory):  # type: ignore[no-untyped-def]
+async def both(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     spot = build_spot(settings_factory())
     backlog = build_backlog(settings_factory())
     await spot.start()
@@ -50,7 +50,7 @@ async def counts_become(bus: Bus, **expected: int) -> c.Counts:
     raise AssertionError(f"counts stayed {counts}, wanted {expected}")
 
 
-async def test_pull_starts_the_top_items_as_spot_children_of_the_puller(both) -> None:  # type: ignore[no-untyped-def]
+async def test_pull_starts_the_top_items_as_spot_children_of_the_puller(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _backlog, _spot, bus = both
     groomer = (await bus.request(s.SPAWN, s.SpawnSession(genesis="schedule", precedence=5, start=False))).session
     for n in (1, 2, 3):
@@ -71,7 +71,7 @@ async def test_pull_starts_the_top_items_as_spot_children_of_the_puller(both) ->
     assert result.sentence.startswith("pulled 2")
 
 
-async def test_pull_bounds_and_the_removal_vocabulary(both) -> None:  # type: ignore[no-untyped-def]
+async def test_pull_bounds_and_the_removal_vocabulary(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _backlog, _spot, bus = both
     await append(bus, 10)
     await append(bus, 11)
@@ -88,7 +88,7 @@ async def test_pull_bounds_and_the_removal_vocabulary(both) -> None:  # type: ig
     assert info.value.code is ErrorCode.INVALID
 
 
-async def test_pull_by_keys_is_safe_to_retry_after_a_lost_answer(both) -> None:  # type: ignore[no-untyped-def]
+async def test_pull_by_keys_is_safe_to_retry_after_a_lost_answer(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     backlog, spot, bus = both
     for n in (20, 21):
         await append(bus, n)
@@ -112,18 +112,18 @@ async def test_pull_by_keys_is_safe_to_retry_after_a_lost_answer(both) -> None: 
     assert n == 2  # none doubled
 
 
-async def _leave_starting(backlog, item_id: int, start_deadline: float) -> None:  # type: ignore[no-untyped-def]
+async def _leave_starting(backlog, item_id: int, start_deadline: float) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with backlog.engine.begin() as conn:
         await conn.execute(text("UPDATE backlog.work_backlog_items SET status = 'starting', spawn_key = :k, "
                                 "start_class = 'spot', start_deadline = :d WHERE id = :i"),
                            {"i": item_id, "k": spawn_key(item_id), "d": start_deadline})
 
 
-async def _recover(backlog) -> list:  # type: ignore[no-untyped-def]
+async def _recover(backlog) -> list:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await backlog.app.starter.recover()
 
 
-async def test_recovery_marks_started_a_row_whose_spawn_happened(both) -> None:  # type: ignore[no-untyped-def]
+async def test_recovery_marks_started_a_row_whose_spawn_happened(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The spawn committed but its answer never came back (the bus died): the key names the session."""
     backlog, _spot, bus = both
     item = await append(bus, 30)
@@ -135,7 +135,7 @@ async def test_recovery_marks_started_a_row_whose_spawn_happened(both) -> None: 
     assert [(r.key, r.started_session_id) for r in rows] == [("zimmer#30", made.session.id)]
 
 
-async def test_recovery_requeues_a_row_whose_spawn_never_happened_and_spawns_nothing(both) -> None:  # type: ignore[no-untyped-def]
+async def test_recovery_requeues_a_row_whose_spawn_never_happened_and_spawns_nothing(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A pull answered `unavailable` must not start work later: recovery asks, never spawns."""
     backlog, spot, bus = both
     item = await append(bus, 31)
@@ -146,7 +146,7 @@ async def test_recovery_requeues_a_row_whose_spawn_never_happened_and_spawns_not
         assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 0
 
 
-async def test_recovery_leaves_a_start_whose_deadline_has_not_passed(both) -> None:  # type: ignore[no-untyped-def]
+async def test_recovery_leaves_a_start_whose_deadline_has_not_passed(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     backlog, _spot, bus = both
     item = await append(bus, 32)
     await _leave_starting(backlog, item.id, time.time() + 60)  # its request may still commit
@@ -157,7 +157,7 @@ async def test_recovery_leaves_a_start_whose_deadline_has_not_passed(both) -> No
     assert status == "starting"
 
 
-async def test_recovery_runs_as_a_scheduled_job(both) -> None:  # type: ignore[no-untyped-def]
+async def test_recovery_runs_as_a_scheduled_job(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     backlog, _spot, bus = both
     item = await append(bus, 33)
     with deadline.as_caller(CALLER):  # as the backlog itself asked, before its answer was lost
@@ -173,7 +173,7 @@ async def test_recovery_runs_as_a_scheduled_job(both) -> None:  # type: ignore[n
     assert [(r.key, r.started_session_id) for r in rows] == [("zimmer#33", made.session.id)]
 
 
-async def test_a_pull_by_count_with_a_key_is_answered_once(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_pull_by_count_with_a_key_is_answered_once(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _backlog, spot, bus = both
     for n in (34, 35, 36):
         await append(bus, n)
@@ -187,7 +187,7 @@ async def test_a_pull_by_count_with_a_key_is_answered_once(both) -> None:  # typ
         assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 2
 
 
-async def test_a_keyed_pull_that_did_not_answer_is_finished_by_its_retry(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_keyed_pull_that_did_not_answer_is_finished_by_its_retry(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The first attempt chose its items and died (its answer lost, its deadline passed): a retry
     with the same key starts those items, not the next ones."""
     backlog, spot, bus = both
@@ -208,7 +208,7 @@ async def test_a_keyed_pull_that_did_not_answer_is_finished_by_its_retry(both) -
         assert (await conn.execute(text("SELECT count(*) FROM spot_gate.sessions"))).scalar_one() == 1
 
 
-def _fail_once():  # type: ignore[no-untyped-def]
+def _fail_once():  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     left = {"n": 1}
 
     async def fail(_item_id: int) -> None:
@@ -218,7 +218,7 @@ def _fail_once():  # type: ignore[no-untyped-def]
     return fail
 
 
-async def test_start_now_is_priority_and_operator_writes(both) -> None:  # type: ignore[no-untyped-def]
+async def test_start_now_is_priority_and_operator_writes(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _backlog, _spot, bus = both
     a, b, low = await append(bus, 40), await append(bus, 41), await append(bus, 42, "large")
     now = await bus.request(c.START_NOW, c.ItemRef(item_id=b.id, by="tadas"))
@@ -237,7 +237,7 @@ async def test_start_now_is_priority_and_operator_writes(both) -> None:  # type:
     assert (removed.status, removed.removal_reason, removed.removed_by) == ("removed", "duplicate of #12", "tadas")
 
 
-async def test_a_pull_of_zero_says_which_zero_it_is(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_pull_of_zero_says_which_zero_it_is(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _backlog, spot, bus = both
     empty = await bus.request(c.PULL, c.PullItems(count=3))
     assert empty.sentence == "pulled 0 — the queue is empty; 0 in flight"
@@ -255,7 +255,7 @@ async def test_a_pull_of_zero_says_which_zero_it_is(both) -> None:  # type: igno
                              "the spot gate on spot_budget, so the fleet is idle behind quota rather than busy")
 
 
-async def test_the_newest_word_on_a_session_is_its_highest_version(both) -> None:  # type: ignore[no-untyped-def]
+async def test_the_newest_word_on_a_session_is_its_highest_version(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 8 #9: events may arrive out of order, and timestamps written by two clocks cannot
     order them; the session's version (bumped in the UPDATE that changes it) does."""
     from zimmer_backlog.store import queue as store
@@ -272,7 +272,7 @@ async def test_the_newest_word_on_a_session_is_its_highest_version(both) -> None
     assert (row.status, row.version) == ("needs_input", 4)
 
 
-async def test_a_row_without_an_issue_from_the_fleet_is_never_spawned(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_row_without_an_issue_from_the_fleet_is_never_spawned(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #1: a session's prompt comes from the issue unless the row is issueless *and* came
     from an operator or the import. A row that reached the table any other way (written before
     the contract held the rule) is refused at the pull, never spawned from its payload."""
@@ -298,7 +298,7 @@ async def test_a_row_without_an_issue_from_the_fleet_is_never_spawned(both) -> N
     assert status == "queued"  # a definite no: back on the queue, reported on every pull that meets it
 
 
-async def test_no_other_caller_can_claim_the_backlogs_spawn_key(both) -> None:  # type: ignore[no-untyped-def]
+async def test_no_other_caller_can_claim_the_backlogs_spawn_key(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #3: pre-creating a session with the key the backlog will use for item N (the fleet
     over REST can send any key) must not bind that session to the item on the next pull."""
     backlog, spot, bus = both
@@ -313,7 +313,7 @@ async def test_no_other_caller_can_claim_the_backlogs_spawn_key(both) -> None:  
     assert session.metadata["spawned_by"] == "work-backlog" and session.metadata["work_backlog_item_id"] == item.id
 
 
-async def test_an_agents_pull_does_not_remove_a_pinned_item_and_reports_what_it_did_not_remove(both) -> None:  # type: ignore[no-untyped-def]
+async def test_an_agents_pull_does_not_remove_a_pinned_item_and_reports_what_it_did_not_remove(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #8: pinned items are the operator's; a removal of a key that is not queued is
     reported, not ignored; removed_by always names who."""
     _backlog, _spot, bus = both
@@ -331,7 +331,7 @@ async def test_an_agents_pull_does_not_remove_a_pinned_item_and_reports_what_it_
     assert "removed 1 (1 issue_closed), refused to remove 2" in result.sentence
 
 
-async def test_a_retried_pull_by_keys_reports_the_real_precedence_and_pulls_nothing_new(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_retried_pull_by_keys_reports_the_real_precedence_and_pulls_nothing_new(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #9: a keys-retry reported a recomputed precedence (101) and said "pulled 1"."""
     _backlog, _spot, bus = both
     groomer = (await bus.request(s.SPAWN, s.SpawnSession(genesis="schedule", precedence=100, start=False))).session
@@ -345,7 +345,7 @@ async def test_a_retried_pull_by_keys_reports_the_real_precedence_and_pulls_noth
     assert again.sentence.startswith("pulled 0 — 1 named was started by an earlier pull")
 
 
-async def test_a_pull_of_zero_against_a_full_ceiling_is_a_pull(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_pull_of_zero_against_a_full_ceiling_is_a_pull(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #4: count 0 is the groomer's pull when the ceiling is full; it is answered, not refused."""
     _backlog, _spot, bus = both
     await append(bus, 36)
@@ -354,7 +354,7 @@ async def test_a_pull_of_zero_against_a_full_ceiling_is_a_pull(both) -> None:  #
     assert zero.started == [] and zero.sentence.startswith("pulled 0 — 1 in flight against a ceiling of 1")
 
 
-async def test_a_slow_spot_gate_leaves_a_pull_honest(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_slow_spot_gate_leaves_a_pull_honest(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 9 #5: spot-gate stalls past the pull's deadline. The pull still answers, inside its
     deadline, saying what it did not start (`retry_safe`), and the stalled spawn never takes
     effect later: no session appears, and the recovery job puts the row back on the queue."""
@@ -362,7 +362,7 @@ async def test_a_slow_spot_gate_leaves_a_pull_honest(both) -> None:  # type: ign
     await append(bus, 70)
     original = spot.app.admissions.spawn
 
-    async def stalled(*args, **kwargs):  # type: ignore[no-untyped-def]
+    async def stalled(*args, **kwargs):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         await asyncio.sleep(4)  # past the pull's budget for it, then decide and try to commit
         return await original(*args, **kwargs)
 
@@ -380,7 +380,7 @@ async def test_a_slow_spot_gate_leaves_a_pull_honest(both) -> None:  # type: ign
     assert [i.key for i in (await bus.request(c.GET_ITEMS, c.ItemQuery())).items] == ["zimmer#70"]
 
 
-async def test_a_deleted_session_leaves_in_flight(both) -> None:  # type: ignore[no-untyped-def]
+async def test_a_deleted_session_leaves_in_flight(both) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 000 "in_flight": a row whose session has ended is not in flight. A session deleted
     (DELETE /api/v1/sessions/{id}) will never send another status event, so its deletion is its
     end; without it the row would count in flight forever."""

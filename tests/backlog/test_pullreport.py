@@ -7,7 +7,7 @@ from zimmer_backlog.domain.pullreport import PullFacts, sentence
 from zimmer_common.contracts.backlog import Counts
 
 
-def facts(in_flight: int = 0, spot_held: int = 0, queued: int = 0, **kw) -> PullFacts:  # type: ignore[no-untyped-def]
+def facts(in_flight: int = 0, spot_held: int = 0, queued: int = 0, **kw) -> PullFacts:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     counts = Counts(queued=queued, in_flight=in_flight, spot_held=spot_held, parked=0, claimed=in_flight)
     base = dict(counts=counts, asked_count=3, new=0, earlier=0, failed=0, failed_codes=(), removed_reasons=(),
                 not_removed=0, candidates=0)

@@ -15,7 +15,7 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
-async def world(settings_factory):  # type: ignore[no-untyped-def]
+async def world(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     async with github_world(settings_factory) as w:
         yield w
 
@@ -31,7 +31,7 @@ async def titles(world: World) -> list[str]:
     return [p["title"] for p in await world.new_pages()]
 
 
-async def test_21_rows_oldest_9_days_page_at_once_then_weekly_never_hourly(world: World, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_21_rows_oldest_9_days_page_at_once_then_weekly_never_hourly(world: World, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await population(world, range(1, 22), oldest=9 * DAY)
     with caplog.at_level(logging.INFO):
         await world.sweep()
@@ -136,7 +136,7 @@ async def test_a_pass_that_cannot_read_a_repository_says_nothing_and_poisons_not
 
 
 async def test_a_band_store_that_cannot_remember_pages_loudly_and_suppresses_the_band_page(world: World,
-                                                                                          caplog) -> None:  # type: ignore[no-untyped-def]
+                                                                                          caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await population(world, range(1, 12), oldest=9 * DAY)
     async with world.engine.begin() as conn:  # the store takes no writes
         await conn.execute(text("ALTER TABLE backlog.alert_marks ADD CONSTRAINT broken CHECK (false) NOT VALID"))

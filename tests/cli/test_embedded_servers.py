@@ -132,7 +132,7 @@ def test_a_killed_postmaster_is_restarted_on_its_data_and_commands_attach_or_sta
         assert gone_or_reaped(old), "the killed postmaster was left a zombie"
         assert dead(backend), "the killed postmaster's backend is still running"
         assert sql(url, "SELECT v FROM kept") == 42, "data lost across the restart"
-        assert running_postmaster(layout.pgdata).pid == pg.pid  # type: ignore[union-attr]
+        assert running_postmaster(layout.pgdata).pid == pg.pid  # type: ignore[union-attr]  # running: not None
     finally:
         supervisor.stop_all()
     assert running_postmaster(layout.pgdata) is None, "postgres still running after stop_all"
@@ -143,7 +143,7 @@ def test_a_killed_postmaster_is_restarted_on_its_data_and_commands_attach_or_sta
     try:
         assert not temporary.attached
         assert sql(temporary.database_url("postgres"), "SELECT v FROM kept") == 42
-        pid = running_postmaster(layout.pgdata).pid  # type: ignore[union-attr]
+        pid = running_postmaster(layout.pgdata).pid  # type: ignore[union-attr]  # running: not None
     finally:
         temporary.stop()
     assert running_postmaster(layout.pgdata) is None and gone_or_reaped(pid)

@@ -40,7 +40,7 @@ def live_gateway(pg_base_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
         for service in START_ORDER:
             module, attr = SERVICES[service].split(":")
             built = getattr(importlib.import_module(module), attr)(
-                Settings(**settings, instance_id=f"live-{service}"))  # type: ignore[arg-type]
+                Settings(**settings, instance_id=f"live-{service}"))  # type: ignore[arg-type]  # pydantic-settings validates the values
             services[service] = built
             await built.start()
         return f"http://127.0.0.1:{services['gateway'].http_port}"

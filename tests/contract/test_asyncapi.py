@@ -238,9 +238,9 @@ def test_rpc_replies_as_the_bus_writes_them_match_the_reply_schema(document: dic
     answer = PingReply(service="spot-gate", version="0.1.0", instance_id="host-a-1f2e3d", uptime_seconds=12.5,
                        ready=True, database=True)
     validator.validate(json.loads(ok_reply(answer)))
-    refused = RpcReply(ok=False, error={"code": ErrorCode.NOT_FOUND.value, "message": "no session 7"})  # type: ignore[arg-type]
+    refused = RpcReply(ok=False, error={"code": ErrorCode.NOT_FOUND.value, "message": "no session 7"})  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
     validator.validate(refused.model_dump(mode="json"))
-    unknown_code = RpcReply(ok=False, error={"code": "nope", "message": "?"})  # type: ignore[arg-type]
+    unknown_code = RpcReply(ok=False, error={"code": "nope", "message": "?"})  # type: ignore[arg-type]  # pydantic validates the dict into RpcErrorBody
     assert not validator.is_valid(unknown_code.model_dump(mode="json"))
     half_answer = json.loads(ok_reply(answer))
     del half_answer["data"]["ready"]

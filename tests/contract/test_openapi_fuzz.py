@@ -39,7 +39,7 @@ CREDENTIALS = {"fleet": "test-fleet-key", "operator": "test-operator-token"}
 
 
 @schemathesis.check
-def rejects_invalid_data(ctx, response, case):  # type: ignore[no-untyped-def]
+def rejects_invalid_data(ctx, response, case):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """schemathesis' negative_data_rejection, with 413 among the rejections: invalid data that
     also makes the body larger than ZIMMER_MAX_BODY_BYTES is refused before it is read."""
     if response.status_code == 413:
@@ -118,7 +118,7 @@ def _only(problem: dict[str, Any], *words: str) -> bool:
     return bool(messages) and all(any(w in m for w in words) for m in messages)
 
 
-def accepts_valid_data(ctx, response, case):  # type: ignore[no-untyped-def]
+def accepts_valid_data(ctx, response, case):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """schemathesis' positive_data_acceptance (valid data is not refused with a 4xx other than
     401/403/404/409/429), but for the `REFUSALS` the document cannot state."""
     try:

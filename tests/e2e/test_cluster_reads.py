@@ -13,7 +13,7 @@ def _recheck(run_id: str, second: float, state: str = "finished") -> TickRun:
     return TickRun("spot-gate", "recheck_due", run_id, state, T0 + timedelta(seconds=second))
 
 
-def _audit(runs: list[TickRun]):  # type: ignore[no-untyped-def]
+def _audit(runs: list[TickRun]):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     only = [r for r in runs if r.job == "recheck_due"]
     audit = audit_ticks(only, T0, T0 + timedelta(seconds=48), timedelta(seconds=5))  # fires :00 :15 :30
     audit.missed = [m for m in audit.missed if "recheck_due" in m]  # other schedules have no runs here

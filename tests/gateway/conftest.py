@@ -9,7 +9,7 @@ FLEET = {"Authorization": "Bearer test-fleet-key"}
 
 
 @pytest.fixture
-async def http(stack):  # type: ignore[no-untyped-def]
+async def http(stack):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     """An HTTP client on the gateway, with the fleet key."""
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as client:

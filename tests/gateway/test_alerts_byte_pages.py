@@ -69,7 +69,7 @@ async def every_issue(fetch: Callable[[str | None], Awaitable[dict[str, Any]]],
             await between(len(sizes))
 
 
-async def test_a_ledger_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_ledger_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     await record(services, [large_page(n, START + timedelta(seconds=n)) for n in range(1, ISSUES + 1)])
     await recorded(services, ISSUES)

@@ -12,7 +12,7 @@ from mcp_client import call, mcp_session
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
 
 
-async def test_a_page_reaches_the_ledger_on_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_a_page_reaches_the_ledger_on_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     await services["backlog"].pager.report(title="Liveness sweep failed", fingerprint=["backlog", "liveness"],
                                            message="GitHub answered 502", condition_key="liveness:github",
@@ -43,7 +43,7 @@ async def test_a_page_reaches_the_ledger_on_rest_and_mcp(stack, http: httpx.Asyn
         assert missing.status_code == 404
 
 
-async def test_a_page_survives_the_alerts_service_being_down(stack, settings_factory, http) -> None:  # type: ignore[no-untyped-def]
+async def test_a_page_survives_the_alerts_service_being_down(stack, settings_factory, http) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Sent while the alerts service is stopped, a page waits in JetStream (the sender's outbox
     relayed it) and is recorded once the alerts service is back."""
     from zimmer_alerts.service import build

@@ -20,7 +20,7 @@ from zimmer_gateway.appends import Appends
 
 
 @pytest.fixture
-async def appends(settings_factory):  # type: ignore[no-untyped-def]
+async def appends(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     service = build(settings_factory())
     await service.start()
     bus = await Bus.connect([service.settings.nats_url], service="gateway", instance_id="t", rpc_timeout=5)
@@ -46,7 +46,7 @@ async def append_as(appends: Appends, caller: str, append: c.AppendItem, seconds
             return exc
 
 
-async def test_appends_at_once_go_together_and_each_gets_its_own_answer(appends) -> None:  # type: ignore[no-untyped-def]
+async def test_appends_at_once_go_together_and_each_gets_its_own_answer(appends) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     coalesced, bus, _service = appends
     answers = await asyncio.gather(*(append_as(coalesced, "fleet", item(n)) for n in (1, 2, 3)),
                                    append_as(coalesced, "fleet", item(2)))
@@ -59,7 +59,7 @@ async def test_appends_at_once_go_together_and_each_gets_its_own_answer(appends)
     assert listed.total == 3
 
 
-async def test_the_same_key_from_two_callers_in_one_batch_is_two_keys(appends) -> None:  # type: ignore[no-untyped-def]
+async def test_the_same_key_from_two_callers_in_one_batch_is_two_keys(appends) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     coalesced, bus, _service = appends
     fleet, operator, session = await asyncio.gather(
         append_as(coalesced, "fleet", item(10, idempotency_key="k")),
@@ -75,7 +75,7 @@ async def test_the_same_key_from_two_callers_in_one_batch_is_two_keys(appends) -
     assert (await bus.request(c.GET_ITEMS, c.ItemQuery())).total == 3
 
 
-async def test_an_append_out_of_time_is_refused_before_its_batch_leaves(appends) -> None:  # type: ignore[no-untyped-def]
+async def test_an_append_out_of_time_is_refused_before_its_batch_leaves(appends) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Its deadline leaves no time to ask the backlog: refused retry-safe, `sent: false`, nothing
     appended; the appends beside it go, under the earliest deadline among them."""
     coalesced, bus, _service = appends
@@ -88,7 +88,7 @@ async def test_an_append_out_of_time_is_refused_before_its_batch_leaves(appends)
     assert [i.key for i in listed.items] == ["zimmer#21"]
 
 
-async def test_a_batch_the_backlog_cannot_answer_is_a_503_for_each_append(appends) -> None:  # type: ignore[no-untyped-def]
+async def test_a_batch_the_backlog_cannot_answer_is_a_503_for_each_append(appends) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Nothing serves `append_items` (the backlog stopped taking requests): each append of the
     batch is told so, retry-safe, and none waits for an answer that will not come."""
     coalesced, _bus, service = appends

@@ -39,7 +39,7 @@ async def pages(fetch: Any) -> tuple[list[str], list[int]]:
     return keys, sizes
 
 
-async def test_a_payload_over_64_kb_is_refused_naming_the_limit(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_payload_over_64_kb_is_refused_naming_the_limit(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     problem = refused(await http.post(ITEMS, json=item(1, "x" * 600_000)), 422)
     text = str(problem)
     assert "payload" in text and f"{PAYLOAD_MAX_BYTES:,}" in text and "64 KB" in text, text
@@ -53,7 +53,7 @@ async def test_a_payload_over_64_kb_is_refused_naming_the_limit(http: httpx.Asyn
     assert [i["key"] for i in listed["items"]] == ["zimmer#2"] and listed["next_offset"] is None
 
 
-async def test_a_list_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_list_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     for n in range(1, ROWS + 1):
         r = await http.post(ITEMS, json=item(n, f"{n:02d}" + "x" * BIG))
         assert r.status_code == 201, r.text

@@ -21,12 +21,12 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
-def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     with GithubForTheStack(monkeypatch) as gh:
         yield gh
 
 
-async def test_stranded_rows_and_holds_over_rest(stack, stack_setup) -> None:  # type: ignore[no-untyped-def]
+async def test_stranded_rows_and_holds_over_rest(stack, stack_setup) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     world = world_in_stack(services, stack_setup)
     for n in (1, 2, 3):
@@ -60,7 +60,7 @@ async def test_stranded_rows_and_holds_over_rest(stack, stack_setup) -> None:  #
     assert (await world.row(first + 2)).held_at is None  # nothing half-written by the refused calls
 
 
-async def test_hold_over_mcp_stamps_the_connections_session(stack, stack_setup) -> None:  # type: ignore[no-untyped-def]
+async def test_hold_over_mcp_stamps_the_connections_session(stack, stack_setup) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     world = world_in_stack(services, stack_setup)
     world.gh.issue(REPO, 5)

@@ -31,7 +31,7 @@ def issue(n: int, **extra: Any) -> dict[str, Any]:
             "estimated_cost": "small", **extra}
 
 
-async def test_backlog_tools_are_opt_in_and_no_discretionary_tool_exists(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_backlog_tools_are_opt_in_and_no_discretionary_tool_exists(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with mcp_session(url) as unscoped:
         core = {t.name for t in (await unscoped.list_tools()).tools}
@@ -71,7 +71,7 @@ async def test_backlog_tools_are_opt_in_and_no_discretionary_tool_exists(stack) 
             assert hit is None, (t.name, hit.group(0) if hit else None)
 
 
-async def test_append_refuses_issueless_items_and_prompts(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_append_refuses_issueless_items_and_prompts(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with mcp_session(url, "work_backlog") as session:
         without = issue(1)
@@ -93,7 +93,7 @@ async def test_append_refuses_issueless_items_and_prompts(stack) -> None:  # typ
         assert listing["items"] == [] and listing["total"] == 0  # nothing refused was written
 
 
-async def test_append_get_and_pull_end_to_end(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_append_get_and_pull_end_to_end(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as http:
         made = await http.post("/api/v1/sessions", json={"genesis": "schedule", "precedence": 10, "start": False})

@@ -21,7 +21,7 @@ def by_key(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {i["key"]: i for i in items}
 
 
-async def test_rest_and_mcp_carry_each_rows_issue_state(stack, stack_setup) -> None:  # type: ignore[no-untyped-def]
+async def test_rest_and_mcp_carry_each_rows_issue_state(stack, stack_setup) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     world = world_in_stack(services, stack_setup)
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:

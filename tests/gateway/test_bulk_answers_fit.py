@@ -19,7 +19,7 @@ def issue(n: int, note: str = NOTE) -> c.AppendItem:
                         estimated_cost="large", payload={"notes": note})
 
 
-async def test_a_batch_that_fits_the_bus_is_answered_whole(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_batch_that_fits_the_bus_is_answered_whole(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, _url = stack
     bus = await Bus.connect([services["backlog"].settings.nats_url], service="probe", instance_id="p",
                             rpc_timeout=20)

@@ -35,7 +35,7 @@ def item(n: int, **extra: Any) -> dict[str, Any]:
 # ---- limits before work ---------------------------------------------------------------
 
 
-async def test_a_300_mb_body_without_a_credential_is_refused_before_it_is_read(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_300_mb_body_without_a_credential_is_refused_before_it_is_read(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     before = rss_mb()
     sent = await stream_body(url, "/api/v1/work_backlog_items", headers={}, total=300 * MB)
@@ -46,7 +46,7 @@ async def test_a_300_mb_body_without_a_credential_is_refused_before_it_is_read(s
     assert grew < 20
 
 
-async def test_a_declared_or_streamed_body_over_the_limit_is_413_without_growing(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_declared_or_streamed_body_over_the_limit_is_413_without_growing(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     before = rss_mb()
     declared = await stream_body(url, "/api/v1/work_backlog_items", headers=FLEET, total=300 * MB)
@@ -60,7 +60,7 @@ async def test_a_declared_or_streamed_body_over_the_limit_is_413_without_growing
     assert grew < 20
 
 
-async def test_mcp_refuses_a_large_body_as_a_problem_document(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_refuses_a_large_body_as_a_problem_document(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         r = await http.post("/mcp?groups=work_backlog", content=b"{" + b" " * (2 * MB) + b"}",
@@ -81,7 +81,7 @@ async def test_a_prompt_that_cannot_fit_is_refused_before_any_bus_call(http: htt
 
 
 @pytest.mark.parametrize("bad", ["nul\u0000here", "lone\ud800surrogate"])
-async def test_unstorable_strings_are_422_naming_the_field_everywhere(stack, bad: str) -> None:  # type: ignore[no-untyped-def]
+async def test_unstorable_strings_are_422_naming_the_field_everywhere(stack, bad: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
 
     def raw(body: dict[str, Any]) -> bytes:  # json.dumps escapes a lone surrogate as \\ud800, as a client would
@@ -124,7 +124,7 @@ async def test_no_coercion_of_ints_bools_strings_or_times(http: httpx.AsyncClien
     assert ok.status_code == 200, ok.text
 
 
-async def test_mcp_nested_objects_refuse_unknown_keys_and_coercion(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_nested_objects_refuse_unknown_keys_and_coercion(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with mcp_session(url, "work_backlog") as session:
         text = await tool_error(session, "pull_work_backlog_items",
@@ -133,7 +133,7 @@ async def test_mcp_nested_objects_refuse_unknown_keys_and_coercion(stack) -> Non
         assert "count" in await tool_error(session, "pull_work_backlog_items", {"count": "3"})
 
 
-async def test_405_lists_every_method_and_hosts_are_case_insensitive(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_405_lists_every_method_and_hosts_are_case_insensitive(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as http:
         r = await http.put("/api/v1/sessions/1")
@@ -173,7 +173,7 @@ async def test_idempotency_keys_on_rest_return_the_first_answer(http: httpx.Asyn
     assert refused(bad_key, 422)["code"] == "invalid"
 
 
-async def test_keys_are_scoped_to_the_caller(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_keys_are_scoped_to_the_caller(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, timeout=15) as http:
         fleet = await http.post("/api/v1/work_backlog_items", json=item(20), headers={**FLEET, "Idempotency-Key": "k"})
@@ -183,7 +183,7 @@ async def test_keys_are_scoped_to_the_caller(stack) -> None:  # type: ignore[no-
     assert fleet.json()["item"]["key"] != operator.json()["item"]["key"]
 
 
-async def test_mcp_append_with_a_key_is_answered_once(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_append_with_a_key_is_answered_once(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     args = {"key": "zimmer#30", "issue_url": ISSUE.format(n=30), "estimated_cost": "small", "idempotency_key": "m-1"}
     async with mcp_session(url, "work_backlog") as session:
@@ -204,7 +204,7 @@ async def test_outage_answers_are_documented_in_openapi(http: httpx.AsyncClient)
     assert "text/plain" in spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
 
 
-async def test_mcp_keys_are_scoped_to_the_declared_session(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_keys_are_scoped_to_the_declared_session(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The caller travels from the MCP connection to the backlog: the same key from two sessions
     is two keys (were it lost on the way, the second append would be a 409 reusing the first's)."""
     _services, url = stack

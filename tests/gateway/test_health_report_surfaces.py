@@ -12,7 +12,7 @@ from mcp_client import mcp_session
 from prometheus_client import generate_latest
 
 
-async def test_the_report_on_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_the_report_on_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     r = await http.get("/api/v1/health")
     assert r.status_code == 200, r.text
@@ -28,7 +28,7 @@ async def test_the_report_on_rest_and_mcp(stack, http: httpx.AsyncClient) -> Non
     async with mcp_session(url, groups="health") as session:
         result = await session.call_tool("get_system_health", {})
     assert not result.is_error, result.content
-    text = result.content[0].text  # type: ignore[union-attr]
+    text = result.content[0].text  # type: ignore[union-attr]  # the tool answers text
     prose, _, payload = text.partition("\n\n{")
     assert prose.startswith("Overall: ") and "Queue:" in prose
     assert json.loads("{" + payload)["queue"]["readable"] is True
@@ -37,7 +37,7 @@ async def test_the_report_on_rest_and_mcp(stack, http: httpx.AsyncClient) -> Non
         assert "get_system_health" not in {t.name for t in (await session.list_tools()).tools}
 
 
-async def test_the_gateway_answers_critical_when_the_alerts_service_is_down(stack, http) -> None:  # type: ignore[no-untyped-def]
+async def test_the_gateway_answers_critical_when_the_alerts_service_is_down(stack, http) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, _url = stack
     await services["alerts"].stop()
     r = await http.get("/api/v1/health")
@@ -49,7 +49,7 @@ async def test_the_gateway_answers_critical_when_the_alerts_service_is_down(stac
     assert "alerts service did not answer" in report["summary"]
 
 
-async def test_the_numbers_shown_are_metrics(stack, http) -> None:  # type: ignore[no-untyped-def]
+async def test_the_numbers_shown_are_metrics(stack, http) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, _url = stack
     assert (await http.get("/api/v1/health")).status_code == 200
     exposed = generate_latest(services["alerts"].metrics.registry).decode()
@@ -58,7 +58,7 @@ async def test_the_numbers_shown_are_metrics(stack, http) -> None:  # type: igno
         assert name in exposed, name
 
 
-async def test_a_burst_of_reports_all_answer_readable(stack, http) -> None:  # type: ignore[no-untyped-def]
+async def test_a_burst_of_reports_all_answer_readable(stack, http) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     import asyncio
 
     answers = await asyncio.gather(*(http.get("/api/v1/health") for _ in range(30)))

@@ -42,7 +42,7 @@ async def scrape(client: httpx.AsyncClient) -> Samples:
     return samples(answer.text)
 
 
-async def test_requests_are_counted_and_timed_by_route_template_and_status(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_requests_are_counted_and_timed_by_route_template_and_status(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as client:
         before = await scrape(client)
@@ -99,7 +99,7 @@ def test_the_metrics_are_made_once_per_registry() -> None:
     assert names == {"zimmer_http_requests", SECONDS}
 
 
-async def test_mounts_and_plain_routes_are_named_by_their_path(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_mounts_and_plain_routes_are_named_by_their_path(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, headers=FLEET, timeout=15) as client:
         before = await scrape(client)

@@ -71,7 +71,7 @@ def core_names() -> set[str]:
     return {t.name for t in REGISTRY.for_groups([CORE])}
 
 
-async def test_unscoped_connection_sees_core_and_pings_every_service(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_unscoped_connection_sees_core_and_pings_every_service(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     assert "get_system_ping" in core_names()
     async with mcp_session(f"{url}/mcp") as session:
@@ -93,7 +93,7 @@ async def test_unscoped_connection_sees_core_and_pings_every_service(stack) -> N
         assert await tool_names(session) == core_names()
 
 
-async def test_group_by_query_and_header(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_group_by_query_and_header(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     expected = core_names() | {t.name for t in REGISTRY.for_groups(["gate_decisions"])}
     assert PROBE in expected
@@ -114,7 +114,7 @@ async def test_group_by_query_and_header(stack) -> None:  # type: ignore[no-unty
         assert echoed.structured_content["realm"] == "operator"
 
 
-async def test_tool_errors_and_annotations(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_tool_errors_and_annotations(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with mcp_session(f"{url}/mcp?groups=gate_decisions") as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
@@ -134,7 +134,7 @@ async def test_tool_errors_and_annotations(stack) -> None:  # type: ignore[no-un
         assert bad_args.is_error and "timeout_seconds" in bad_args.content[0].text
 
 
-async def test_refusals_are_problem_documents(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_refusals_are_problem_documents(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},

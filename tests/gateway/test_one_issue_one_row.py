@@ -51,7 +51,7 @@ async def test_four_spellings_of_one_issue_are_one_row_and_one_session(http: htt
     assert more.json()["started"] == []
 
 
-async def test_mcp_appends_map_spellings_to_the_same_row(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_appends_map_spellings_to_the_same_row(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with mcp_session(url, "work_backlog") as session:
         first = await call(session, "append_work_backlog_item",
@@ -103,7 +103,7 @@ def spelling(draw: st.DrawFn, owner: str, repo: str, number: int) -> tuple[str, 
     return key, url
 
 
-async def test_any_two_spellings_of_one_issue_end_as_one_open_row(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_any_two_spellings_of_one_issue_end_as_one_open_row(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, _url = stack
     loop = asyncio.get_running_loop()
     bus = await Bus.connect([services["backlog"].settings.nats_url], service="probe", instance_id="p", rpc_timeout=10)

@@ -67,7 +67,7 @@ def test_any_other_time_is_refused_naming_the_field(given: Any) -> None:
 
 
 def test_the_lane_names_are_the_lanes_and_subject_filters_are_stated() -> None:
-    assert set(LaneName.__args__) == set(LANES)  # type: ignore[attr-defined]
+    assert set(LaneName.__args__) == set(LANES)  # type: ignore[attr-defined]  # a Literal alias keeps its values in __args__
     ok = ["zimmer.jobs.>", "zimmer.jobs.*.default.>", "zimmer.jobs.spot.default.wake"]
     bad = ["zimmer.jobs", "zimmer.jobs.a b", "zimmer.jobs.a>", "zimmer.jobs.>.a", "other.jobs.x", "zimmer.jobs.a\x1cb"]
     assert all(re.fullmatch(SUBJECT_FILTER_PATTERN, s) for s in ok)

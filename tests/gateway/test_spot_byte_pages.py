@@ -42,7 +42,7 @@ async def every_row(fetch: Callable[[Any], Awaitable[dict[str, Any]]], rows: str
         assert len(sizes) <= ROWS, f"{cursor} never ended"
 
 
-async def test_a_session_list_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_session_list_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     made = [(await spawn_large(http, n))["id"] for n in range(1, ROWS + 1)]
     newest_first = list(reversed(made))
 
@@ -73,7 +73,7 @@ async def test_a_session_list_too_large_for_one_message_pages_by_bytes(http: htt
     assert ids == newest_first and len(sizes) > 1
 
 
-async def test_enqueued_messages_too_large_for_one_message_page_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]
+async def test_enqueued_messages_too_large_for_one_message_page_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     session = await held_spot_session(http)
     for n in range(1, ROWS + 1):
         r = await http.post(f"{SESSIONS}/{session['id']}/turns", json={"kind": "follow_up",
@@ -101,7 +101,7 @@ async def test_enqueued_messages_too_large_for_one_message_page_by_bytes(http: h
     assert [m["id"] for m in last["messages"]] == ids[-1:] and last["next_before_id"] is None
 
 
-async def test_a_trigger_list_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_trigger_list_too_large_for_one_message_pages_by_bytes(http: httpx.AsyncClient, stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     made = []
     for n in range(1, ROWS + 1):
         r = await http.post("/api/v1/triggers", json={"kind": "schedule", "name": f"nightly {n}",

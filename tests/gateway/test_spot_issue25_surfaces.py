@@ -15,7 +15,7 @@ from problems import invalid_fields
 from zimmer_common.contracts.runtime import SessionStatusReport
 
 
-async def test_a_ceiling_pause_reaches_the_sessions_log_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_a_ceiling_pause_reaches_the_sessions_log_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "What a pause does": "The session log — A warning line naming the window, what it
     ran out of, and what brings the session back." #7: `GET /api/v1/sessions/51/logs` was empty
     after the pause."""
@@ -24,7 +24,7 @@ async def test_a_ceiling_pause_reaches_the_sessions_log_over_rest(stack, http: h
     sid = (await http.post("/api/v1/sessions", json={"genesis": "api", "prompt": "go"})).json()["session"]["id"]
     await readings(services, 0.95)
     await services["spot-gate"].app.ceiling.run()
-    lines: list[dict] = []  # type: ignore[type-arg]
+    lines: list[dict] = []  # type: ignore[type-arg]  # JSON of any shape
     for _ in range(100):  # the outbox relays it; the sweeper's ingest writes it
         lines = (await http.get(f"/api/v1/sessions/{sid}/logs", params={"levels": ["warning"]})).json()["lines"]
         if lines:
@@ -35,7 +35,7 @@ async def test_a_ceiling_pause_reaches_the_sessions_log_over_rest(stack, http: h
     assert "It resumes when the windows have 5 points more headroom" in line["message"]
 
 
-async def test_decisions_at_an_instant_and_the_replayed_spawn_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_decisions_at_an_instant_and_the_replayed_spawn_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#8 and #14 on REST: `?at=` gives the decision in force then; a replayed keyed spawn is the
     first answer whole, turn included (it was 200 with `turn: null`)."""
     services, _url = stack
@@ -58,7 +58,7 @@ async def test_decisions_at_an_instant_and_the_replayed_spawn_over_rest(stack, h
     assert both.status_code == 422 and "give at alone" in both.text
 
 
-async def test_mcp_promote_starts_a_paused_session_and_tells_the_truth(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_promote_starts_a_paused_session_and_tells_the_truth(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#12: `change_scheduling_class` → priority on a paused session starts it now ("as a side
     effect of change_scheduling_class to priority"). #13: get_session no longer says a prompt
     queued behind a running turn "is delivered when the turn is admitted". #10: start_session

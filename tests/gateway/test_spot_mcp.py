@@ -24,7 +24,7 @@ DISCRETIONARY_WORDS = {"pin", "unpin", "place", "remove", "now"}
 
 
 
-async def test_tool_listing_per_group(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_tool_listing_per_group(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     for group, extra in GROUP_TOOLS.items():
         async with mcp_session(url, None if group == "core" else group) as session:
@@ -41,7 +41,7 @@ async def test_tool_listing_per_group(stack) -> None:  # type: ignore[no-untyped
     assert not [n for n in every if DISCRETIONARY_WORDS & set(n.split("_"))]
 
 
-async def test_start_get_search_and_reclass(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_start_get_search_and_reclass(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with mcp_session(url, "sessions") as session:
         started = await call(session, "start_session", {"prompt": "look", "title": "t", "genesis": "web_ui",
@@ -117,7 +117,7 @@ async def test_start_get_search_and_reclass(stack) -> None:  # type: ignore[no-u
         assert hidden.is_error and "Unknown tool" in hidden.content[0].text
 
 
-async def test_spot_policy_and_gate_decisions(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_spot_policy_and_gate_decisions(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with mcp_session(url, "health,gate_decisions,sessions") as session:
         empty = await call(session, "get_spot_policy")

@@ -10,7 +10,7 @@ from pool_readings import readings
 from problems import invalid_fields, refused
 
 
-async def test_park_and_start_now_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_park_and_start_now_over_rest(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, _url = stack
     await readings(services, 0.1)
     sid = (await http.post("/api/v1/sessions", json={"genesis": "web_ui", "prompt": "go"})).json()["session"]["id"]
@@ -30,7 +30,7 @@ async def test_park_and_start_now_over_rest(stack, http: httpx.AsyncClient) -> N
     assert started.json()["session"]["status"] == "running"
 
 
-async def test_park_and_start_now_over_mcp(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_park_and_start_now_over_mcp(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     await readings(services, 0.1)
     async with mcp_session(url, "sessions") as mcp:
@@ -48,10 +48,10 @@ async def test_park_and_start_now_over_mcp(stack) -> None:  # type: ignore[no-un
         assert held["did"] == "held" and "5-hour" in held["sentence"]
 
 
-async def test_reorder_demote_and_run_as_spot_over_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_reorder_demote_and_run_as_spot_over_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
 
-    async def spawn(**body: object) -> dict:  # type: ignore[type-arg]
+    async def spawn(**body: object) -> dict:  # type: ignore[type-arg]  # JSON of any shape
         r = await http.post("/api/v1/sessions", json={"genesis": "api", "start": False, **body})
         assert r.status_code == 201, r.text
         return r.json()["session"]
@@ -93,7 +93,7 @@ async def test_archive_and_unarchive_over_rest(http: httpx.AsyncClient) -> None:
     assert (await http.post("/api/v1/sessions/999999/archive")).status_code == 404
 
 
-async def test_pause_until_restart_and_wake_me_up_later_over_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_pause_until_restart_and_wake_me_up_later_over_rest_and_mcp(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     from datetime import UTC, datetime, timedelta
 
     services, url = stack

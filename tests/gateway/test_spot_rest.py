@@ -198,7 +198,7 @@ async def test_spot_policy_and_genesis_actions(http: httpx.AsyncClient) -> None:
     assert (await http.get(f"/api/v1/sessions/{derived['id']}")).json()["priority_class"] == "spot"
 
 
-async def test_triggers_costs_credentials_and_openapi(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]
+async def test_triggers_costs_credentials_and_openapi(stack, http: httpx.AsyncClient) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     created = await http.post("/api/v1/triggers", json={"kind": "schedule", "name": "nightly", "precedence": 5,
                                                         "prompt": "sweep"})
     assert created.status_code == 201, created.text
@@ -269,7 +269,7 @@ async def test_triggers_costs_credentials_and_openapi(stack, http: httpx.AsyncCl
         assert "401" in op["responses"]
 
 
-async def test_concurrent_spawns_over_rest_are_all_answered_and_hold_the_cap(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_spawns_over_rest_are_all_answered_and_hold_the_cap(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 8 #1 through the gateway: 20 spawns at once against 7 slots, every one 201 inside its
     deadline, exactly 7 admitted, none admitted because the gate was congested."""
     import asyncio

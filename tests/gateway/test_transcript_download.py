@@ -32,7 +32,7 @@ def stack_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-async def _session_with_transcript(http: httpx.AsyncClient, sweeper, base: Path) -> int:  # type: ignore[no-untyped-def]
+async def _session_with_transcript(http: httpx.AsyncClient, sweeper, base: Path) -> int:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     created = await http.post("/api/v1/sessions", json={"title": "archived transcript", "start": False})
     assert created.status_code == 201, created.text
     sid = int(created.json()["session"]["id"])
@@ -57,7 +57,7 @@ async def _session_with_transcript(http: httpx.AsyncClient, sweeper, base: Path)
 
 
 async def test_a_sessions_archived_transcript_downloads_from_the_object_store(
-        stack, http: httpx.AsyncClient, stack_setup: Path) -> None:  # type: ignore[no-untyped-def]
+        stack, http: httpx.AsyncClient, stack_setup: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     sweeper = services["sweeper"]
     sid = await _session_with_transcript(http, sweeper, stack_setup)

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.network  # nats-servers, and TCP servers standing in fo
 
 
 @pytest.fixture
-async def bus(nats_url: str):  # type: ignore[no-untyped-def]
+async def bus(nats_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     b = await Bus.connect([nats_url], service="test", instance_id="t1", rpc_timeout=2.0)
     yield b
     await b.close()

@@ -20,7 +20,7 @@ SUBJECT = event_subject("spot", "session_status_changed")
 
 
 @pytest.fixture
-async def env(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+async def env(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     await migrate(database_url, "backlog", None)
     engine = create_engine(database_url)
     async with engine.begin() as conn:
@@ -37,19 +37,19 @@ def envelope(event_id: str, version: int = 1, n: int = 1) -> bytes:
                          occurred_at=datetime.now(UTC), data={"n": n}).model_dump_json().encode()
 
 
-async def seen(engine) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
+async def seen(engine) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with engine.connect() as conn:
         return [tuple(r) for r in (await conn.execute(text("SELECT id, n FROM backlog.seen ORDER BY id"))).all()]
 
 
-async def wait_for(predicate, within: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+async def wait_for(predicate, within: float = 15.0) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     deadline = asyncio.get_running_loop().time() + within
     while not await predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)
 
 
-async def test_each_event_id_is_handled_once_and_failures_are_retried(env) -> None:  # type: ignore[no-untyped-def]
+async def test_each_event_id_is_handled_once_and_failures_are_retried(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     failures = {"left": 1}
 
@@ -79,7 +79,7 @@ async def test_each_event_id_is_handled_once_and_failures_are_retried(env) -> No
         await consumer.stop()
 
 
-async def test_unreadable_and_newer_version_messages_are_terminated(env) -> None:  # type: ignore[no-untyped-def]
+async def test_unreadable_and_newer_version_messages_are_terminated(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     handled: list[str] = []
 
@@ -104,7 +104,7 @@ async def test_unreadable_and_newer_version_messages_are_terminated(env) -> None
         await consumer.stop()
 
 
-async def test_a_burst_of_unreadable_messages_is_one_page_not_one_each(env) -> None:  # type: ignore[no-untyped-def]
+async def test_a_burst_of_unreadable_messages_is_one_page_not_one_each(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A misbehaving publisher's garbage: every message terminated, one page for the burst (each
     was a page and an ERROR line before), and the window's next page counts what it left out."""
     engine, bus = env
@@ -145,7 +145,7 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def test_after_commit_runs_once_the_effects_are_visible(env) -> None:  # type: ignore[no-untyped-def]
+async def test_after_commit_runs_once_the_effects_are_visible(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A cache invalidated from `after_commit` is refilled from the committed rows: the hook runs
     after the commit, when another connection already sees the effect, and once per new event."""
     engine, bus = env

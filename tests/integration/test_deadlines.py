@@ -37,7 +37,7 @@ INNER = RpcSpec("innerctx", "inner", Note, Noted)
 
 
 @pytest.fixture
-async def buses(nats_url: str):  # type: ignore[no-untyped-def]
+async def buses(nats_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     metrics = ServiceMetrics("testctx", "t", "t1")
     server = await Bus.connect([nats_url], service="testctx", instance_id="s", rpc_timeout=2.0, metrics=metrics,
                                max_inflight=8)
@@ -47,7 +47,7 @@ async def buses(nats_url: str):  # type: ignore[no-untyped-def]
     await server.close()
 
 
-async def test_a_request_carries_its_deadline_and_caller(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_a_request_carries_its_deadline_and_caller(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     server, client, _ = buses
 
     async def handle(_req: Note) -> Noted:
@@ -61,7 +61,7 @@ async def test_a_request_carries_its_deadline_and_caller(buses) -> None:  # type
     assert got.deadline is not None and before < got.deadline <= before + 1.5 + 0.01
 
 
-async def test_an_inner_call_is_budgeted_from_what_is_left_of_the_outer(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_an_inner_call_is_budgeted_from_what_is_left_of_the_outer(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     server, client, _ = buses
     seen: dict[str, float | None] = {}
 
@@ -81,7 +81,7 @@ async def test_an_inner_call_is_budgeted_from_what_is_left_of_the_outer(buses) -
     assert seen["inner"] <= seen["outer"] - deadline.INNER_RESERVE + 1e-6
 
 
-async def test_a_request_past_its_deadline_is_dropped_unanswered_and_counted(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_a_request_past_its_deadline_is_dropped_unanswered_and_counted(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     server, client, metrics = buses
     ran: list[str] = []
 
@@ -101,7 +101,7 @@ async def test_a_request_past_its_deadline_is_dropped_unanswered_and_counted(bus
     assert metrics.rpc_expired.labels("testctx", "note")._value.get() == 1
 
 
-async def test_no_time_left_means_not_sent(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_no_time_left_means_not_sent(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     server, client, _ = buses
     ran: list[str] = []
 
@@ -115,7 +115,7 @@ async def test_no_time_left_means_not_sent(buses) -> None:  # type: ignore[no-un
     assert info.value.code is ErrorCode.UNAVAILABLE and info.value.details["sent"] is False and ran == []
 
 
-async def test_sent_and_unanswered_says_it_may_have_taken_effect(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_sent_and_unanswered_says_it_may_have_taken_effect(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     server, client, _ = buses
     ran: list[str] = []
     release = asyncio.Event()
@@ -178,7 +178,7 @@ async def test_the_batcher_bounds_its_queue_and_skips_callers_past_their_deadlin
     assert ran == [[0], [2, 3]]  # the expired caller never ran
 
 
-async def test_a_flood_of_ten_times_the_bound_is_refused_busy_without_growing(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_a_flood_of_ten_times_the_bound_is_refused_busy_without_growing(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """8 in flight at most; 80 at once: the rest are `busy` at once, every accepted one completes,
     and memory stays flat however many arrive (printed)."""
     server, client, metrics = buses
@@ -214,7 +214,7 @@ async def test_a_flood_of_ten_times_the_bound_is_refused_busy_without_growing(bu
     assert grew_mb < 20
 
 
-async def test_a_request_made_as_soon_as_serve_returns_is_answered(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_a_request_made_as_soon_as_serve_returns_is_answered(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """nats-py's flush PING can overtake a SUB still queued for its flusher; serve() returns only
     once the server has the subscription (this failed about one time in fifteen before)."""
     server, client, _ = buses
@@ -228,7 +228,7 @@ async def test_a_request_made_as_soon_as_serve_returns_is_answered(buses) -> Non
         await client.request(spec, Note(text="x"), timeout=1.5)
 
 
-async def test_a_deadline_that_passed_during_an_outage_names_the_dependency(buses) -> None:  # type: ignore[no-untyped-def]
+async def test_a_deadline_that_passed_during_an_outage_names_the_dependency(buses) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """DESIGN §5: an outage is a 503 naming the dependency. A request whose deadline passed (or
     that met a full bound) while this process's database was down failed because of it: the
     answer says so. The same answer with nothing down names no dependency."""

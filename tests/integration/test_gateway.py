@@ -13,7 +13,7 @@ PROBLEM = "application/problem+json"
 
 
 
-async def test_probes(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_probes(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
         assert (await http.get("/healthz")).json() == {"status": "alive"}
@@ -31,7 +31,7 @@ async def test_probes(stack) -> None:  # type: ignore[no-untyped-def]
         assert body["services"]["sweeper"]["error"] == "unavailable"
 
 
-async def test_credentials_and_problem_documents(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_credentials_and_problem_documents(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, url = stack
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
         missing = await http.get("/api/v1/ping")
@@ -62,7 +62,7 @@ async def test_credentials_and_problem_documents(stack) -> None:  # type: ignore
         assert not_found.json()["instance"] == "/api/v1/nothing-here"
 
 
-async def test_metrics_and_openapi(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_metrics_and_openapi(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, url = stack
     gateway = services["gateway"]
     assert gateway.runner is not None

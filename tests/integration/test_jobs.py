@@ -33,7 +33,7 @@ async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 20
 
 
 @pytest.fixture
-async def runs_table(database_url: str):  # type: ignore[no-untyped-def]
+async def runs_table(database_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     await migrate(database_url, "backlog", None)
     engine = create_engine(database_url)
     async with engine.begin() as conn:
@@ -43,7 +43,7 @@ async def runs_table(database_url: str):  # type: ignore[no-untyped-def]
     await engine.dispose()
 
 
-def recording_job(name: str, lane: str, engine, *, hold: Callable[[], Awaitable[None]] | None = None,  # type: ignore[no-untyped-def]
+def recording_job(name: str, lane: str, engine, *, hold: Callable[[], Awaitable[None]] | None = None,  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
                   instance: str = "?") -> JobSpec:
     async def run(ctx: JobContext) -> None:
         started = ctx.clock.now()
@@ -56,7 +56,7 @@ def recording_job(name: str, lane: str, engine, *, hold: Callable[[], Awaitable[
     return JobSpec(name, lane, run)
 
 
-async def rows(engine, job: str | None = None) -> list:  # type: ignore[no-untyped-def]
+async def rows(engine, job: str | None = None) -> list:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with engine.connect() as conn:
         q = "SELECT job, run_id, instance, started_at, finished_at FROM backlog.test_runs"
         q += " WHERE job = :j ORDER BY started_at" if job else " ORDER BY started_at"
@@ -69,7 +69,7 @@ async def waiting_ticks(service: Service, subject: str) -> int:
     return int((info["state"].get("subjects") or {}).get(subject, 0))
 
 
-async def test_scheduled_job_ticks_once_per_tick_across_two_replicas(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+async def test_scheduled_job_ticks_once_per_tick_across_two_replicas(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     schedule = (ScheduleEntry("backlog", "tick", "@every 1s", "default", TEST_ONLY),)
     replicas = []
     for i in range(2):
@@ -98,7 +98,7 @@ async def test_scheduled_job_ticks_once_per_tick_across_two_replicas(settings_fa
         assert later.started_at >= earlier.finished_at, "two copies of a singleton job overlapped"
 
 
-async def test_long_job_holds_its_lane_and_waiting_ticks_coalesce(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+async def test_long_job_holds_its_lane_and_waiting_ticks_coalesce(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     release = asyncio.Event()
     long_started = asyncio.Event()
 
@@ -136,7 +136,7 @@ async def test_long_job_holds_its_lane_and_waiting_ticks_coalesce(settings_facto
     assert quick_runs[0].started_at >= long_runs[0].finished_at
 
 
-async def test_graceful_shutdown_finishes_the_job_in_flight(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+async def test_graceful_shutdown_finishes_the_job_in_flight(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     started = asyncio.Event()
 
     async def hold() -> None:
@@ -165,7 +165,7 @@ async def test_graceful_shutdown_finishes_the_job_in_flight(settings_factory, ru
     assert states == ["enqueued", "started", "finished"]
 
 
-async def test_failed_job_is_reported_and_acked_not_retried_in_a_loop(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+async def test_failed_job_is_reported_and_acked_not_retried_in_a_loop(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     attempts = 0
 
     async def broken(ctx: JobContext) -> None:
@@ -198,7 +198,7 @@ async def test_failed_job_is_reported_and_acked_not_retried_in_a_loop(settings_f
         await service.stop()
 
 
-async def test_schedule_install_is_idempotent_and_removes_dropped_entries(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+async def test_schedule_install_is_idempotent_and_removes_dropped_entries(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     jobs = [recording_job("a", "default", runs_table), recording_job("b", "default", runs_table)]
     service = Service("backlog", settings_factory(), schema="backlog", schedule=(), serve_metrics=False, jobs=jobs)
     await service.start()
@@ -224,7 +224,7 @@ async def test_schedule_install_is_idempotent_and_removes_dropped_entries(settin
         await service.stop()
 
 
-async def test_six_field_cron_is_accepted_by_the_server(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+async def test_six_field_cron_is_accepted_by_the_server(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Every second: the server must read the leading seconds field, or this never ticks."""
     schedule = (ScheduleEntry("backlog", "cron", "* * * * * *", "default", TEST_ONLY),)
     service = Service("backlog", settings_factory(), schema="backlog", schedule=schedule, serve_metrics=False,
@@ -241,7 +241,7 @@ async def test_six_field_cron_is_accepted_by_the_server(settings_factory, runs_t
     assert isinstance(runs[0].started_at, datetime)
 
 
-async def test_a_per_host_job_runs_on_every_host_and_a_shared_one_once(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]
+async def test_a_per_host_job_runs_on_every_host_and_a_shared_one_once(settings_factory, runs_table) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """One sweeper runs beside each runtime host's disk (DESIGN §9): a per-host job's schedule
     ticks on each host's own subject, so two hosts each run it (on their own disk), two replicas
     on one host share it, and a shared job still runs once per tick across all of them."""
@@ -277,7 +277,7 @@ async def test_a_per_host_job_runs_on_every_host_and_a_shared_one_once(settings_
     assert len({r.run_id for r in shared}) == len(shared), "a shared tick ran on two hosts"
 
 
-async def test_a_retired_host_is_forgotten_with_its_schedules_and_consumers(settings_factory, runs_table,  # type: ignore[no-untyped-def]
+async def test_a_retired_host_is_forgotten_with_its_schedules_and_consumers(settings_factory, runs_table,  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
                                                                            nats_url: str) -> None:
     """`zimmer jobs hosts` lists the hosts running per-host jobs; `zimmer jobs forget-host` removes a
     retired one's schedules and lane consumers (cron freshness judges every installed host, so a

@@ -179,7 +179,7 @@ async def retry_refused_with_their_keys(load: Load, url: str, database_url: str)
 
 
 async def test_nats_killed_and_restarted_under_load(settings_factory, database_url: str, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+                                                    capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     port, store = free_port(), tmp_path / "killable-nats"
     server = await asyncio.to_thread(start_nats, store, port=port)
     url_of_nats = server.url
@@ -224,7 +224,7 @@ async def _ready(http: httpx.AsyncClient) -> bool:
 
 async def test_postgres_killed_and_restarted_under_load(settings_factory, tmp_path: Path,
                                                         caplog: pytest.LogCaptureFixture,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+                                                        capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     caplog.set_level(logging.INFO)
     layout = prepare_pgdata(tmp_path / "pg")
     log = tmp_path / "postgres.log"

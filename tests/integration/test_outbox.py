@@ -27,7 +27,7 @@ class ThingHappened(Payload):
 
 
 @pytest.fixture
-async def env(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+async def env(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     await migrate(database_url, SCHEMA, None)
     engine = create_engine(database_url)
     bus = await Bus.connect([nats_url], service="backlog", instance_id="t", rpc_timeout=2)
@@ -56,7 +56,7 @@ async def deliveries(bus: Bus, durable: str = "probe") -> list[EventEnvelope]:
         await sub.unsubscribe()
 
 
-async def test_committed_event_is_relayed_once_with_its_id(env) -> None:  # type: ignore[no-untyped-def]
+async def test_committed_event_is_relayed_once_with_its_id(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     async with engine.begin() as conn:
         row_id = await emit(conn, SCHEMA, SUBJECT, "thing_happened", ThingHappened(thing="a"))
@@ -71,7 +71,7 @@ async def test_committed_event_is_relayed_once_with_its_id(env) -> None:  # type
     assert await relay.pending() == 0
 
 
-async def test_rolled_back_change_announces_nothing(env) -> None:  # type: ignore[no-untyped-def]
+async def test_rolled_back_change_announces_nothing(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     with contextlib.suppress(RuntimeError):
         async with engine.begin() as conn:
@@ -82,7 +82,7 @@ async def test_rolled_back_change_announces_nothing(env) -> None:  # type: ignor
     assert await deliveries(bus) == []
 
 
-async def test_crash_between_publish_and_mark_delivers_exactly_once(env) -> None:  # type: ignore[no-untyped-def]
+async def test_crash_between_publish_and_mark_delivers_exactly_once(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     async with engine.begin() as conn:
         for thing in ("a", "b", "c"):
@@ -111,7 +111,7 @@ async def test_crash_between_publish_and_mark_delivers_exactly_once(env) -> None
     assert info["state"]["subjects"][SUBJECT] == 3
 
 
-async def test_only_the_relays_own_mark_skips_the_wal_flush(env, database_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_only_the_relays_own_mark_skips_the_wal_flush(env, database_url: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The relay commits its marks without waiting for the flush (a lost mark is a republish under
     the same id, above); the connection goes back to the pool with synchronous commits, so the
     state changes and events committed on it next are durable when their commit returns."""
@@ -129,7 +129,7 @@ async def test_only_the_relays_own_mark_skips_the_wal_flush(env, database_url: s
         await engine.dispose()
 
 
-async def test_run_loop_relays_after_a_kick(env) -> None:  # type: ignore[no-untyped-def]
+async def test_run_loop_relays_after_a_kick(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     relay = OutboxRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30)
     task = asyncio.create_task(relay.run())
@@ -148,7 +148,7 @@ async def test_run_loop_relays_after_a_kick(env) -> None:  # type: ignore[no-unt
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_idempotent_consumer_claims_once_and_rollback_releases(env) -> None:  # type: ignore[no-untyped-def]
+async def test_idempotent_consumer_claims_once_and_rollback_releases(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, _bus = env
     async with engine.begin() as conn:
         assert await claim_message(conn, SCHEMA, "counts", "backlog.outbox.1") is True
@@ -162,7 +162,7 @@ async def test_idempotent_consumer_claims_once_and_rollback_releases(env) -> Non
         assert await claim_message(conn, SCHEMA, "counts", "backlog.outbox.2") is True
 
 
-async def test_prune_removes_only_old_sent_rows(env) -> None:  # type: ignore[no-untyped-def]
+async def test_prune_removes_only_old_sent_rows(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     async with engine.begin() as conn:
         await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "old"})
@@ -175,7 +175,7 @@ async def test_prune_removes_only_old_sent_rows(env) -> None:  # type: ignore[no
     assert [p["data"]["thing"] for p in (json.loads(x) if isinstance(x, str) else x for x in left)] == ["unsent"]
 
 
-async def test_a_rebuilt_database_is_not_mistaken_for_the_old_one(env, pg_base_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_a_rebuilt_database_is_not_mistaken_for_the_old_one(env, pg_base_url: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Row ids restart in a new database; the event ids JetStream dedupes on must not."""
     import uuid
 
@@ -209,7 +209,7 @@ class Step(Payload):
     n: int
 
 
-async def test_two_relays_keep_each_aggregates_order(env) -> None:  # type: ignore[no-untyped-def]
+async def test_two_relays_keep_each_aggregates_order(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Two replicas' relays on one outbox, a thousand events on five aggregates written while they
     run: every event arrives once, and each aggregate's events arrive in the order they were written."""
     engine, bus = env
@@ -241,7 +241,7 @@ async def test_two_relays_keep_each_aggregates_order(env) -> None:  # type: igno
 class CountedRelay(OutboxRelay):
     """The relay, recording how many rows each of its passes published."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         super().__init__(*args, **kwargs)
         self.passes: list[int] = []
 
@@ -251,7 +251,7 @@ class CountedRelay(OutboxRelay):
         return moved
 
 
-async def _committed(engine, relay: OutboxRelay, thing: str) -> None:  # type: ignore[no-untyped-def]
+async def _committed(engine, relay: OutboxRelay, thing: str) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with engine.begin() as conn:
         await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": thing})
     relay.kick()
@@ -265,7 +265,7 @@ async def _until_sent(relay: OutboxRelay, seconds: float = 5.0) -> None:
     raise AssertionError(f"still unsent after {seconds} s")
 
 
-async def test_commits_during_the_gathering_leave_in_one_pass_on_their_kicks(env) -> None:  # type: ignore[no-untyped-def]
+async def test_commits_during_the_gathering_leave_in_one_pass_on_their_kicks(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """After a pass that published, the commits that follow gather for one pass; their kicks are
     kept through the gathering (the poll is 30 s: only a kept kick gets them out in time)."""
     engine, bus = env
@@ -285,7 +285,7 @@ async def test_commits_during_the_gathering_leave_in_one_pass_on_their_kicks(env
         await asyncio.wait_for(task, timeout=5)
 
 
-async def test_a_quiet_relay_goes_at_once_and_stop_ends_a_gathering(env) -> None:  # type: ignore[no-untyped-def]
+async def test_a_quiet_relay_goes_at_once_and_stop_ends_a_gathering(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     engine, bus = env
     relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=30, gather_seconds=30)
     task = asyncio.create_task(relay.run())
@@ -305,7 +305,7 @@ async def test_a_quiet_relay_goes_at_once_and_stop_ends_a_gathering(env) -> None
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_failed_pass_is_retried_after_a_poll_not_a_gathering(env) -> None:  # type: ignore[no-untyped-def]
+async def test_a_failed_pass_is_retried_after_a_poll_not_a_gathering(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A pass that fails after publishing leaves its rows unsent; the relay backs off one poll
     (0.2 s here) and retries, without a kick and without waiting out the 30 s gathering."""
     engine, bus = env

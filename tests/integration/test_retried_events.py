@@ -26,7 +26,7 @@ RUN = JobRun(service="gateway", job="readiness_probe", lane="pollers", run_id="7
              at=NOW, instance_id="gateway-1")
 
 
-async def until(check, within: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+async def until(check, within: float = 20.0) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     end = asyncio.get_running_loop().time() + within
     while not check():
         assert asyncio.get_running_loop().time() < end, "not reached in time"

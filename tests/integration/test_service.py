@@ -21,13 +21,13 @@ from zimmer_common.contracts.subjects import CONTEXTS, Stream
 from zimmer_common.db import MigrationError, migrate
 
 
-def build(name: str, settings):  # type: ignore[no-untyped-def]
+def build(name: str, settings):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     module, attr = SERVICES[name].split(":")
     return getattr(importlib.import_module(module), attr)(settings)
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
-async def test_service_boots_migrates_and_answers_ping(name: str, settings_factory, database_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_service_boots_migrates_and_answers_ping(name: str, settings_factory, database_url: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = build(name, settings_factory(heartbeat_interval_seconds=0.2))
     await service.start()
     try:
@@ -51,7 +51,7 @@ async def test_service_boots_migrates_and_answers_ping(name: str, settings_facto
             await conn.close()
 
 
-async def test_heartbeat_carries_identity(settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_heartbeat_carries_identity(settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = build("sweeper", settings_factory(heartbeat_interval_seconds=0.2))
     nc = await nats.connect(service.settings.nats_url)
     sub = await nc.subscribe(HEARTBEAT)
@@ -67,7 +67,7 @@ async def test_heartbeat_carries_identity(settings_factory) -> None:  # type: ig
         await nc.close()
 
 
-async def test_a_graceful_stop_sends_the_retiring_beat_last(settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_graceful_stop_sends_the_retiring_beat_last(settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # Without it a stopped instance stayed "registered" (then down) for an hour in Health.
     service = build("sweeper", settings_factory(heartbeat_interval_seconds=0.2))
     nc = await nats.connect(service.settings.nats_url)
@@ -109,7 +109,7 @@ async def test_edited_migration_refuses_to_start(database_url: str, tmp_path: Pa
         sys.path.remove(str(tmp_path))
 
 
-async def test_stop_is_bounded_and_leaves_nothing_answering(settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_stop_is_bounded_and_leaves_nothing_answering(settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     service = build("alerts", settings_factory())
     await service.start()
     await asyncio.wait_for(service.stop(), timeout=service.settings.shutdown_grace_seconds + 5)

@@ -36,7 +36,7 @@ class Database:
 
 
 @pytest.fixture
-async def db(database_url: str):  # type: ignore[no-untyped-def]
+async def db(database_url: str):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     await migrate(database_url, SCHEMA, None)
     database = Database(create_engine(database_url))
     yield database
@@ -50,7 +50,7 @@ async def _counts(units: UnitsOfWork) -> tuple[int, int]:
     return events, keys
 
 
-async def test_events_and_keyed_answer_commit_together_then_the_relay_is_woken(db) -> None:  # type: ignore[no-untyped-def]
+async def test_events_and_keyed_answer_commit_together_then_the_relay_is_woken(db) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     units = UnitsOfWork(db, SCHEMA)
     key = KeyRef("fleet", "op", "k1", "h")
     async with units.begin() as uow:
@@ -66,7 +66,7 @@ async def test_events_and_keyed_answer_commit_together_then_the_relay_is_woken(d
     assert not again.fresh and again.response == {"result": {"n": 1}}
 
 
-async def test_a_unit_of_work_that_raises_leaves_nothing_and_wakes_nobody(db) -> None:  # type: ignore[no-untyped-def]
+async def test_a_unit_of_work_that_raises_leaves_nothing_and_wakes_nobody(db) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     units = UnitsOfWork(db, SCHEMA)
     with pytest.raises(RuntimeError, match="refused"):
         async with units.begin() as uow:
@@ -77,7 +77,7 @@ async def test_a_unit_of_work_that_raises_leaves_nothing_and_wakes_nobody(db) ->
     assert await _counts(units) == (0, 0)
 
 
-async def test_joined_work_commits_with_its_owner(db) -> None:  # type: ignore[no-untyped-def]
+async def test_joined_work_commits_with_its_owner(db) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     units = UnitsOfWork(db, SCHEMA)
     async with db.engine.begin() as conn:
         await units.join(conn).emit("zimmer.test.evt.one", "one", {"n": 1})

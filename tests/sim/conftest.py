@@ -19,7 +19,7 @@ REPOS = ["acme/api", "acme/web"]  # GithubWorld's default repositories
 
 
 @pytest.fixture
-def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def stack_setup(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     """The stack's backlog reads a fake GitHub (yielded) that gates the world's repositories."""
     with GithubForTheStack(monkeypatch) as gh:
         monkeypatch.setenv("ZIMMER_GATED_REPOS", ",".join(REPOS))

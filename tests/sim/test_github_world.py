@@ -41,7 +41,7 @@ class DownBacklog:
 async def run_down(seed: int, steps: int = 60) -> tuple[GithubWorld, DownBacklog]:
     backlog = DownBacklog()
     with FakeGithub("token") as gh:
-        world = GithubWorld(gh, backlog, random.Random(seed), rates=BUSY, run_id="t")  # type: ignore[arg-type]
+        world = GithubWorld(gh, backlog, random.Random(seed), rates=BUSY, run_id="t")  # type: ignore[arg-type]  # a stand-in backlog
         await world.seed()
         for _ in range(steps):
             await world.step()  # never raises on the backlog's errors
@@ -84,7 +84,7 @@ async def all_items(runtime: RuntimeClient) -> dict[str, c.ItemView]:
     return {item.key: item for item in listing.items}
 
 
-async def test_the_backlog_holds_what_the_world_appended_and_pulled(stack, stack_setup, runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_the_backlog_holds_what_the_world_appended_and_pulled(stack, stack_setup, runtime) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, _url = stack
     world = GithubWorld(stack_setup, runtime, random.Random(20250401), rates=BUSY)
     await world.seed()
@@ -123,7 +123,7 @@ async def test_the_backlog_holds_what_the_world_appended_and_pulled(stack, stack
         assert item.github.leaves_as == ("issue_closed" if key in closed else None)
 
 
-async def test_a_merged_issue_is_seen_by_the_liveness_sweep(stack, stack_setup, runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_a_merged_issue_is_seen_by_the_liveness_sweep(stack, stack_setup, runtime) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issues gain PRs while queued, a pull removes them (`issue_has_open_pr`, a removal the sweep
     re-checks), the PRs merge (some with a closing keyword): the next sweep reads each as GitHub has it."""
     services, _url = stack
@@ -169,7 +169,7 @@ class FailingStarts(DownBacklog):
 async def test_a_start_that_keeps_failing_is_retried_once_a_step_not_in_a_loop() -> None:
     backlog = FailingStarts()
     with FakeGithub("token") as gh:
-        world = GithubWorld(gh, backlog, random.Random(3), rates=replace(STILL, pull=1.0), run_id="t")  # type: ignore[arg-type]
+        world = GithubWorld(gh, backlog, random.Random(3), rates=replace(STILL, pull=1.0), run_id="t")  # type: ignore[arg-type]  # a stand-in backlog
         for _ in range(10):
             await asyncio.wait_for(world.step(), timeout=10)  # before the fix, one step never ended
     pulls = [body for op, body in backlog.calls if op == c.PULL.op]

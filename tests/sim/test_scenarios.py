@@ -37,7 +37,7 @@ class Prefetch:
     def _start(self, name: str) -> None:
         if name in self.started or name not in SCENARIOS:
             return
-        scenario, box = SCENARIOS[name], {}  # type: ignore[var-annotated]
+        scenario, box = SCENARIOS[name], {}  # type: ignore[var-annotated]  # the scenario's scratch box, any values
 
         def start() -> None:
             try:

@@ -123,7 +123,7 @@ def test_an_admitted_prompt_never_started_is_a_lost_command() -> None:
 def _fleet() -> Fleet:
     profile = PROFILES["demo"]
     disk = SimDisk(clones=None, transcripts=None, host="sim-host", rng=random.Random(1))
-    fleet = Fleet(None, profile, 1, AccountPool(profile, random.Random(1), T0), disk,  # type: ignore[arg-type]
+    fleet = Fleet(None, profile, 1, AccountPool(profile, random.Random(1), T0), disk,  # type: ignore[arg-type]  # no client: _retry is handed its call
                   Ledger())
     fleet.retry_wait = 0.001  # the waits, kept short; their shape is the library's
     return fleet

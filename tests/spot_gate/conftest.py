@@ -18,7 +18,7 @@ T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 class SpotHarness:
-    def __init__(self, service, clock: FrozenClock, bus: Bus):  # type: ignore[no-untyped-def]
+    def __init__(self, service, clock: FrozenClock, bus: Bus):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         self.service = service
         self.clock = clock
         self.bus = bus
@@ -26,12 +26,12 @@ class SpotHarness:
         self.app.gate.jitter = lambda: 0.0  # deterministic ladder; jitter bounds are unit-tested
         self.app.gate.pool.ttl = 0.0  # tests change readings with SQL behind the cache's back
 
-    async def sql(self, query: str, **params):  # type: ignore[no-untyped-def]
+    async def sql(self, query: str, **params):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         async with self.service.engine.begin() as conn:
             return (await conn.execute(text(query), params)).all() if query.lstrip().upper().startswith("SELECT") \
                 else await conn.execute(text(query), params)
 
-    async def spend(self, report) -> bool:  # type: ignore[no-untyped-def]
+    async def spend(self, report) -> bool:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         """Record spend as the ingest consumer does, in its own transaction."""
         async with self.service.engine.begin() as conn:
             return await self.app.record_spend_in(conn, report)
@@ -45,7 +45,7 @@ class SpotHarness:
                 five_hour=WindowReadingIn(utilization=u5, resets_at=self.clock.now() + timedelta(minutes=resets_in_minutes)),
                 seven_day=WindowReadingIn(utilization=u7, resets_at=self.clock.now() + timedelta(days=3))))
 
-    async def run_job(self, name: str, done) -> None:  # type: ignore[no-untyped-def]
+    async def run_job(self, name: str, done) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         """Enqueue a job as its schedule would and wait until `done()` says it took effect."""
         await self.service.runner.enqueue(name)
         for _ in range(200):
@@ -54,11 +54,11 @@ class SpotHarness:
             await asyncio.sleep(0.05)
         raise AssertionError(f"{name} did not take effect")
 
-    async def start_turn_commands(self) -> list[dict]:  # type: ignore[type-arg]
+    async def start_turn_commands(self) -> list[dict]:  # type: ignore[type-arg]  # JSON of any shape
         """Every start_turn the gate has issued, once the outbox has relayed them."""
         return await self.messages(Stream.RUNTIME, "start_turn")
 
-    async def messages(self, stream: Stream, suffix: str) -> list[dict]:  # type: ignore[type-arg]
+    async def messages(self, stream: Stream, suffix: str) -> list[dict]:  # type: ignore[type-arg]  # JSON of any shape
         """The `data` of every message on `stream` whose subject ends with `suffix`, in order, once
         the outbox has relayed everything."""
         import base64
@@ -77,13 +77,13 @@ class SpotHarness:
                 out.append(json.loads(base64.b64decode(msg["message"]["data"]))["data"])
         return out
 
-    async def log_lines(self, session_id: int) -> list[dict]:  # type: ignore[type-arg]
+    async def log_lines(self, session_id: int) -> list[dict]:  # type: ignore[type-arg]  # JSON of any shape
         """The lines the gate wrote to a session's log (zimmer.ingest.logs, the sweeper's input)."""
         return [line for line in await self.messages(Stream.INGEST, "ingest.logs") if line["session_id"] == session_id]
 
 
 @pytest.fixture
-async def spot(settings_factory):  # type: ignore[no-untyped-def]
+async def spot(settings_factory):  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     clock = FrozenClock(T0)
     service = build(settings_factory(), clock=clock)
     await service.start()

@@ -51,7 +51,7 @@ TABLES = ("sessions", "quota_readings", "accounts", "idempotency_keys")
 class Fleet:
     """The test's view of the service: the cap as set, and who was running when it was lowered."""
 
-    def __init__(self, spot, cap: int):  # type: ignore[no-untyped-def]
+    def __init__(self, spot, cap: int):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         self.spot = spot
         self.cap = cap
         self.grandfathered: set[int] = set()
@@ -73,7 +73,7 @@ class Fleet:
             if genesis == "codex" else {"genesis": genesis}
         self.ids.append((await self.spot.bus.request(c.SPAWN, c.SpawnSession(prompt="go", **kw))).session.id)
 
-    async def step(self, op: tuple) -> None:  # type: ignore[type-arg]
+    async def step(self, op: tuple) -> None:  # type: ignore[type-arg]  # hypothesis's steps, of several shapes
         spot, kind = self.spot, op[0]
         if kind == "spawn":
             await self.spawn(op[1])
@@ -118,7 +118,7 @@ class Fleet:
             seven_day=WindowReadingIn(utilization=0.2, resets_at=now + timedelta(days=3))))
 
 
-async def reset(spot, cap: int) -> None:  # type: ignore[no-untyped-def]
+async def reset(spot, cap: int) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     for table in TABLES:
         await spot.sql(f"DELETE FROM spot_gate.{table}")
     await spot.app.policy.set(p.SetPolicy(max_sessions=cap, gating_enabled=True))
@@ -127,7 +127,7 @@ async def reset(spot, cap: int) -> None:  # type: ignore[no-untyped-def]
 @given(st.integers(0, 4), st.lists(STEP, min_size=1, max_size=30))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow, HealthCheck.data_too_large])
-async def test_running_sessions_never_exceed_the_cap(spot, cap: int, steps: list[tuple]) -> None:  # type: ignore[no-untyped-def,type-arg]
+async def test_running_sessions_never_exceed_the_cap(spot, cap: int, steps: list[tuple]) -> None:  # type: ignore[no-untyped-def,type-arg]  # pytest fixtures are untyped; hypothesis's steps, of several shapes
     await reset(spot, cap)
     fleet = Fleet(spot, cap)
     for op in steps:

@@ -14,22 +14,22 @@ from zimmer_common.contracts.runtime import SessionStatusReport
 from zimmer_spot_gate.jobs.ceiling import RECOVERY_NUDGE
 
 
-async def spawn(spot, genesis: str = "schedule", precedence: int = 0, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+async def spawn(spot, genesis: str = "schedule", precedence: int = 0, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     result = await spot.bus.request(c.SPAWN, c.SpawnSession(genesis=genesis, precedence=precedence, prompt="go", **kw))
     return result.session
 
 
-async def session(spot, sid: int) -> c.SessionView:  # type: ignore[no-untyped-def]
+async def session(spot, sid: int) -> c.SessionView:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await spot.bus.request(c.GET_SESSION, c.SessionRef(session_id=sid))
 
 
-async def ack_stops(spot, ids: list[int]) -> None:  # type: ignore[no-untyped-def]
+async def ack_stops(spot, ids: list[int]) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """The runtime stops each process and reports the turn ended, as it does after any turn."""
     for sid in ids:
         await spot.app.report_status(SessionStatusReport(session_id=sid, status="needs_input"))
 
 
-async def commands(spot, kind: str) -> list[dict]:  # type: ignore[type-arg]
+async def commands(spot, kind: str) -> list[dict]:  # type: ignore[type-arg]  # JSON of any shape
     import base64
     import json
 
@@ -50,7 +50,7 @@ async def commands(spot, kind: str) -> list[dict]:  # type: ignore[type-arg]
     return out
 
 
-async def test_at_the_limit_running_spot_work_is_paused_and_nothing_else(spot, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_at_the_limit_running_spot_work_is_paused_and_nothing_else(spot, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     spots = [await spawn(spot, precedence=n) for n in range(3)]
     priority = await spawn(spot, genesis="web_ui")
@@ -83,7 +83,7 @@ async def test_at_the_limit_running_spot_work_is_paused_and_nothing_else(spot, c
     assert (again.paused, again.resumed, again.still_paused) == ([], [], 3)
 
 
-async def test_headroom_brings_them_back_in_precedence_order_five_a_sweep_against_the_margin(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_headroom_brings_them_back_in_precedence_order_five_a_sweep_against_the_margin(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.bus.request(p.SET_POLICY, p.SetPolicy(max_sessions=20))
     await spot.readings((0.1, 0.1))
     sessions = [await spawn(spot, precedence=prec) for prec in (5, 50, 5, 0, 99, 7, 1)]
@@ -106,7 +106,7 @@ async def test_headroom_brings_them_back_in_precedence_order_five_a_sweep_agains
     assert [by_id[i] for i in report.resumed] == [1, 0] and report.still_paused == 0  # they kept their place
 
 
-async def test_never_more_than_the_free_slots_and_fleet_at_cap_pauses_nothing(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_never_more_than_the_free_slots_and_fleet_at_cap_pauses_nothing(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.bus.request(p.SET_POLICY, p.SetPolicy(max_sessions=3))
     await spot.readings((0.1, 0.1))
     first = [await spawn(spot) for _ in range(3)]
@@ -122,7 +122,7 @@ async def test_never_more_than_the_free_slots_and_fleet_at_cap_pauses_nothing(sp
     assert all([(await session(spot, s.id)).status == "running" for s in busy])
 
 
-async def test_a_paused_session_made_priority_resumes_whatever_the_windows_say(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_paused_session_made_priority_resumes_whatever_the_windows_say(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     one = await spawn(spot)
     await spot.readings((0.95, 0.3))
@@ -138,7 +138,7 @@ async def test_a_paused_session_made_priority_resumes_whatever_the_windows_say(s
     assert (await session(spot, one.id)).status == "running"
 
 
-async def test_a_direct_follow_up_goes_through_the_gate_and_ends_the_pause_when_admitted(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_direct_follow_up_goes_through_the_gate_and_ends_the_pause_when_admitted(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     one = await spawn(spot)
     await spot.readings((0.95, 0.3))
@@ -153,7 +153,7 @@ async def test_a_direct_follow_up_goes_through_the_gate_and_ends_the_pause_when_
 
 
 @pytest.mark.parametrize("reported", ["needs_input", "waiting"])
-async def test_the_stop_acknowledgement_never_delivers_a_queued_turn(spot, reported: str) -> None:  # type: ignore[no-untyped-def]
+async def test_the_stop_acknowledgement_never_delivers_a_queued_turn(spot, reported: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     one = await spawn(spot)
     queued = await spot.bus.request(c.REQUEST_TURN, c.RequestTurn(session_id=one.id, kind="follow_up", prompt="next"))
@@ -168,11 +168,11 @@ async def test_the_stop_acknowledgement_never_delivers_a_queued_turn(spot, repor
 # ---- joining the queue on purpose, and starting a queued session now ------------------------------
 
 
-async def park(spot, sid: int, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+async def park(spot, sid: int, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await spot.bus.request(c.PAUSE_INTO_SPOT_QUEUE, c.PauseIntoSpotQueue(session_id=sid, **kw))
 
 
-async def test_a_parked_priority_session_becomes_spot_and_resumes_with_its_prompt(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_parked_priority_session_becomes_spot_and_resumes_with_its_prompt(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     boss = await spawn(spot, genesis="web_ui", precedence=40)
     parked = await park(spot, boss.id, resume_with="Resume with: check the deploy first")
@@ -189,7 +189,7 @@ async def test_a_parked_priority_session_becomes_spot_and_resumes_with_its_promp
     assert start["prompt"] == "Resume with: check the deploy first"
 
 
-async def test_park_with_halt_stops_the_turn_and_an_ended_session_is_refused(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_park_with_halt_stops_the_turn_and_an_ended_session_is_refused(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     from zimmer_common.errors import ZimmerError
 
     await spot.readings((0.1, 0.1))
@@ -202,7 +202,7 @@ async def test_park_with_halt_stops_the_turn_and_an_ended_session_is_refused(spo
     assert refused.value.code.value == "refused"
 
 
-async def test_start_now_in_its_three_cases_and_gated_for_spot_work(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_start_now_in_its_three_cases_and_gated_for_spot_work(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.95, 0.3))
     held = await spawn(spot)  # held at the gate before its first turn
     before = await session(spot, held.id)
@@ -229,7 +229,7 @@ async def test_start_now_in_its_three_cases_and_gated_for_spot_work(spot) -> Non
     assert answer.did == "nudged" and answer.session.status == "running"
 
 
-async def test_ten_concurrent_start_nows_start_one_turn(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_ten_concurrent_start_nows_start_one_turn(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     import asyncio
 
     await spot.readings((0.1, 0.1))
@@ -241,7 +241,7 @@ async def test_ten_concurrent_start_nows_start_one_turn(spot) -> None:  # type: 
     assert (after.status, after.enqueued_messages) == ("running", 0)  # one turn, nothing queued behind it
 
 
-async def test_ten_concurrent_parks_and_sweeps_leave_one_consistent_pause(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_ten_concurrent_parks_and_sweeps_leave_one_consistent_pause(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     import asyncio
 
     await spot.readings((0.1, 0.1))

@@ -63,7 +63,7 @@ PARENT = Lineage(G.GITHUB_ISSUE, None, 5)
     # declared precedence wins over everything
     (dict(lineage=PARENT, declared_precedence=-3), (G.GITHUB_ISSUE, None, -3)),
 ])
-def test_origin_table(kwargs: dict, expected: tuple) -> None:  # type: ignore[type-arg]
+def test_origin_table(kwargs: dict, expected: tuple) -> None:  # type: ignore[type-arg]  # the table's rows, of several shapes
     base = dict(declared_genesis=None, declared_class=None, declared_precedence=None, default_genesis=G.API)
     o = originate(**{**base, **kwargs})
     assert (o.genesis, o.scheduling_class, o.precedence) == expected

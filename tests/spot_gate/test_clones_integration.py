@@ -21,18 +21,18 @@ from zimmer_spot_gate.handlers.clones import Clones
 CLONES = "/srv/zimmer/clones"
 
 
-async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return (await spot.bus.request(c.SPAWN, c.SpawnSession(start=False, **{"genesis": "schedule", **kw}))).session
 
 
-async def report(spot, session_id: int, path: str, **kw) -> object:  # type: ignore[no-untyped-def]
+async def report(spot, session_id: int, path: str, **kw) -> object:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """A clone report applied as the ingest consumer applies it, in its own transaction."""
     async with spot.service.engine.begin() as conn:
         return await Clones(UnitsOfWork(spot.service, "spot_gate")).record_report(
             conn, k.CloneReport(session_id=session_id, clone_path=path, **kw), spot.clock.now())
 
 
-async def cloned(spot, name: str, *, status: str = "waiting") -> int:  # type: ignore[no-untyped-def]
+async def cloned(spot, name: str, *, status: str = "waiting") -> int:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """A session in `status` whose clone is <CLONES>/<name>."""
     s = await spawn(spot)
     await report(spot, s.id, f"{CLONES}/{name}")
@@ -43,11 +43,11 @@ async def cloned(spot, name: str, *, status: str = "waiting") -> int:  # type: i
     return s.id
 
 
-async def owners(spot, *paths: str) -> list[k.CloneOwnership]:  # type: ignore[no-untyped-def]
+async def owners(spot, *paths: str) -> list[k.CloneOwnership]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return (await spot.bus.request(k.CLONE_OWNERSHIP, k.CloneOwnershipQuery(paths=list(paths)))).answers
 
 
-async def eventually(check, within: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+async def eventually(check, within: float = 15.0) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     deadline = asyncio.get_running_loop().time() + within
     while not await check():
         assert asyncio.get_running_loop().time() < deadline, "not applied in time"
@@ -56,7 +56,7 @@ async def eventually(check, within: float = 15.0) -> None:  # type: ignore[no-un
 
 # ---- clone reports --------------------------------------------------------------------------
 
-async def test_a_clone_report_over_ingest_is_stored_once_and_an_unknown_one_is_acked(  # type: ignore[no-untyped-def]
+async def test_a_clone_report_over_ingest_is_stored_once_and_an_unknown_one_is_acked(  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
         spot, caplog) -> None:
     s = await spawn(spot)
     clone = k.CloneReport(session_id=s.id, clone_path=f"{CLONES}/zimmer-main-1785661439-005ceef3",
@@ -87,14 +87,14 @@ async def test_a_clone_report_over_ingest_is_stored_once_and_an_unknown_one_is_a
     assert (info["num_pending"], info["num_ack_pending"]) == (0, 0), info
 
 
-async def test_a_late_older_report_never_rolls_a_re_clone_back(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_late_older_report_never_rolls_a_re_clone_back(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     s = await spawn(spot)
     await report(spot, s.id, f"{CLONES}/new", at=spot.clock.now())
     await report(spot, s.id, f"{CLONES}/old", at=spot.clock.now() - timedelta(minutes=5))
     assert (await spot.bus.request(c.GET_SESSION, c.SessionRef(session_id=s.id))).clone_path == f"{CLONES}/new"
 
 
-async def test_a_report_the_sweepers_could_never_match_is_refused(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_report_the_sweepers_could_never_match_is_refused(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     s = await spawn(spot)
     for path, sub in (("relative/clone", None), ("/", None), (f"{CLONES}/x", "../elsewhere"), (f"{CLONES}/x", "/etc")):
         with pytest.raises(ZimmerError) as refused:
@@ -104,7 +104,7 @@ async def test_a_report_the_sweepers_could_never_match_is_refused(spot) -> None:
 
 # ---- ownership ------------------------------------------------------------------------------
 
-async def test_ownership_by_path_and_by_basename_whatever_the_status(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_ownership_by_path_and_by_basename_whatever_the_status(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Tracked-path check: a directory whose basename matches any session row's clone_path is never
     a candidate, whatever that session's status. Only directories with no owning row at all are
     eligible. The query is unscoped, because it decides deletions."""
@@ -122,7 +122,7 @@ async def test_ownership_by_path_and_by_basename_whatever_the_status(spot) -> No
     assert by_basename[0].tracked_by == [ids["archived"]] and by_basename[0].drift == []
 
 
-async def test_a_basename_match_at_another_path_is_drift(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_basename_match_at_another_path_is_drift(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Ownership is matched on the expanded path or the basename. Clone names carry a timestamp and a
     random suffix, so a basename is a globally unique handle that survives a stored clone_path which
     cannot be reconciled with the path being swept — a symlinked or relocated clones base. A
@@ -137,7 +137,7 @@ async def test_a_basename_match_at_another_path_is_drift(spot) -> None:  # type:
     assert (trailing.tracked_by, trailing.drift) == ([sid], [])  # a trailing slash is no other path
 
 
-async def test_live_and_freshly_unarchived_sessions_are_protected(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_live_and_freshly_unarchived_sessions_are_protected(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Session.reap_protected is what tells the two apart. UnarchiveSessionService stamps
     unarchive_started_at on the row before it does any work and drops it in an ensure, and the scope
     treats a session carrying a fresh stamp as live whatever its status says."""
@@ -156,7 +156,7 @@ async def test_live_and_freshly_unarchived_sessions_are_protected(spot) -> None:
     assert exist.protected == sorted([*live.values(), unarchiving])
 
 
-async def test_a_stamp_older_than_the_grace_protects_nothing(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_stamp_older_than_the_grace_protects_nothing(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The stamp is honoured for UNARCHIVE_GRACE_PERIOD (30 minutes) and no longer — an unarchive
     that crashes between the stamp and the clear must not pin a clone on disk forever."""
     fresh, stale = await cloned(spot, "fresh", status="failed"), await cloned(spot, "stale", status="failed")
@@ -170,7 +170,7 @@ async def test_a_stamp_older_than_the_grace_protects_nothing(spot) -> None:  # t
         session_id=stale, outcome="restored"))).cleared is False  # it had lapsed
 
 
-async def test_the_stamp_is_cleared_by_unarchive_restored_and_by_archive(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_stamp_is_cleared_by_unarchive_restored_and_by_archive(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     a, b = await cloned(spot, "restored", status="failed"), await cloned(spot, "archived-again", status="failed")
     for sid in (a, b):
         await spot.bus.request(c.ARCHIVE, c.SessionRef(session_id=sid))
@@ -189,7 +189,7 @@ async def test_the_stamp_is_cleared_by_unarchive_restored_and_by_archive(spot) -
     assert missing.value.code.value == "not_found"
 
 
-async def test_one_query_for_the_batch_through_the_basename_index(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_one_query_for_the_batch_through_the_basename_index(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     from sqlalchemy import text
 
     from zimmer_spot_gate.store.clones import OWNERSHIP
@@ -207,7 +207,7 @@ async def test_one_query_for_the_batch_through_the_basename_index(spot) -> None:
 
 # ---- existence and listing -------------------------------------------------------------------
 
-async def test_which_of_these_ids_exist_and_an_empty_table(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_which_of_these_ids_exist_and_an_empty_table(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Session.unscoped.where(id: candidates) asks "which of these ids exist?", never "list every
     id". Empty sessions table: aborts the whole sweep."""
     empty = await spot.bus.request(k.SESSIONS_EXIST, k.SessionIdsQuery(ids=[1, 2, 3]))
@@ -220,7 +220,7 @@ async def test_which_of_these_ids_exist_and_an_empty_table(spot) -> None:  # typ
     assert (await spot.bus.request(k.SESSIONS_EXIST, k.SessionIdsQuery(ids=[999_999]))).any_sessions is True
 
 
-async def test_session_clones_pages_by_id_live_or_all_and_by_host(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_session_clones_pages_by_id_live_or_all_and_by_host(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     made = []
     for i in range(7):
         s = await spawn(spot)
@@ -254,7 +254,7 @@ async def test_session_clones_pages_by_id_live_or_all_and_by_host(spot) -> None:
 
 # ---- warnings -------------------------------------------------------------------------------
 
-async def test_a_refused_reap_leaves_a_warning_get_session_shows(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_refused_reap_leaves_a_warning_get_session_shows(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A refusal logs at .error and writes a durable warning to the session. A refusal is never
     routine — it means a reaper's snapshot went stale and this guard caught it."""
     s = await spawn(spot)
@@ -292,13 +292,13 @@ async def test_a_refused_reap_leaves_a_warning_get_session_shows(spot) -> None: 
     (k.UNARCHIVE_RESTORED, {"session_id": 1, "outcome": "maybe"}),
     (k.DELETE_SESSION, {"session_id": 0}),
 ])
-async def test_hostile_requests_are_refused_by_the_contract(spot, spec, body) -> None:  # type: ignore[no-untyped-def]
+async def test_hostile_requests_are_refused_by_the_contract(spot, spec, body) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     raw = json.dumps(body).encode()  # json.dumps escapes a lone surrogate as \\ud800, which JSON allows
     reply = json.loads((await spot.bus.nc.request(spec.subject, raw, timeout=10)).data)
     assert reply["ok"] is False and reply["error"]["code"] in ("invalid", "too_large"), reply
 
 
-async def test_an_asked_path_that_names_no_clone_is_refused_naming_it(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_an_asked_path_that_names_no_clone_is_refused_naming_it(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     for bad in ("relative/dir", "/", "..", "/srv/.."):
         with pytest.raises(ZimmerError) as refused:
             await owners(spot, f"{CLONES}/fine", bad)

@@ -18,15 +18,15 @@ from zimmer_common.errors import ZimmerError
 DEPENDENTS = ("enqueued_messages", "gate_decisions", "session_wakes", "session_warnings")
 
 
-async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return (await spot.bus.request(c.SPAWN, c.SpawnSession(**{"genesis": "schedule", "start": False, **kw}))).session
 
 
-async def delete(spot, session_id: int) -> k.SessionDeletion:  # type: ignore[no-untyped-def]
+async def delete(spot, session_id: int) -> k.SessionDeletion:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await spot.bus.request(k.DELETE_SESSION, c.SessionRef(session_id=session_id))
 
 
-async def relayed(spot, stream: Stream, subject: str) -> list[dict]:  # type: ignore[type-arg]
+async def relayed(spot, stream: Stream, subject: str) -> list[dict]:  # type: ignore[type-arg]  # JSON of any shape
     """The payloads on `stream` under `subject`, once the outbox has relayed everything."""
     for _ in range(200):
         if await spot.service.relay.pending() == 0:
@@ -42,12 +42,12 @@ async def relayed(spot, stream: Stream, subject: str) -> list[dict]:  # type: ig
     return out
 
 
-async def counts(spot, session_id: int) -> dict[str, int]:  # type: ignore[no-untyped-def]
+async def counts(spot, session_id: int) -> dict[str, int]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return {t: (await spot.sql(f"SELECT count(*) AS n FROM spot_gate.{t} WHERE session_id = :i", i=session_id))[0].n
             for t in DEPENDENTS}
 
 
-async def test_a_delete_takes_the_row_and_everything_that_references_it(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_delete_takes_the_row_and_everything_that_references_it(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Deleting one (DELETE /api/v1/sessions/:id) is a different door: the row goes immediately,
     and with it the only handle anything had on those bytes."""
     await spot.readings((0.1, 0.1))
@@ -77,13 +77,13 @@ async def test_a_delete_takes_the_row_and_everything_that_references_it(spot) ->
     assert [x["session_id"] for x in await relayed(spot, Stream.RUNTIME, "zimmer.runtime.cmd.stop_turn")] == [parent.id]
 
 
-async def test_a_session_that_is_not_running_is_deleted_without_a_stop(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_session_that_is_not_running_is_deleted_without_a_stop(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     waiting = await spawn(spot)
     assert (await delete(spot, waiting.id)).stopped_turn is False
     assert await relayed(spot, Stream.RUNTIME, "zimmer.runtime.cmd.stop_turn") == []
 
 
-async def test_deleting_twice_or_an_unknown_id_is_not_found(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_deleting_twice_or_an_unknown_id_is_not_found(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     s = await spawn(spot)
     assert (await delete(spot, s.id)).session_id == s.id
     for sid in (s.id, 999_999):
@@ -94,7 +94,7 @@ async def test_deleting_twice_or_an_unknown_id_is_not_found(spot) -> None:  # ty
     assert len(await relayed(spot, Stream.EVENTS, c.SESSION_DELETED)) == 1
 
 
-async def test_ten_concurrent_deletes_one_succeeds_one_event(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_ten_concurrent_deletes_one_succeeds_one_event(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     s = await spawn(spot, prompt="go", start=True)
     outcomes = await asyncio.gather(*(delete(spot, s.id) for _ in range(10)), return_exceptions=True)
@@ -106,7 +106,7 @@ async def test_ten_concurrent_deletes_one_succeeds_one_event(spot) -> None:  # t
     assert len(await relayed(spot, Stream.RUNTIME, "zimmer.runtime.cmd.stop_turn")) == 1
 
 
-async def test_a_deleted_session_is_tracked_by_nobody(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_deleted_session_is_tracked_by_nobody(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Once the row is gone there is no query left that can find the directories: the sweepers'
     questions answer that nobody owns them (and session_deleted tells them to take them)."""
     s = await spawn(spot)

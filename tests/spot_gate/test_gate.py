@@ -119,7 +119,7 @@ def test_resume_margin_needs_five_more_points() -> None:
 
 
 @st.composite
-def snapshots(draw):  # type: ignore[no-untyped-def]
+def snapshots(draw):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     running = draw(st.integers(0, 12))
     fleet = FleetState(running, draw(st.floats(0, 20)))
     windows = tuple(WindowState(w, draw(st.floats(0, 1)), draw(st.floats(1, 10080)),

@@ -20,15 +20,15 @@ from zimmer_spot_gate.handlers.snapshot import read_pool_parts
 from zimmer_spot_gate.store import quota
 
 
-def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]
+def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return c.SpawnSession(**{"title": "t", "prompt": "go", "genesis": "api", **kw})
 
 
-async def set_max(spot, n: int) -> None:  # type: ignore[no-untyped-def]
+async def set_max(spot, n: int) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     await spot.app.policy.set(p.SetPolicy(max_sessions=n))
 
 
-async def test_concurrent_spawns_hold_the_cap_exactly_and_never_fail_open(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_spawns_hold_the_cap_exactly_and_never_fail_open(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#1. Seed 004 "The concurrency limit" and "Fail-open": 50 spawns at once against 7 slots
     admit exactly 7 and hold 43 on fleet_at_cap, every one answered; the gate never admits on
     its own congestion (`unavailable` is for unreadable inputs only)."""
@@ -44,7 +44,7 @@ async def test_concurrent_spawns_hold_the_cap_exactly_and_never_fail_open(spot) 
     assert running[0].n == 7
 
 
-async def test_a_turn_for_a_running_session_waits_for_its_turn_boundary(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_turn_for_a_running_session_waits_for_its_turn_boundary(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#2. Seed 004 "Every turn is gated": a second turn for a session with a turn in flight goes
     into enqueued_messages and is delivered at the next turn boundary; it never sends the
     runtime a second start_turn, and never flips the running session to waiting."""
@@ -58,7 +58,7 @@ async def test_a_turn_for_a_running_session_waits_for_its_turn_boundary(spot) ->
     assert [cmd["prompt"] for cmd in await spot.start_turn_commands()] == ["first", "second"]
 
 
-async def test_the_freed_slot_goes_to_the_higher_precedence(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_freed_slot_goes_to_the_higher_precedence(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#3. Seed 004 "Precedence decides who gets the headroom back": two fleet_at_cap holds, one
     slot frees; the re-check pass admits precedence 1000 over precedence 0 (created first)."""
     await spot.readings((0.1, 0.1), resets_in_minutes=299)
@@ -79,7 +79,7 @@ async def test_the_freed_slot_goes_to_the_higher_precedence(spot) -> None:  # ty
     assert (await spot.app.get(c.SessionRef(session_id=low.id))).spot_hold_reason == "fleet_at_cap"
 
 
-async def test_calibration_prices_claude_spend_since_the_window_started_at_opus(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_calibration_prices_claude_spend_since_the_window_started_at_opus(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#4. Seed 003 QuotaCapacityCalibrationJob and DESIGN §9 "Calibration": a window's capacity is
     Claude spend since that window started (its reset minus its length), every model's tokens at
     Opus list prices, ÷ the pool's average utilization. Codex spend, and spend from before the
@@ -120,7 +120,7 @@ def test_a_window_past_its_reset_counts_as_zero_until_read_again() -> None:
     assert d.allowed and "1 whose window reset since its last reading counted as 0" in d.sentence
 
 
-async def test_status_reports_follow_the_lifecycle(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_status_reports_follow_the_lifecycle(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#6. An ended session takes no status and no class change (409 naming its status); a
     session the gate holds is not started by a report."""
     s = (await spot.app.spawn(spawn(genesis="web_ui"))).session
@@ -142,7 +142,7 @@ async def test_status_reports_follow_the_lifecycle(spot) -> None:  # type: ignor
     assert same.status == "waiting"  # the status it has: nothing changes
 
 
-async def test_codex_and_forks_stay_outside_the_fleet(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_codex_and_forks_stay_outside_the_fleet(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#8. Codex spends nothing against a Claude window and status-summary forks are bookkeeping:
     neither takes a slot, adds to the fleet's burn, or keeps the idle-fleet waiver from applying."""
     await spot.sql("INSERT INTO spot_gate.burn_rates (harness, model, dollars_per_minute, sessions_counted) "
@@ -155,7 +155,7 @@ async def test_codex_and_forks_stay_outside_the_fleet(spot) -> None:  # type: ig
     assert (fleet.running_slots, fleet.burn_dollars_per_minute) == (0, 0.0)
 
 
-async def test_session_events_carry_a_version_from_the_database(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_session_events_carry_a_version_from_the_database(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#9. Every change bumps the session's version in the same UPDATE; consumers order by it,
     never by timestamps from two clocks (this service's clock is frozen here)."""
     s = (await spot.app.spawn(spawn(genesis="web_ui"))).session
@@ -165,7 +165,7 @@ async def test_session_events_carry_a_version_from_the_database(spot) -> None:  
     assert b.updated_at != spot.clock.now()  # the row's own clock, not the frozen service clock
 
 
-async def test_the_pool_cache_is_refilled_only_after_a_reading_commits(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_pool_cache_is_refilled_only_after_a_reading_commits(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#10. Invalidating before the commit lets a concurrent admission re-cache the old readings."""
     spec = next(cs for cs, _ in spot.service._consumer_specs if cs.durable == "spot_gate_quota_readings")
     assert spec.after_commit == spot.app.gate.pool.invalidate
@@ -174,7 +174,7 @@ async def test_the_pool_cache_is_refilled_only_after_a_reading_commits(spot) -> 
     assert parts.windows == ()
 
 
-async def test_a_pool_read_failure_is_not_a_second_connection(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_pool_read_failure_is_not_a_second_connection(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#1, the cause: the admission reads the pool on its own connection (a savepoint), so a batch
     holds one connection however large; with the pool at 1 connection spawns still succeed."""
     engine = spot.service.engine

@@ -21,14 +21,14 @@ from zimmer_common.settings import ConfigurationError
 from zimmer_spot_gate.config import SpotSettings
 
 
-async def eventually(check, within: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+async def eventually(check, within: float = 15.0) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     deadline = asyncio.get_running_loop().time() + within
     while not await check():
         assert asyncio.get_running_loop().time() < deadline, "not applied in time"
         await asyncio.sleep(0.05)
 
 
-async def test_status_readings_and_spend_arrive_over_ingest(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_status_readings_and_spend_arrive_over_ingest(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     s = (await spot.app.spawn(c.SpawnSession(genesis="api"))).session  # running
     now = datetime.now(UTC)
     await spot.bus.publish_event(INGEST_SESSION_STATUS, "session_status",
@@ -54,7 +54,7 @@ async def test_status_readings_and_spend_arrive_over_ingest(spot) -> None:  # ty
     assert rows[0].dollars == pytest.approx(75.0)  # 1M output tokens of Opus at list price
 
 
-async def test_spend_of_an_unknown_model_is_priced_dearest_never_dropped(spot, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_spend_of_an_unknown_model_is_priced_dearest_never_dropped(spot, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 8 #7: unknown models are not free. Spend for a model the price table does not know
     (priced at spawn, since removed) is counted at the most expensive known price and logged at
     WARNING; dropping it would make the gate treat that session as costless."""
@@ -70,7 +70,7 @@ async def test_spend_of_an_unknown_model_is_priced_dearest_never_dropped(spot, c
     assert any("no price" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
 
 
-def test_price_table_overrides_from_config(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_price_table_overrides_from_config(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     monkeypatch.setenv("ZIMMER_SPOT_PRICES", '{"claude-opus-4-5": {"input": 5, "output": 25, "cache_write": 6.25, '
                                              '"cache_read": 0.5}}')
     table = SpotSettings().price_table()

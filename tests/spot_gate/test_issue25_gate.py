@@ -15,24 +15,24 @@ from zimmer_spot_gate.handlers.snapshot import read_pool_parts
 from zimmer_spot_gate.store import quota
 
 
-def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]
+def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return c.SpawnSession(**{"title": "t", "prompt": "go", "genesis": "api", **kw})
 
 
-async def set_max(spot, n: int) -> None:  # type: ignore[no-untyped-def]
+async def set_max(spot, n: int) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     await spot.app.policy.set(p.SetPolicy(max_sessions=n))
 
 
-async def running(spot) -> int:  # type: ignore[no-untyped-def]
+async def running(spot) -> int:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return (await spot.sql("SELECT count(*) AS n FROM spot_gate.sessions WHERE status = 'running'"))[0].n
 
 
-async def windowless_reading(spot) -> None:  # type: ignore[no-untyped-def]
+async def windowless_reading(spot) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """An account read, but with no readable window: the gate has nothing to decide the quota on."""
     await spot.app.record_reading(QuotaReadingIn(account="acct-blind", status="active", read_at=spot.clock.now()))
 
 
-async def test_the_cap_holds_when_there_is_no_quota_reading(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_cap_holds_when_there_is_no_quota_reading(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "A free slot": "Skipped only for a session that is already running when the gate
     runs." #1: with no quota reading and max_sessions 3, 50 concurrent spot spawns were all admitted
     `no_snapshot` (50 running). The fail-open rule is about the reading, not the cap."""
@@ -46,7 +46,7 @@ async def test_the_cap_holds_when_there_is_no_quota_reading(spot) -> None:  # ty
     assert "all 3 session slots are taken" in held.turn.decision.sentence
 
 
-async def test_the_ceiling_sweep_never_resumes_past_the_free_slots_when_blind(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_ceiling_sweep_never_resumes_past_the_free_slots_when_blind(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "What brings it back": "a batch of five per sweep, and never more than the free
     slots under Max sessions at once." #1: with windowless readings and 6 of 6 slots taken, the
     sweep resumed 5 more (11 running)."""
@@ -68,12 +68,12 @@ async def test_the_ceiling_sweep_never_resumes_past_the_free_slots_when_blind(sp
     assert await running(spot) == 6
 
 
-async def status_events(spot, session_id: int) -> list[dict]:  # type: ignore[type-arg]
+async def status_events(spot, session_id: int) -> list[dict]:  # type: ignore[type-arg]  # JSON of any shape
     return [e["session"] for e in await spot.messages(Stream.EVENTS, "session_status_changed")
             if e["session"]["id"] == session_id]
 
 
-async def test_a_queued_follow_up_keeps_its_slot_at_the_turn_boundary(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_queued_follow_up_keeps_its_slot_at_the_turn_boundary(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "The concurrency limit": "It is checked when a session starts and never again." #2:
     running sessions 51–53 with max_sessions 2, a follow-up to 51 queued, then the runtime reports
     needs_input: 51 went waiting, held fleet_at_cap, and a session_status_changed to needs_input
@@ -92,7 +92,7 @@ async def test_a_queued_follow_up_keeps_its_slot_at_the_turn_boundary(spot) -> N
     assert await running(spot) == 3  # the slot was kept, not taken a second time
 
 
-async def test_a_boundary_turn_is_still_gated_on_quota_and_goes_dormant_not_needs_input(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_boundary_turn_is_still_gated_on_quota_and_goes_dormant_not_needs_input(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "Every turn is gated": the queued turn spends fresh quota, so the quota checks apply;
     held, "the session goes back to dormant waiting (not needs_input: nobody has to do anything
     about it)", its prompt in the gate's custody."""
@@ -111,14 +111,14 @@ async def test_a_boundary_turn_is_still_gated_on_quota_and_goes_dormant_not_need
     assert (await spot.app.report_status(SessionStatusReport(session_id=pri.id, status="needs_input"))).status == "running"
 
 
-async def calibrated_pool(spot, *, utilization: float, resets_in_minutes: float) -> None:  # type: ignore[no-untyped-def]
+async def calibrated_pool(spot, *, utilization: float, resets_in_minutes: float) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     await spot.readings((utilization, 0.05), resets_in_minutes=resets_in_minutes)
     await spot.sql("INSERT INTO spot_gate.window_calibration (window_name, capacity_dollars) VALUES ('five_hour', 100), "
                    "('seven_day', 100000)")
     spot.app.gate.pool.invalidate()
 
 
-async def test_the_policy_view_and_the_gate_cannot_disagree(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_policy_view_and_the_gate_cannot_disagree(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "MCP parity": "The page and the tool render the same decision — … of which there is
     exactly one — so the card's badge and the tool's answer cannot disagree." #4: the view said
     at_utilization_limit ("fleet would burn $5.89/min") in the same second a spawn was admitted
@@ -142,7 +142,7 @@ async def test_the_policy_view_and_the_gate_cannot_disagree(spot) -> None:  # ty
     assert view.decision.sentence == held.turn.decision.sentence
 
 
-async def test_spend_totals_keep_claude_and_codex_apart(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_spend_totals_keep_claude_and_codex_apart(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#4: "spend totals on Costs separate Claude and Codex too"."""
     now = spot.clock.now()
     await spot.spend(SpendReport(request_id="r1", harness="claude_code", model="claude-sonnet-4-5",
@@ -153,7 +153,7 @@ async def test_spend_totals_keep_claude_and_codex_apart(spot) -> None:  # type: 
     assert costs.spend_seven_day_dollars == 25.0
 
 
-async def test_one_currency_for_pacing(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_one_currency_for_pacing(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """DESIGN §9 "One currency for pacing": "capacity is calibrated in Opus-priced dollars, so every
     burn rate the gate compares with it … is Opus-priced too. The Costs page and the spend ledger
     keep each model's list price, and say which is which." #5: a Sonnet fleet's burn read about 5x
@@ -183,7 +183,7 @@ async def test_one_currency_for_pacing(spot) -> None:  # type: ignore[no-untyped
     assert sonnet.model == "claude-sonnet-4-5"
 
 
-async def test_the_early_burn_estimate_is_the_pools_climb(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_early_burn_estimate_is_the_pools_climb(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "Before the first calibration": "only the burn-rate projection is unavailable …
     an estimate is never presented as a measurement." #6: two readings seconds apart produced
     "373.5% projected over the next 10 minutes"; the climb of the one account read twice was taken

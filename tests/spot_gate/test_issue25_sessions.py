@@ -15,16 +15,16 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.jobs import JobContext
 
 
-def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]
+def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return c.SpawnSession(**{"title": "t", "prompt": "go", "genesis": "api", **kw})
 
 
-async def decisions(spot, sid: int, **kw) -> list[c.GateDecisionRow]:  # type: ignore[no-untyped-def]
+async def decisions(spot, sid: int, **kw) -> list[c.GateDecisionRow]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return (await spot.app.decisions(c.GateDecisionQuery(session_id=sid, **kw))).decisions
 
 
 @pytest.mark.parametrize("model", ["claude-opus-5", "opusplan", "default", "claude-3-opus-20240229"])
-async def test_pricing_never_refuses_a_spawn(spot, model: str) -> None:  # type: ignore[no-untyped-def]
+async def test_pricing_never_refuses_a_spawn(spot, model: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "Classes": priority "Starts whenever it is ready. Never consulted about quota or
     concurrency." #3: an unpriced model refused the spawn (422), even a web_ui session's."""
     priority = await spot.app.spawn(spawn(genesis="web_ui", model=model))
@@ -32,7 +32,7 @@ async def test_pricing_never_refuses_a_spawn(spot, model: str) -> None:  # type:
     assert (await spot.app.spawn(spawn(model=model))).turn.outcome == "admitted"
 
 
-async def test_an_unknown_models_spend_is_dearest_and_costs_says_so(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unknown_models_spend_is_dearest_and_costs_says_so(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#3: an unknown model is priced at the dearest known price, logged once, and shown on Costs
     as "unknown model, priced as X"; Opus 4.5 is priced at its own list price, not Opus 4's."""
     now = spot.clock.now()
@@ -47,7 +47,7 @@ async def test_an_unknown_models_spend_is_dearest_and_costs_says_so(spot) -> Non
     assert notes["claude-opus-4-5-20251101"] == ("version", "priced as claude-opus-4-5")
 
 
-async def test_a_ceiling_pause_park_and_resume_write_to_the_session_log(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_ceiling_pause_park_and_resume_write_to_the_session_log(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "What a pause does": "The session log — A warning line naming the window, what it
     ran out of, and what brings the session back." #7: the session's log was empty after the pause;
     the same for a park on auth outage and its resume."""
@@ -72,7 +72,7 @@ async def test_a_ceiling_pause_park_and_resume_write_to_the_session_log(spot) ->
     assert [x["message"] for x in await spot.log_lines(parked.id)][-1].startswith("Resumed after an auth outage")
 
 
-async def test_the_decision_log_answers_why_it_was_held_at_an_instant(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_decision_log_answers_why_it_was_held_at_an_instant(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """DESIGN §2: "a decision log ("why was this session held at 14:02?")". #8: ceiling pauses and
     resumes, start-now refusals and wake stand-downs were not recorded, and gate_decisions had no
     time query."""
@@ -107,7 +107,7 @@ async def test_the_decision_log_answers_why_it_was_held_at_an_instant(spot) -> N
         c.GateDecisionQuery(session_id=s.id, at=t_paused, since=t_admitted)
 
 
-async def test_wake_stand_downs_and_wake_refusals_are_logged(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_wake_stand_downs_and_wake_refusals_are_logged(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "A pause outranks precedence": the re-check "Stands down and logs why, without
     re-arming the re-check timer"; restart "Refuses with an error naming the pause"."""
     await spot.readings((0.99, 0.5))
@@ -135,7 +135,7 @@ async def _true() -> bool:
     return True
 
 
-async def test_two_re_check_passes_at_once_stand_down_once(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_two_re_check_passes_at_once_stand_down_once(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The schedule ticks recheck_due every 15 s, so an enqueued run (or a second replica) can
     overlap it: both passes read "no stand-down recorded yet" and both logged one. The first pass
     locks the rows it logs for; the second skips them."""
@@ -155,7 +155,7 @@ async def test_two_re_check_passes_at_once_stand_down_once(spot) -> None:  # typ
     assert [d.event for d in await decisions(spot, s.id, limit=50)].count("wake_stand_down") == 1
 
 
-async def test_a_declared_genesis_outranks_inherited_spot(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_declared_genesis_outranks_inherited_spot(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "Genesis is inherited": "The chat bubble … carries a parent so the conversation
     threads, but a human typed the message, so it declares web_ui rather than inheriting spot from
     whatever session was on screen." #9: the child inherited spot. Lineage still gives precedence."""
@@ -168,7 +168,7 @@ async def test_a_declared_genesis_outranks_inherited_spot(spot) -> None:  # type
     assert (inherited.genesis, inherited.scheduling_class) == ("web_ui", "spot")
 
 
-async def test_a_fork_named_in_metadata_inherits(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_fork_named_in_metadata_inherits(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004: "Forks inherit through metadata["forked_from_session_id"], the only lineage edge a
     fork has." #10: only the top-level field worked."""
     origin = (await spot.app.spawn(spawn(genesis="schedule", scheduling_class="spot", precedence=7))).session
@@ -181,7 +181,7 @@ async def test_a_fork_named_in_metadata_inherits(spot) -> None:  # type: ignore[
     assert info.value.details.get("field") == "forked_from_session_id"
 
 
-async def test_start_now_on_a_session_that_never_ran_sends_its_first_prompt(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_start_now_on_a_session_that_never_ran_sends_its_first_prompt(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004's Start now table; #11: promote / start now on a session that never ran sent
     "Continue." instead of its first turn. One that ran and has nothing scheduled gets nothing from
     a promote, and the continue nudge from Start now."""
@@ -203,7 +203,7 @@ async def test_start_now_on_a_session_that_never_ran_sends_its_first_prompt(spot
 
 
 @pytest.mark.parametrize("how", ["ceiling", "parked", "held"])
-async def test_making_a_paused_session_priority_starts_it_now(spot, how: str) -> None:  # type: ignore[no-untyped-def]
+async def test_making_a_paused_session_priority_starts_it_now(spot, how: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "MCP parity": start now happens "as a side effect of change_scheduling_class to
     priority". #12: a paused or parked session made priority waited for the next sweep."""
     await spot.readings((0.95 if how == "held" else 0.1, 0.1))
@@ -220,7 +220,7 @@ async def test_making_a_paused_session_priority_starts_it_now(spot, how: str) ->
     assert (await decisions(spot, s.id, limit=1))[0].event == "promote"
 
 
-async def test_pause_until_answers_with_the_pause(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_pause_until_answers_with_the_pause(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#13: `POST …/pause_until` answered `paused_until: null`."""
     s = (await spot.app.spawn(spawn(genesis="web_ui"))).session
     until = spot.clock.now() + timedelta(hours=1)
@@ -228,7 +228,7 @@ async def test_pause_until_answers_with_the_pause(spot) -> None:  # type: ignore
     assert view.paused_until == until and view.next_wake_at == until
 
 
-async def test_a_replayed_keyed_spawn_returns_its_first_answer_whole(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_replayed_keyed_spawn_returns_its_first_answer_whole(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#14: the first answer was `turn.outcome: admitted`; the same request with the same key
     answered with `turn: null` (a client whose answer was lost in a gateway kill got exactly this)."""
     first = await spot.bus.request(c.SPAWN, spawn(idempotency_key="k-14"))

@@ -12,7 +12,7 @@ from zimmer_common.contracts.runtime import SpendReport
 from zimmer_common.errors import ErrorCode, ZimmerError
 
 
-async def test_policy_before_calibration_speaks_in_fractions(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_policy_before_calibration_speaks_in_fractions(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     view = await spot.bus.request(p.GET_POLICY, p.PolicyQuery())
     assert view.windows == [] and view.decision.reason == "no_snapshot" and view.unblock.state == "no_readings"
     await spot.readings((0.5, 0.3), (0.7, 0.3))
@@ -24,7 +24,7 @@ async def test_policy_before_calibration_speaks_in_fractions(spot) -> None:  # t
     assert view.decision.reason == "within_limits" and view.unblock.state == "not_blocked"
 
 
-async def test_policy_after_calibration_speaks_in_dollars(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_policy_after_calibration_speaks_in_dollars(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.5, 0.25))
     for i in range(3):
         await spot.spend(SpendReport(request_id=f"r{i}", session_id=None, harness="claude_code",
@@ -43,7 +43,7 @@ async def test_policy_after_calibration_speaks_in_dollars(spot) -> None:  # type
     assert five.reserve_dollars == pytest.approx(90) and five.spot_budget_left_dollars == pytest.approx(360 - 225)
 
 
-async def test_set_gating_and_bad_input_names_the_field(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_set_gating_and_bad_input_names_the_field(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     view = await spot.bus.request(p.SET_POLICY, p.SetPolicy(gating_enabled=False, reserve_five_hour_percent=35,
                                                             max_sessions=4))
     assert (view.gating_enabled, view.max_sessions) == (False, 4)
@@ -56,7 +56,7 @@ async def test_set_gating_and_bad_input_names_the_field(spot) -> None:  # type: 
     assert (again.gating_enabled, again.max_sessions) == (False, 4)  # the refused call wrote nothing
 
 
-async def test_promoting_a_genesis_moves_existing_deriving_sessions(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_promoting_a_genesis_moves_existing_deriving_sessions(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     derived = (await spot.app.spawn(c.SpawnSession(genesis="api", start=False))).session
     chose = (await spot.app.spawn(c.SpawnSession(genesis="api", scheduling_class="spot", start=False))).session
     await spot.bus.request(p.GENESIS_ACTION, p.GenesisAction(action="promote_genesis", genesis="api"))
@@ -71,7 +71,7 @@ async def test_promoting_a_genesis_moves_existing_deriving_sessions(spot) -> Non
     assert {s.id for s in listing.sessions} == {derived.id, chose.id}
 
 
-async def test_trigger_class_is_stamped_once_at_fire(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_trigger_class_is_stamped_once_at_fire(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     t = await spot.bus.request(p.CREATE_TRIGGER, p.CreateTrigger(kind="schedule", name="nightly", precedence=5,
                                                                  prompt="sweep"))
     fired = await spot.bus.request(p.FIRE_TRIGGER, p.FireTrigger(trigger_id=t.id))
@@ -91,7 +91,7 @@ async def test_trigger_class_is_stamped_once_at_fire(spot) -> None:  # type: ign
     assert info.value.code is ErrorCode.NOT_FOUND
 
 
-async def test_spend_ledger_is_idempotent_and_feeds_burn_rates(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_spend_ledger_is_idempotent_and_feeds_burn_rates(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     s = (await spot.app.spawn(c.SpawnSession(genesis="api", start=False))).session
     now = spot.clock.now()
     for i, minutes in enumerate((0, 10)):
@@ -111,7 +111,7 @@ async def test_spend_ledger_is_idempotent_and_feeds_burn_rates(spot) -> None:  #
     assert costs.spend_five_hour_dollars == pytest.approx(15.0)
 
 
-async def test_usage_sampler_asks_for_the_serving_and_stale_accounts(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_usage_sampler_asks_for_the_serving_and_stale_accounts(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     import nats
 
     await spot.readings((0.1, 0.1), (0.1, 0.1), (0.1, 0.1), (0.1, 0.1))
@@ -129,7 +129,7 @@ async def test_usage_sampler_asks_for_the_serving_and_stale_accounts(spot) -> No
         await nc.close()
 
 
-async def test_metrics_carry_every_number_of_the_policy_view(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_metrics_carry_every_number_of_the_policy_view(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.95, 0.3))
     await spot.app.spawn(c.SpawnSession(genesis="api"))  # held: at_utilization_limit
     await spot.app.spawn(c.SpawnSession(genesis="web_ui"))  # priority: running, never consulted

@@ -9,16 +9,16 @@ from zimmer_common.contracts import spot as c
 from zimmer_common.errors import ZimmerError
 
 
-async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+async def spawn(spot, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return (await spot.bus.request(c.SPAWN, c.SpawnSession(start=False, **{"genesis": "schedule", **kw}))).session
 
 
-async def reorder(spot, sid: int, above: int | None, below: int | None) -> c.ReorderResult:  # type: ignore[no-untyped-def]
+async def reorder(spot, sid: int, above: int | None, below: int | None) -> c.ReorderResult:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await spot.bus.request(c.REORDER, c.ReorderSession(session_id=sid, above_session_id=above,
                                                               below_session_id=below))
 
 
-async def test_a_drop_takes_the_midpoint_or_nudges_its_neighbours(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_drop_takes_the_midpoint_or_nudges_its_neighbours(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     a, b, c_, moved = [await spawn(spot, precedence=p) for p in (30, 20, 21, 0)]
     first = await reorder(spot, moved.id, a.id, b.id)
     assert first.session.precedence == 25 and first.nudged == []
@@ -31,7 +31,7 @@ async def test_a_drop_takes_the_midpoint_or_nudges_its_neighbours(spot) -> None:
     assert [s.id for s in ordered.sessions] == [moved.id, a.id, c_.id, b.id]
 
 
-async def test_a_drop_refuses_a_missing_or_ended_neighbour_and_moves_nothing(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_drop_refuses_a_missing_or_ended_neighbour_and_moves_nothing(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     from zimmer_common.contracts.runtime import SessionStatusReport
 
     a, b, moved = [await spawn(spot, precedence=p) for p in (21, 20, 0)]
@@ -48,7 +48,7 @@ async def test_a_drop_refuses_a_missing_or_ended_neighbour_and_moves_nothing(spo
     assert b'"invalid"' in reply.data  # no neighbour at all
 
 
-async def test_demote_and_run_as_spot_land_above_the_top_of_the_spot_queue(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_demote_and_run_as_spot_land_above_the_top_of_the_spot_queue(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spawn(spot, precedence=100)
     await spawn(spot, precedence=40)
     boss = await spawn(spot, genesis="web_ui", precedence=7)
@@ -66,7 +66,7 @@ async def test_demote_and_run_as_spot_land_above_the_top_of_the_spot_queue(spot)
     assert b'"invalid"' in reply.data
 
 
-async def test_archive_stops_and_ends_and_unarchive_brings_it_back(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_archive_stops_and_ends_and_unarchive_brings_it_back(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     from test_ceiling_integration import commands
 
     await spot.readings((0.1, 0.1))
@@ -92,7 +92,7 @@ async def test_archive_stops_and_ends_and_unarchive_brings_it_back(spot) -> None
     assert subjects.count(c.SESSION_UNARCHIVED) == 2
 
 
-async def test_a_runtime_that_archives_a_session_archives_it_as_the_trash_does(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_runtime_that_archives_a_session_archives_it_as_the_trash_does(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 003 "A deleted session takes its directories with it": archiving runs the session
     through the trash pipeline, however the archive came. The runtime's own `archived` report
     writes what the Trash writes (when, from which status) and announces session_archived, so

@@ -78,7 +78,7 @@ def test_the_book_warns_once_per_unknown_model(caplog: pytest.LogCaptureFixture)
             book.resolve("claude-opus-4-5")
         book.resolve("mystery")
     warned = [r for r in caplog.records if r.name == "zimmer.spot_gate.prices"]
-    assert [r.fields["model"] for r in warned] == ["default", "mystery"]  # type: ignore[attr-defined]
+    assert [r.fields["model"] for r in warned] == ["default", "mystery"]  # type: ignore[attr-defined]  # log records carry the `fields` extra
 
 
 @given(st.text(max_size=60))
@@ -89,7 +89,7 @@ def test_any_name_is_priced(model: str) -> None:
 def test_prices_are_validated() -> None:
     for bad in (-1, float("nan"), float("inf"), True):
         with pytest.raises(ValueError):
-            ModelPrices(bad, 1, 1, 1)  # type: ignore[arg-type]
+            ModelPrices(bad, 1, 1, 1)  # type: ignore[arg-type]  # bad values, on purpose
 
 
 def test_spend_dollars_prices_each_token_kind() -> None:

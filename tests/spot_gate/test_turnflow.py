@@ -32,14 +32,14 @@ ROOMY = (WindowState(Window.FIVE_HOUR, 0.1, 200, 100.0),)  # room in the window:
 GATED = [TurnKind.FOLLOW_UP, TurnKind.WAKE, TurnKind.HEARTBEAT, TurnKind.FIRST_START, TurnKind.RESTART]
 
 
-def gate_for(policy: Policy, windows: tuple[WindowState, ...]):  # type: ignore[no-untyped-def]
-    def gate(s: Session, fleet: FleetState):  # type: ignore[no-untyped-def]
+def gate_for(policy: Policy, windows: tuple[WindowState, ...]):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
+    def gate(s: Session, fleet: FleetState):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         return decide(Snapshot(policy, windows, fleet, Candidate(s.burn), 1, 1))
     return gate
 
 
 @st.composite
-def fleets(draw):  # type: ignore[no-untyped-def]
+def fleets(draw):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     n = draw(st.integers(1, 8))
     sessions = {}
     for i in range(1, n + 1):
@@ -59,7 +59,7 @@ def fleets(draw):  # type: ignore[no-untyped-def]
 
 @given(fleets())
 @settings(max_examples=300, deadline=None)
-def test_invariants_hold_under_any_interleaving(case) -> None:  # type: ignore[no-untyped-def]
+def test_invariants_hold_under_any_interleaving(case) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     sessions, policy, windows, script, cuts, seed = case
     rng = random.Random(seed)
     gate = gate_for(policy, windows)

@@ -10,11 +10,11 @@ from zimmer_common.contracts.runtime import SessionStatusReport
 from zimmer_spot_gate.service import build
 
 
-def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]
+def spawn(**kw) -> c.SpawnSession:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return c.SpawnSession(**{"title": "t", "prompt": "Please implement this", **kw})
 
 
-async def climb_the_ladder(spot, s: c.SessionView, rechecks: int) -> tuple[c.SessionView, list[float]]:  # type: ignore[no-untyped-def]
+async def climb_the_ladder(spot, s: c.SessionView, rechecks: int) -> tuple[c.SessionView, list[float]]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """Let the clock reach each re-check and run it; the minutes to each next re-check."""
     delays = [(s.spot_hold_retry_at - spot.clock.now()) / timedelta(minutes=1)]
     for _ in range(rechecks):
@@ -27,7 +27,7 @@ async def climb_the_ladder(spot, s: c.SessionView, rechecks: int) -> tuple[c.Ses
     return s, delays
 
 
-async def test_fail_open_with_no_readings_admits_and_commands_the_runtime(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_fail_open_with_no_readings_admits_and_commands_the_runtime(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     result = await spot.app.spawn(spawn(genesis="api"))
     assert result.turn.outcome == "admitted" and result.turn.decision.reason == "no_snapshot"
     assert result.session.status == "running" and result.session.priority_class == "spot"
@@ -36,7 +36,7 @@ async def test_fail_open_with_no_readings_admits_and_commands_the_runtime(spot) 
         (result.session.id, "first_start", "Please implement this")]
 
 
-async def test_spawn_is_idempotent_under_concurrent_retries(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_spawn_is_idempotent_under_concurrent_retries(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     results = await asyncio.gather(*(
         spot.bus.request(c.SPAWN, spawn(idempotency_key="backlog:item-7", start=False)) for _ in range(8)))
     assert len({r.session.id for r in results}) == 1
@@ -45,7 +45,7 @@ async def test_spawn_is_idempotent_under_concurrent_retries(spot) -> None:  # ty
     assert rows[0].n == 1
 
 
-async def test_held_session_is_admitted_by_its_recheck_after_readings_fall(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_held_session_is_admitted_by_its_recheck_after_readings_fall(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.95, 0.5), (0.97, 0.5))
     held = await spot.app.spawn(spawn(genesis="github_issue", prompt="fix #1", metadata={"spawned_by": "work-backlog"}))
     assert held.turn.outcome == "held" and held.turn.decision.reason == "at_utilization_limit"
@@ -76,7 +76,7 @@ async def test_held_session_is_admitted_by_its_recheck_after_readings_fall(spot)
     assert log.decisions[1].numbers["windows"][0]["utilization"] > 0.9
 
 
-async def test_custody_and_a_second_refused_turn_is_queued(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_custody_and_a_second_refused_turn_is_queued(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.99, 0.5))
     first = await spot.app.spawn(spawn(genesis="schedule", prompt="first"))
     hold_before = (first.session.spot_hold_retry_at, first.session.spot_hold_count)
@@ -90,7 +90,7 @@ async def test_custody_and_a_second_refused_turn_is_queued(spot) -> None:  # typ
     assert rows[0].held_prompt == "first"  # custody of the first prompt, not overwritten
 
 
-async def test_priority_is_never_held_and_codex_takes_no_slot(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_priority_is_never_held_and_codex_takes_no_slot(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.99, 0.99))
     await spot.sql("UPDATE spot_gate.spot_policy SET max_sessions = 1")
     web = await spot.app.spawn(spawn(genesis="web_ui"))
@@ -104,7 +104,7 @@ async def test_priority_is_never_held_and_codex_takes_no_slot(spot) -> None:  # 
     assert spot_session.turn.outcome == "admitted"
 
 
-async def test_fleet_at_cap_holds_on_the_shorter_ladder(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_fleet_at_cap_holds_on_the_shorter_ladder(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.10, 0.10))
     await spot.sql("UPDATE spot_gate.spot_policy SET max_sessions = 1")
     await spot.app.spawn(spawn(genesis="web_ui"))  # priority: starts anyway, and takes the slot
@@ -114,7 +114,7 @@ async def test_fleet_at_cap_holds_on_the_shorter_ladder(spot) -> None:  # type: 
     assert delays == [10, 20, 30, 30]
 
 
-async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # The 5-hour window resets past the climb (10 + 20 + 40 + 60 + 60 minutes): a reset inside it
     # would roll the window over and count it as 0 (issue 8 #5).
     await spot.readings((0.99, 0.5), resets_in_minutes=299)
@@ -135,7 +135,7 @@ async def test_ladder_sequence_and_restart_resets_it(spot) -> None:  # type: ign
     assert (admitted.outcome, admitted.session.status, admitted.session.spot_hold_count) == ("admitted", "running", 0)
 
 
-async def test_recheck_survives_a_service_restart(spot, settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_recheck_survives_a_service_restart(spot, settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.99, 0.5))
     s = (await spot.app.spawn(spawn(genesis="api", prompt="durable"))).session
     await spot.service.stop()
@@ -160,7 +160,7 @@ async def test_recheck_survives_a_service_restart(spot, settings_factory) -> Non
         await spot.service.start()  # the fixture stops it again
 
 
-async def test_repair_sweep_puts_a_stranded_hold_back_on_the_ladder(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_repair_sweep_puts_a_stranded_hold_back_on_the_ladder(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.99, 0.5))
     s = (await spot.app.spawn(spawn(genesis="api"))).session
     await spot.sql("UPDATE spot_gate.sessions SET spot_hold_retry_at = NULL WHERE id = :i", i=s.id)
@@ -174,7 +174,7 @@ async def test_repair_sweep_puts_a_stranded_hold_back_on_the_ladder(spot) -> Non
     assert spot.clock.now() <= retry <= spot.clock.now() + timedelta(minutes=3)
 
 
-async def test_status_from_the_runtime_and_the_queued_prompt_at_the_turn_boundary(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_status_from_the_runtime_and_the_queued_prompt_at_the_turn_boundary(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     s = (await spot.app.spawn(spawn(genesis="api"))).session  # admitted: no readings
     await spot.sql("INSERT INTO spot_gate.enqueued_messages (session_id, turn_kind, prompt) VALUES (:i, 'follow_up', 'next')",
                    i=s.id)
@@ -183,7 +183,7 @@ async def test_status_from_the_runtime_and_the_queued_prompt_at_the_turn_boundar
     assert [cmd["prompt"] for cmd in await spot.start_turn_commands()][-1] == "next"
 
 
-async def test_concurrent_admissions_across_replicas_never_exceed_the_cap(spot, settings_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_admissions_across_replicas_never_exceed_the_cap(spot, settings_factory) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The slot check is exact under concurrency: batches are decided under one advisory lock."""
     await spot.readings((0.05, 0.05))
     await spot.sql("UPDATE spot_gate.spot_policy SET max_sessions = 5")

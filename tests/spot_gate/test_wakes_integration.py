@@ -16,18 +16,18 @@ from zimmer_common.errors import ZimmerError
 HOUR = timedelta(hours=1)
 
 
-async def pause_until(spot, sid: int, ahead: timedelta = HOUR, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]
+async def pause_until(spot, sid: int, ahead: timedelta = HOUR, **kw) -> c.SessionView:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await spot.bus.request(c.PAUSE_UNTIL, c.PauseUntil(session_id=sid, until=spot.clock.now() + ahead, **kw))
 
 
-async def refused(spot, spec, req) -> ZimmerError:  # type: ignore[no-untyped-def]
+async def refused(spot, spec, req) -> ZimmerError:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     with pytest.raises(ZimmerError) as info:
         await spot.bus.request(spec, req)
     assert info.value.code.value == "refused", info.value
     return info.value
 
 
-async def test_pause_until_stops_the_turn_sleeps_in_waiting_and_the_wake_answers_to_the_gate(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_pause_until_stops_the_turn_sleeps_in_waiting_and_the_wake_answers_to_the_gate(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     one = await spawn(spot)
     paused = await pause_until(spot, one.id, prompt="pick up the review", by="ops")
@@ -50,7 +50,7 @@ async def test_pause_until_stops_the_turn_sleeps_in_waiting_and_the_wake_answers
     assert [x["prompt"] for x in starts] == ["pick up the review"]
 
 
-async def test_the_doors_decline_a_pause_that_is_still_ahead(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_doors_decline_a_pause_that_is_still_ahead(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.95, 0.3))
     held = await spawn(spot, precedence=100)  # held before its first turn
     await pause_until(spot, held.id, ahead=3 * HOUR)
@@ -84,7 +84,7 @@ async def test_the_doors_decline_a_pause_that_is_still_ahead(spot) -> None:  # t
     assert (await spot.bus.request(c.RESTART, c.RestartSession(session_id=held.id))).outcome in ("admitted", "passed")
 
 
-async def test_the_web_restart_and_a_direct_follow_up_consume_the_pause(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_the_web_restart_and_a_direct_follow_up_consume_the_pause(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     one, two = await spawn(spot), await spawn(spot)
     for s in (one, two):
@@ -98,7 +98,7 @@ async def test_the_web_restart_and_a_direct_follow_up_consume_the_pause(spot) ->
     assert await spot.app.wakes.fire_due() == 0  # nothing left armed
 
 
-async def test_a_new_pause_replaces_the_last_and_a_park_cancels_it(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_new_pause_replaces_the_last_and_a_park_cancels_it(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     one = await spawn(spot)
     await pause_until(spot, one.id, ahead=HOUR)
@@ -116,7 +116,7 @@ async def test_a_new_pause_replaces_the_last_and_a_park_cancels_it(spot) -> None
     assert past.value.code.value == "invalid"
 
 
-async def test_a_sleeper_nothing_will_wake_is_resumed_five_a_pass_three_times_at_most(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_sleeper_nothing_will_wake_is_resumed_five_a_pass_three_times_at_most(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#855: session 6412 sat 38.7 hours asleep on a wake that could never fire."""
     from zimmer_spot_gate.jobs.stranded_sleep import MAX_ACTIONS_PER_SWEEP, SYSTEM_RECOVERY
 
@@ -149,7 +149,7 @@ async def test_a_sleeper_nothing_will_wake_is_resumed_five_a_pass_three_times_at
     assert "nothing to wake them" in page
 
 
-async def test_a_wake_just_come_due_is_still_in_flight_and_an_overdue_one_is_stranded(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_a_wake_just_come_due_is_still_in_flight_and_an_overdue_one_is_stranded(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await spot.readings((0.1, 0.1))
     due, overdue = await spawn(spot), await spawn(spot)
     for s in (due, overdue):
@@ -165,7 +165,7 @@ async def test_a_wake_just_come_due_is_still_in_flight_and_an_overdue_one_is_str
     assert await spot.app.wakes.fire_due() == 1  # only the in-flight one fires: the rescued one's was cancelled
 
 
-async def test_auth_outage_parks_two_populations_neither_starts_the_others(spot) -> None:  # type: ignore[no-untyped-def]
+async def test_auth_outage_parks_two_populations_neither_starts_the_others(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn
 
     async def account(status: str) -> None:
@@ -194,7 +194,7 @@ async def test_auth_outage_parks_two_populations_neither_starts_the_others(spot)
 
 
 @pytest.mark.parametrize("late", ["needs_input", "waiting"])
-async def test_a_report_that_lands_after_the_park_keeps_it_parked_and_resumable(spot, late: str) -> None:  # type: ignore[no-untyped-def]
+async def test_a_report_that_lands_after_the_park_keeps_it_parked_and_resumable(spot, late: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # The runtime reports the turn's end over ingest and parks over RPC: the park may land first
     # (found by `zimmer sim --scenario auth-outage`: sessions moved to needs_input, never resumed).
     from zimmer_common.contracts.runtime import QuotaReadingIn, WindowReadingIn

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sweeping import T0, seed_sessions  # type: ignore[import-not-found]
+from sweeping import T0, seed_sessions  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.clock import FrozenClock
 from zimmer_common.db import asyncpg_dsn
@@ -23,7 +23,7 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-async def spot(settings_factory, clock, database_url) -> AsyncIterator[Service]:  # type: ignore[no-untyped-def]
+async def spot(settings_factory, clock, database_url) -> AsyncIterator[Service]:  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     """spot-gate, running, owning sessions 1 to `sweeping.KNOWN_SESSIONS` (archived ones: they
     exist, so their log lines are taken, and nothing schedules them)."""
     service = build_spot(settings_factory(), clock=clock)
@@ -36,7 +36,7 @@ async def spot(settings_factory, clock, database_url) -> AsyncIterator[Service]:
 
 
 @pytest.fixture
-async def sweeper(settings_factory, clock, spot) -> AsyncIterator[Service]:  # type: ignore[no-untyped-def]
+async def sweeper(settings_factory, clock, spot) -> AsyncIterator[Service]:  # type: ignore[no-untyped-def]  # a fixture: its value is untyped
     service = build(settings_factory(), clock=clock)
     await service.start()
     try:

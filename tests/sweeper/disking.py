@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sweeping import T0, eventually  # type: ignore[import-not-found]
+from sweeping import T0, eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.bus import Bus
 from zimmer_common.clock import FrozenClock
@@ -153,7 +153,7 @@ class Stack:
 
     @property
     def disk(self) -> DiskApp:
-        return self.sweeper.app.disk  # type: ignore[no-any-return]
+        return self.sweeper.app.disk  # type: ignore[no-any-return]  # the service's app is untyped
 
 
 @asynccontextmanager

@@ -53,7 +53,7 @@ async def publish_lines(bus: Bus | None, lines: list[tuple[str, int, str, str]])
     """(message id, session id, level, message) each, published as the runtime does."""
     assert bus is not None
     await bus.publish_many([
-        (INGEST_LOGS, _envelope(mid, LogLineIn(session_id=sid, level=level, message=text, at=T0)), mid)  # type: ignore[arg-type]
+        (INGEST_LOGS, _envelope(mid, LogLineIn(session_id=sid, level=level, message=text, at=T0)), mid)  # type: ignore[arg-type]  # the level is one of the literals
         for mid, sid, level, text in lines])
 
 
@@ -69,7 +69,7 @@ async def publish_batches(bus: Bus | None, lines: list[tuple[str, int, str, str]
     assert bus is not None
     messages = []
     for n, start in enumerate(range(0, len(lines), per_message)):
-        chunk = [LogLineItem(message_id=mid, session_id=sid, level=level, message=text, at=T0)  # type: ignore[arg-type]
+        chunk = [LogLineItem(message_id=mid, session_id=sid, level=level, message=text, at=T0)  # type: ignore[arg-type]  # the level is one of the literals
                  for mid, sid, level, text in lines[start:start + per_message]]
         mid = f"{batch_id}-{n}"
         body = EventEnvelope(id=mid, type=LOG_LINES, version=1, source="runtime", occurred_at=T0,

@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from disking import make_dir, running  # type: ignore[import-not-found]
+from disking import make_dir, running  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 OLD = timedelta(days=5)
 FAKE_DOCKER = """#!/bin/sh
@@ -47,19 +47,19 @@ def calls(docker: Path) -> list[list[str]]:
     return [line.split("|") for line in log.read_text().splitlines()] if log.exists() else []
 
 
-async def page_titles(sql) -> list[str]:  # type: ignore[no-untyped-def]
+async def page_titles(sql) -> list[str]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     rows = await sql("SELECT payload::jsonb->'data'->>'title' AS title FROM sweeper.outbox "
                      "WHERE event_type = 'page' ORDER BY id")
     return [r["title"] for r in rows]
 
 
-def teardowns(stack, job: str, outcome: str) -> float:  # type: ignore[no-untyped-def]
-    return stack.disk.metrics.compose_teardowns.labels(job, outcome)._value.get()  # type: ignore[no-any-return]
+def teardowns(stack, job: str, outcome: str) -> float:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
+    return stack.disk.metrics.compose_teardowns.labels(job, outcome)._value.get()  # type: ignore[no-any-return]  # prometheus-client's sample value is untyped
 
 
 @pytest.mark.parametrize("name", ["compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"])
 async def test_a_clone_with_a_compose_file_is_torn_down_before_its_bytes_go(
-        settings_factory, tmp_path: Path, sql, docker: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, docker: Path, name: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         clone = make_dir(stack.layout.clones / "zimmer-main-1785661439-c0c0c0c0", age=OLD)
         (clone / name).write_text("services: {}\n")
@@ -71,7 +71,7 @@ async def test_a_clone_with_a_compose_file_is_torn_down_before_its_bytes_go(
         assert await page_titles(sql) == []
 
 
-async def test_no_compose_file_no_docker_call(settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_no_compose_file_no_docker_call(settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         clone = make_dir(stack.layout.clones / "zimmer-main-1785661439-d0d0d0d0", age=OLD)
         (clone / "compose.yaml").mkdir()  # a directory by that name is not a compose file
@@ -81,7 +81,7 @@ async def test_no_compose_file_no_docker_call(settings_factory, tmp_path: Path, 
 
 
 async def test_no_docker_binary_means_no_teardown_and_the_clone_still_goes(
-        settings_factory, tmp_path: Path, sql, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -94,7 +94,7 @@ async def test_no_docker_binary_means_no_teardown_and_the_clone_still_goes(
 
 
 async def test_a_failed_teardown_pages_with_what_docker_said_and_the_clone_goes_anyway(
-        settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     (docker / "mode").write_text("fail")
     async with running(settings_factory, tmp_path) as stack:
         clone = make_dir(stack.layout.clones / "zimmer-main-1785661439-f0f0f0f0", age=OLD)
@@ -110,7 +110,7 @@ async def test_a_failed_teardown_pages_with_what_docker_said_and_the_clone_goes_
 
 
 async def test_a_teardown_that_hangs_is_killed_at_its_bound_and_the_clone_goes(
-        settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     (docker / "mode").write_text("hang")
     async with running(settings_factory, tmp_path) as stack:
         stack.disk.reaper.compose_timeout = 0.5  # 120 s in the service
@@ -123,7 +123,7 @@ async def test_a_teardown_that_hangs_is_killed_at_its_bound_and_the_clone_goes(
         assert await page_titles(sql) == ["Compose teardown failed"]
 
 
-async def test_a_live_sessions_clone_is_never_torn_down(settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_live_sessions_clone_is_never_torn_down(settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         clone = make_dir(stack.layout.clones / "zimmer-main-1785661439-b1b1b1b1", age=OLD)
         (clone / "compose.yaml").write_text("services: {}\n")
@@ -134,7 +134,7 @@ async def test_a_live_sessions_clone_is_never_torn_down(settings_factory, tmp_pa
 
 
 async def test_a_session_that_takes_the_clone_back_during_the_teardown_keeps_it(
-        settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, docker: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The teardown can take minutes: the guard asks again before the rename, so the gap between
     its answer and the bytes going stays as small as it was without one."""
     (docker / "mode").write_text("slow")

@@ -59,7 +59,7 @@ async def _round_trip(conn: asyncpg.Connection, created_at: datetime,
     return list(await conn.fetch("SELECT * FROM copied ORDER BY session_id"))
 
 
-def test_any_storable_text_and_any_time_come_back_unchanged(pg) -> None:  # type: ignore[no-untyped-def]
+def test_any_storable_text_and_any_time_come_back_unchanged(pg) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     loop, conn = pg
 
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -74,7 +74,7 @@ def test_any_storable_text_and_any_time_come_back_unchanged(pg) -> None:  # type
     check()
 
 
-def test_unstorable_text_comes_back_as_storable_makes_it(pg) -> None:  # type: ignore[no-untyped-def]
+def test_unstorable_text_comes_back_as_storable_makes_it(pg) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     loop, conn = pg
 
     @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,7 +96,7 @@ def test_the_escapes_and_an_empty_batch() -> None:
     assert copytext.buffer(datetime(2026, 12, 1, tzinfo=UTC), []) == b""
 
 
-def test_decoded_lines_are_stored_as_pydantic_reads_them(pg) -> None:  # type: ignore[no-untyped-def]
+def test_decoded_lines_are_stored_as_pydantic_reads_them(pg) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """End to end: a message's lines through `decode` (its fast path when it takes them) and the COPY
     come back as the values pydantic reads from the same message, times and text included."""
     loop, conn = pg

@@ -8,7 +8,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 from sqlalchemy import insert
-from sweeping import T0  # type: ignore[import-not-found]
+from sweeping import T0  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.unit_of_work import UnitsOfWork
@@ -17,13 +17,13 @@ from zimmer_sweeper.disk.records import DiskRecords
 from zimmer_sweeper.disk.tables import DiskRootRow
 
 
-async def _engine(database_url: str):  # type: ignore[no-untyped-def]
+async def _engine(database_url: str):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     await migrate(database_url, "sweeper", "zimmer_sweeper.migrations")
     return create_engine(database_url)
 
 
-def _units(engine) -> UnitsOfWork:  # type: ignore[no-untyped-def]
-    return UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "sweeper")  # type: ignore[arg-type]
+def _units(engine) -> UnitsOfWork:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
+    return UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "sweeper")  # type: ignore[arg-type]  # a stand-in for the Service UnitsOfWork reads
 
 
 def _root(host: str, name: str, *, path: str | None = "/data/x", exists: bool = True, free: int | None = 10 << 30,

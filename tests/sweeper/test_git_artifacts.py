@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from trash_repos import TRACKED, add_scaffolding, alive, delete_tracked, git, make_clone, make_dirty, tree_files, wedge  # type: ignore[import-not-found]
+from trash_repos import TRACKED, add_scaffolding, alive, delete_tracked, git, make_clone, make_dirty, tree_files, wedge  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_sweeper.trash.domain import Finding
 from zimmer_sweeper.trash.git_artifacts import (

@@ -13,7 +13,7 @@ import contextlib
 import signal
 import subprocess
 
-from sweeping import eventually, publish_lines, sweeper_process  # type: ignore[import-not-found]
+from sweeping import eventually, publish_lines, sweeper_process  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.bus import Bus
 from zimmer_common.contracts.subjects import Stream
@@ -31,7 +31,7 @@ def ingest_sweeper(database_url: str, nats_url: str,
 
 
 async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url, nats_url, sql, tmp_path,
-                                                                   spot) -> None:  # type: ignore[no-untyped-def]
+                                                                   spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     bus = await Bus.connect([nats_url], service="runtime-fake", instance_id="crash-test", rpc_timeout=10)
     log_path = str(tmp_path / "sweeper.log")
     try:
@@ -82,8 +82,8 @@ async def test_sigkill_mid_ingest_loses_nothing_and_doubles_nothing(database_url
         await bus.close()
 
 
-async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered(settings_factory, sql, spot) -> None:  # type: ignore[no-untyped-def]
-    from sweeping import T0  # type: ignore[import-not-found]
+async def test_a_batch_committed_but_never_acked_writes_nothing_when_redelivered(settings_factory, sql, spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    from sweeping import T0  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
     from zimmer_common.clock import FrozenClock
     from zimmer_sweeper.logs.config import LogIngestSettings

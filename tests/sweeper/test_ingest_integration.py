@@ -3,12 +3,12 @@ the time they were written; the timeline reads them back."""
 
 from __future__ import annotations
 
-from sweeping import eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import eventually, publish_lines  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.contracts.logs import GET_SESSION_LOGS, LogQuery
 
 
-async def test_lines_are_written_once_and_read_back_in_order(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_lines_are_written_once_and_read_back_in_order(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await publish_lines(sweeper.bus, [(f"m-{i}", 7, "verbose" if i % 3 == 0 else "info", f"line {i}")
                                       for i in range(30)])
     await publish_lines(sweeper.bus, [("m-0", 7, "verbose", "line 0 again")])  # a re-publish: same id

@@ -8,7 +8,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from sweeping import T0, eventually, publish_lines, seed_sessions  # type: ignore[import-not-found]
+from sweeping import T0, eventually, publish_lines, seed_sessions  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_cli.embedded import free_port, start_nats
 from zimmer_common.clock import FrozenClock

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sweeping import T0, eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import T0, eventually, publish_lines  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.contracts.logs import INGEST_LOGS, MESSAGE_MAX
 from zimmer_common.contracts.subjects import Stream
@@ -20,7 +20,7 @@ def _raw(mid: str, data: object, type_: str = "log_line", version: int = 1) -> b
                        "occurred_at": T0.isoformat(), "data": data}).encode()
 
 
-async def test_what_is_not_a_log_line_is_refused_and_unstorable_text_is_escaped(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_what_is_not_a_log_line_is_refused_and_unstorable_text_is_escaped(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     good = {"session_id": 3, "level": "info", "at": T0.isoformat()}
     await sweeper.bus.publish_many([
         (INGEST_LOGS, b"not json", "bad-1"),
@@ -50,7 +50,7 @@ async def test_what_is_not_a_log_line_is_refused_and_unstorable_text_is_escaped(
     assert metrics.lines.labels("refused")._value.get() == 6
 
 
-async def test_a_day_without_a_partition_gets_one_when_its_first_line_arrives(sweeper, sql, clock) -> None:  # type: ignore[no-untyped-def]
+async def test_a_day_without_a_partition_gets_one_when_its_first_line_arrives(sweeper, sql, clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     clock.advance(timedelta(days=40))  # far past the week log_partitions created ahead
     await publish_lines(sweeper.bus, [("late-day", 4, "info", "a quiet month later")])
 
@@ -61,7 +61,7 @@ async def test_a_day_without_a_partition_gets_one_when_its_first_line_arrives(sw
     await eventually(written, "the line in its new day's partition")
 
 
-async def test_a_failing_write_is_retried_until_it_lands_with_nothing_lost_or_doubled(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_a_failing_write_is_retried_until_it_lands_with_nothing_lost_or_doubled(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await publish_lines(sweeper.bus, [("before", 8, "info", "first")])
 
     async def first() -> bool:
@@ -122,7 +122,7 @@ def test_batch_sizing_keeps_a_transaction_under_its_line_cap_when_messages_are_b
     assert sizing.size == 37
 
 
-async def test_a_batch_keeps_its_good_lines_and_refuses_its_bad_ones_alone(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_a_batch_keeps_its_good_lines_and_refuses_its_bad_ones_alone(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     def line(mid: str, **change: object) -> dict[str, object]:
         return {"message_id": mid, "session_id": 9, "level": "info", "message": mid, "at": T0.isoformat(), **change}
 
@@ -146,13 +146,13 @@ async def test_a_batch_keeps_its_good_lines_and_refuses_its_bad_ones_alone(sweep
     assert sweeper.app.metrics.lines.labels("refused")._value.get() == 4 + 2  # four lines, two whole messages
 
 
-async def test_the_ingest_loop_outlives_a_batch_that_fails_outside_its_write(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_the_ingest_loop_outlives_a_batch_that_fails_outside_its_write(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Whatever a batch raises beyond the write `commit` handles, the loop logs it and goes on:
     a dead loop would stop every session's timeline until the lag alarm, a day later."""
     ingest = sweeper.app.ingest
     calls = {"n": 0}
 
-    def exploding(outcome, seconds, size):  # type: ignore[no-untyped-def]
+    def exploding(outcome, seconds, size):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("a metrics callback that breaks")

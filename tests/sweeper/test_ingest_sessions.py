@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from sweeping import KNOWN_SESSIONS, T0, eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import KNOWN_SESSIONS, T0, eventually, publish_lines  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.contracts.logs import INGEST_LOGS
 from zimmer_common.contracts.subjects import Stream
@@ -17,13 +17,13 @@ from zimmer_sweeper.logs.ingest import DURABLE
 NEVER = KNOWN_SESSIONS + 4242
 
 
-async def _settled(sweeper) -> bool:  # type: ignore[no-untyped-def]
+async def _settled(sweeper) -> bool:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     info = await sweeper.bus.js.consumer_info(Stream.INGEST.value, DURABLE)
     return info.num_pending == 0 and info.num_ack_pending == 0
 
 
 async def test_a_line_for_a_session_that_never_existed_is_refused_and_paged_and_its_batch_kept(
-        sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+        sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     line = {"session_id": 5, "level": "info", "at": T0.isoformat()}
     batch = {"id": "mixed", "type": "log_lines", "version": 1, "source": "runtime", "occurred_at": T0.isoformat(),
              "data": {"lines": [{**line, "message_id": "real-1", "message": "kept"},
@@ -45,7 +45,7 @@ async def test_a_line_for_a_session_that_never_existed_is_refused_and_paged_and_
     assert f"session {NEVER} does not exist: 2 line(s)" in refused[0]["page"]
 
 
-async def test_a_known_session_is_asked_about_once(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_a_known_session_is_asked_about_once(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     known = sweeper.app.ingest.sessions
     for round_no in range(5):
         await publish_lines(sweeper.bus, [(f"r{round_no}-{i}", 7, "info", f"line {i}") for i in range(20)])
@@ -58,7 +58,7 @@ async def test_a_known_session_is_asked_about_once(sweeper, sql) -> None:  # typ
 
 
 async def test_spot_gate_silent_holds_the_batch_until_it_answers(sweeper, spot, sql, settings_factory,
-                                                                 clock) -> None:  # type: ignore[no-untyped-def]
+                                                                 clock) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """No answer is not "no such session": nothing is refused, nothing is lost, the batch waits in
     JetStream and is written once spot-gate is back."""
     sweeper.app.ingest.sessions.timeout = 0.5

@@ -8,14 +8,14 @@ import logging
 import shutil
 from pathlib import Path
 
-from transcripting import transcript_stack  # type: ignore[import-not-found]
-from trash_repos import add_scaffolding, make_clone  # type: ignore[import-not-found]
+from transcripting import transcript_stack  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trash_repos import add_scaffolding, make_clone  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.contracts.fields import LONG_TEXT_MAX
 from zimmer_sweeper.transcripts.integrity import JOB, TITLE, Inspection, judge, page_message
 
 
-async def pages(sql) -> list[dict]:  # type: ignore[no-untyped-def]
+async def pages(sql) -> list[dict]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     rows = await sql("SELECT payload FROM sweeper.outbox WHERE event_type = 'page' ORDER BY id")
     return [json.loads(r["payload"])["data"] for r in rows]
 
@@ -29,7 +29,7 @@ def strip_to_scaffolding(clone: Path) -> None:
 
 
 async def test_one_error_line_names_each_loss_and_what_is_left_then_a_healthy_hour_resolves_it(
-        settings_factory, tmp_path: Path, sql, caplog) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         clones = stack.clones
         healthy = make_clone(tmp_path, clones, "zimmer-main-1-healthy")

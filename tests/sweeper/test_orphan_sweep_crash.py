@@ -16,9 +16,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from disking import make_dir, running  # type: ignore[import-not-found]
+from disking import make_dir, running  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 from sqlalchemy import text
-from sweeping import eventually, sweeper_process  # type: ignore[import-not-found]
+from sweeping import eventually, sweeper_process  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.contracts.subjects import Stream, host_ctx, job_subject
 from zimmer_sweeper.disk.domain import is_tombstone
@@ -34,7 +34,7 @@ def orphan_sweeper(database_url: str, nats_url: str, clones: Path, durable: Path
 
 
 async def test_kill_9_of_the_sweeper_mid_removal_leaves_only_a_tombstone_the_next_run_reaps(
-        settings_factory, database_url, nats_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, database_url, nats_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path / "host-a") as stack:
         bus = stack.spot.bus
         clones = tmp_path / "host-k" / "clones"
@@ -95,7 +95,7 @@ def _kill_once_renamed(proc: subprocess.Popen[bytes], clone: Path) -> bool:
     return True
 
 
-async def _runs(stack) -> list[dict]:  # type: ignore[no-untyped-def]
+async def _runs(stack) -> list[dict]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     async with stack.sweeper.engine.connect() as conn:
         rows = (await conn.execute(text("SELECT counts FROM sweeper.disk_runs WHERE host = :h "
                                         "AND job = 'orphan_clone_sweep' ORDER BY id"), {"h": HOST})).all()

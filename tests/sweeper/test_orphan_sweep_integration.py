@@ -10,8 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from disking import HOST, make_dir, running  # type: ignore[import-not-found]
-from sweeping import eventually  # type: ignore[import-not-found]
+from disking import HOST, make_dir, running  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from sweeping import eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.budget import SweepBudget
 from zimmer_common.bus import Bus
@@ -23,13 +23,13 @@ H = timedelta(hours=1)
 MB = 1_000_000
 
 
-async def runs(sql, job: str) -> list:  # type: ignore[no-untyped-def]
+async def runs(sql, job: str) -> list:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await sql("SELECT outcome, counts, bytes_freed, refusals, note FROM sweeper.disk_runs "
                      "WHERE job = $1 ORDER BY id", job)
 
 
 async def test_a_tracked_basename_is_never_a_candidate_and_tombstones_go_first(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#709's lesson: one owner of the clones directory, and only a directory no session row names
     at all is an orphan, whatever that session's status. Tombstones are reaped, never weighed."""
     async with running(settings_factory, tmp_path) as stack:
@@ -61,7 +61,7 @@ async def test_a_tracked_basename_is_never_a_candidate_and_tombstones_go_first(
 
 
 async def test_spot_gate_stopped_means_the_sweep_deletes_nothing(settings_factory, tmp_path: Path,
-                                                                 sql) -> None:  # type: ignore[no-untyped-def]
+                                                                 sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         orphan = make_dir(stack.layout.clones / "zimmer-main-3-orphan", age=90 * H)
         await stack.spot.stop()
@@ -73,7 +73,7 @@ async def test_spot_gate_stopped_means_the_sweep_deletes_nothing(settings_factor
 
 
 async def test_a_directory_claimed_between_the_snapshot_and_the_delete_is_refused(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The snapshot is a claim about the past (2026-09-02): a session that claims the path before its
     turn comes keeps it, because the guard asks again at the instant of deletion."""
     async with running(settings_factory, tmp_path) as stack:
@@ -82,13 +82,13 @@ async def test_a_directory_claimed_between_the_snapshot_and_the_delete_is_refuse
         reaper = stack.disk.reaper
         remove = reaper.remove_clone
 
-        async def claim_after_the_first(path: Path, *, job: str):  # type: ignore[no-untyped-def]
+        async def claim_after_the_first(path: Path, *, job: str):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
             result = await remove(path, job=job)
             if path == first:
                 await stack.spot.session(claimed)  # a session starts and reports this clone
             return result
 
-        reaper.remove_clone = claim_after_the_first  # type: ignore[method-assign]
+        reaper.remove_clone = claim_after_the_first  # type: ignore[method-assign]  # the test's stand-in
         run = await stack.disk.orphans.sweep()
         assert not first.exists() and (claimed / "f0").exists()
         assert (run.counts["removed"], run.counts["refused"]) == (1, 1)
@@ -97,27 +97,27 @@ async def test_a_directory_claimed_between_the_snapshot_and_the_delete_is_refuse
 
 
 async def test_out_of_budget_the_sweep_logs_at_warn_what_it_left(settings_factory, tmp_path: Path,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+                                                                 caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         dirs = [make_dir(stack.layout.clones / f"zimmer-main-{i}-orphan", age=(100 - i) * H) for i in range(4)]
         reaper = stack.disk.reaper
         remove = reaper.remove_clone
 
-        async def slow(path: Path, *, job: str):  # type: ignore[no-untyped-def]
+        async def slow(path: Path, *, job: str):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
             stack.clock.advance(200)  # each removal takes 200 s of a 300 s budget
             return await remove(path, job=job)
 
-        reaper.remove_clone = slow  # type: ignore[method-assign]
+        reaper.remove_clone = slow  # type: ignore[method-assign]  # the test's stand-in
         with caplog.at_level(logging.WARNING, logger="zimmer.sweeper.orphans"):
             run = await stack.disk.orphans.sweep(SweepBudget(300, stack.clock))
         assert [d.exists() for d in dirs] == [False, False, True, True]
         assert run.outcome == "partial" and run.counts["unreached"] == 2
         [record] = [r for r in caplog.records if "out of budget" in r.getMessage()]
         assert record.levelno == logging.WARNING
-        assert record.fields["unreached"] == [str(dirs[2]), str(dirs[3])]  # type: ignore[attr-defined]
+        assert record.fields["unreached"] == [str(dirs[2]), str(dirs[3])]  # type: ignore[attr-defined]  # log records carry the `fields` extra
 
 
-async def test_a_removal_that_raises_is_logged_and_skipped(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_removal_that_raises_is_logged_and_skipped(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         unrenamable = make_dir(stack.layout.clones / ("z" * 250), age=99 * H)  # no room for a tombstone suffix
         fine = make_dir(stack.layout.clones / "zimmer-main-2-orphan", age=90 * H)
@@ -127,7 +127,7 @@ async def test_a_removal_that_raises_is_logged_and_skipped(settings_factory, tmp
 
 
 async def test_under_pressure_tombstones_first_then_the_fewest_oldest_orphans_until_the_target(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path, capacity=20 * MB) as stack:
         clones = stack.layout.clones
         tomb = make_dir(clones / "zimmer-main-0.deleting-0123abcd", age=timedelta(0), size=MB)
@@ -148,7 +148,7 @@ async def test_under_pressure_tombstones_first_then_the_fewest_oldest_orphans_un
         assert '"reached": 1' in row["counts"] and row["bytes_freed"] == 6 * MB  # the tombstone's bytes too
 
 
-async def test_tombstones_alone_clearing_the_requirement_return_early(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_tombstones_alone_clearing_the_requirement_return_early(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path, capacity=20 * MB) as stack:
         make_dir(stack.layout.clones / "zimmer-main-0.deleting-0123abcd", age=timedelta(0), size=MB)
         orphan = make_dir(stack.layout.clones / "zimmer-main-1-orphan", age=10 * H, size=MB)
@@ -157,7 +157,7 @@ async def test_tombstones_alone_clearing_the_requirement_return_early(settings_f
         assert report.reached and report.tombstones_reaped == 1 and report.removed == [] and orphan.exists()
 
 
-async def test_reclaim_over_nats_from_this_hosts_sweeper(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_reclaim_over_nats_from_this_hosts_sweeper(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """reclaim_space takes a requirement, never a directory, and is asked of one host's sweeper."""
     async with running(settings_factory, tmp_path, capacity=20 * MB) as stack:
         orphan = make_dir(stack.layout.clones / "zimmer-main-1-orphan", age=10 * H, size=MB)
@@ -177,7 +177,7 @@ async def _no_answer_from_another_host(bus: Bus) -> bool:
 
 
 async def test_the_monitor_reclaims_below_low_to_high_and_pages_when_it_cannot(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path, capacity=20 * MB, free_low_bytes=12 * MB,
                        free_high_bytes=15 * MB, free_check_seconds=3600) as stack:
         async def first_reading() -> bool:
@@ -223,7 +223,7 @@ async def test_the_monitor_reclaims_below_low_to_high_and_pages_when_it_cannot(
 @pytest.mark.parametrize(("env", "swept"), [("test", False), ("development", False), ("production", True),
                                             ("staging", True)])
 async def test_a_clones_base_on_the_durable_volume_is_swept_only_by_production_and_staging(
-        settings_factory, tmp_path: Path, env: str, swept: bool) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, env: str, swept: bool) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """bin/dev and the test suite resolve the clones base onto ~/.zimmer; beside a real deployment
     their databases would call every live clone there an orphan. A relocated base is swept anywhere
     (every other test here runs in `test` with one)."""
@@ -238,7 +238,7 @@ async def test_a_clones_base_on_the_durable_volume_is_swept_only_by_production_a
             assert "only production and staging" in run.note and "only production and staging" in report.sentence
 
 
-async def test_a_missing_clones_base_aborts_rather_than_reading_as_empty(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_missing_clones_base_aborts_rather_than_reading_as_empty(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         stack.layout.clones.rmdir()
         run = await stack.disk.orphans.sweep()

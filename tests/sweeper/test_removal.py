@@ -41,8 +41,8 @@ async def test_a_removal_renames_then_deletes_and_logs_path_and_mtime_first(tmp_
     assert removal.mtime.timestamp() == 1_700_000_000
     assert list((tmp_path / "clones").iterdir()) == []
     [record] = [r for r in caplog.records if r.getMessage() == "removing directory"]
-    assert record.fields["path"] == str(clone) and record.fields["mtime"].startswith("2023-11-14")  # type: ignore[attr-defined]
-    assert is_tombstone(record.fields["tombstone"])  # type: ignore[attr-defined]
+    assert record.fields["path"] == str(clone) and record.fields["mtime"].startswith("2023-11-14")  # type: ignore[attr-defined]  # log records carry the `fields` extra
+    assert is_tombstone(record.fields["tombstone"])  # type: ignore[attr-defined]  # log records carry the `fields` extra
 
 
 async def test_nothing_at_the_path_is_no_removal(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
-from sweeping import eventually, publish_lines  # type: ignore[import-not-found]
+from sweeping import eventually, publish_lines  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.budget import SweepBudget
 from zimmer_common.clock import FrozenClock
@@ -23,8 +23,8 @@ EDGE = datetime(2026, 12, 1, tzinfo=UTC)  # verbose day 11-23 and other day 09-0
 VERBOSE_DAY, OTHER_DAY = date(2026, 11, 23), date(2026, 9, 1)
 
 
-async def _fill(svc, sql, day: date, klass: str, session_id: int = 1, rows: int = 3) -> None:  # type: ignore[no-untyped-def]
-    await partitions.create_one(svc.engine, DayPartition(day, klass))  # type: ignore[arg-type]
+async def _fill(svc, sql, day: date, klass: str, session_id: int = 1, rows: int = 3) -> None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
+    await partitions.create_one(svc.engine, DayPartition(day, klass))  # type: ignore[arg-type]  # klass is one of the literals
     level = "verbose" if klass == "verbose" else "info"
     at = datetime.combine(day, datetime.min.time(), tzinfo=UTC) + timedelta(hours=12)
     await sql("INSERT INTO sweeper.logs (level_class, created_at, session_id, level, message, logged_at, message_id) "
@@ -32,7 +32,7 @@ async def _fill(svc, sql, day: date, klass: str, session_id: int = 1, rows: int 
               klass, at, session_id, level, f"{day}-{klass}-{session_id}-", rows)
 
 
-async def started_without_jobs(svc):  # type: ignore[no-untyped-def]
+async def started_without_jobs(svc):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """The service up with its job runners stopped (a job already running finishes first): these
     tests call `retention.run` themselves, and neither the log_partitions run the service asks for
     at start nor a scheduled tick may run beside them. Under load the start-up run landed while
@@ -43,13 +43,13 @@ async def started_without_jobs(svc):  # type: ignore[no-untyped-def]
             await runner.stop(grace=30)
 
 
-async def _tables(sql) -> set[str]:  # type: ignore[no-untyped-def]
+async def _tables(sql) -> set[str]:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return {r["relname"] for r in await sql(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
         "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname IN ('logs_verbose', 'logs_other')")}
 
 
-async def test_retention_is_exact_at_the_window_edges(settings_factory, sql, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_retention_is_exact_at_the_window_edges(settings_factory, sql, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     clock = FrozenClock(EDGE - timedelta(microseconds=1))
     svc = build(settings_factory(), clock=clock)
     await started_without_jobs(svc)
@@ -82,7 +82,7 @@ async def test_retention_is_exact_at_the_window_edges(settings_factory, sql, cap
 
 
 async def test_one_failed_drop_does_not_stop_the_rest_and_pages_until_it_succeeds(settings_factory, sql,
-                                                                                  database_url) -> None:  # type: ignore[no-untyped-def]
+                                                                                  database_url) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     svc = build(settings_factory(), clock=FrozenClock(EDGE + timedelta(days=2)))
     await started_without_jobs(svc)
     blocker = await asyncpg.connect(asyncpg_dsn(database_url))
@@ -109,7 +109,7 @@ async def test_one_failed_drop_does_not_stop_the_rest_and_pages_until_it_succeed
         await svc.stop()
 
 
-async def test_a_spent_budget_drops_nothing_and_names_what_it_left(settings_factory, sql, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_a_spent_budget_drops_nothing_and_names_what_it_left(settings_factory, sql, caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     svc = build(settings_factory(), clock=FrozenClock(EDGE + timedelta(days=2)))
     await started_without_jobs(svc)
     try:
@@ -123,7 +123,7 @@ async def test_a_spent_budget_drops_nothing_and_names_what_it_left(settings_fact
         await svc.stop()
 
 
-async def test_a_deleted_sessions_lines_go_with_it_in_slices_and_late_ones_are_not_written(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_a_deleted_sessions_lines_go_with_it_in_slices_and_late_ones_are_not_written(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     for day in (date(2026, 11, 30), date(2026, 12, 1)):
         await _fill(sweeper, sql, day, "other", session_id=5, rows=6_000)
         await _fill(sweeper, sql, day, "other", session_id=6, rows=10)
@@ -150,7 +150,7 @@ async def test_a_deleted_sessions_lines_go_with_it_in_slices_and_late_ones_are_n
     assert not await sql("SELECT 1 FROM sweeper.logs WHERE session_id = 5")
 
 
-async def test_the_health_reading_comes_from_the_catalog_and_warns_a_week_past_the_window(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_the_health_reading_comes_from_the_catalog_and_warns_a_week_past_the_window(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async def created_ahead() -> bool:  # the start-up run of log_partitions: today and a week, both classes
         return (await sweeper.bus.request(LOG_RETENTION_HEALTH, RetentionHealthQuery())).partitions == 16
 

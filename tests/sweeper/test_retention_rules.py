@@ -55,7 +55,7 @@ def test_other_levels_go_at_ninety_days_past_the_end_of_their_day() -> None:
        st.integers(0, 200 * 86_400))
 def test_no_row_inside_its_window_is_dropped_and_none_outlives_it_by_more_than_a_day(
         klass: str, offset_us: int, now_s: int) -> None:
-    p = DayPartition(D, klass)  # type: ignore[arg-type]
+    p = DayPartition(D, klass)  # type: ignore[arg-type]  # klass is one of the literals
     row_at = p.lower + timedelta(microseconds=offset_us)
     now = p.lower + timedelta(seconds=now_s)
     if expired(p, now):
@@ -101,7 +101,7 @@ def test_status_warns_only_a_week_past_the_window() -> None:
 
 def test_level_classes() -> None:
     assert level_class("verbose") == "verbose"
-    assert {level_class(x) for x in ("info", "warning", "error")} == {"other"}  # type: ignore[arg-type]
+    assert {level_class(x) for x in ("info", "warning", "error")} == {"other"}  # type: ignore[arg-type]  # the levels are the literals
 
 
 def test_unstorable_text_is_escaped_and_a_runaway_line_is_cut_never_refused() -> None:

@@ -9,8 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from disking import make_dir, running  # type: ignore[import-not-found]
-from sweeping import T0, eventually  # type: ignore[import-not-found]
+from disking import make_dir, running  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from sweeping import T0, eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.budget import SweepBudget
 from zimmer_common.clock import FrozenClock
@@ -22,7 +22,7 @@ H = timedelta(hours=1)
 
 
 async def test_every_fence_of_the_scratch_and_attachment_sweep(settings_factory, tmp_path: Path,
-                                                               caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+                                                               caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         alive = await stack.spot.session()
         gone = alive + 1_000  # a row deleted by a path that skipped session_deleted: no row, no event
@@ -39,12 +39,12 @@ async def test_every_fence_of_the_scratch_and_attachment_sweep(settings_factory,
             run = await stack.disk.stale.run()
         assert all(p.exists() for p in kept) and not any(p.exists() for p in orphans)
         assert (run.outcome, run.counts["removed"], run.counts["scratch_removed"]) == ("ok", 3, 2)
-        logged = {r.fields["path"]: r.fields["mtime"] for r in caplog.records  # type: ignore[attr-defined]
+        logged = {r.fields["path"]: r.fields["mtime"] for r in caplog.records  # type: ignore[attr-defined]  # log records carry the `fields` extra
                   if r.getMessage() == "removing directory"}
         assert logged.keys() == {str(p) for p in orphans} and all(logged.values())
 
 
-async def test_an_empty_sessions_table_aborts_the_whole_sweep(settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_an_empty_sessions_table_aborts_the_whole_sweep(settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A restore from nothing, or the wrong database: every directory would read as an orphan."""
     async with running(settings_factory, tmp_path) as stack:
         dirs = [make_dir(stack.layout.scratch / str(i), age=9 * H) for i in (1, 2, 3)]
@@ -55,7 +55,7 @@ async def test_an_empty_sessions_table_aborts_the_whole_sweep(settings_factory, 
 
 
 async def test_at_most_200_a_root_a_run_and_the_overflow_logged(settings_factory, tmp_path: Path,
-                                                                caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+                                                                caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         await stack.spot.session()  # the table is not empty
         for i in range(ORPHAN_SWEEP_LIMIT + 5):
@@ -66,20 +66,20 @@ async def test_at_most_200_a_root_a_run_and_the_overflow_logged(settings_factory
         assert left == list(range(10_000 + ORPHAN_SWEEP_LIMIT, 10_000 + ORPHAN_SWEEP_LIMIT + 5))  # the youngest
         assert (run.counts["scratch_removed"], run.counts["scratch_overflow"]) == (ORPHAN_SWEEP_LIMIT, 5)
         [record] = [r for r in caplog.records if "next hour" in r.getMessage()]
-        assert record.fields["overflow"] == 5  # type: ignore[attr-defined]
+        assert record.fields["overflow"] == 5  # type: ignore[attr-defined]  # log records carry the `fields` extra
         again = await stack.disk.stale.run()
         assert again.counts["scratch_removed"] == 5 and list(stack.layout.scratch.iterdir()) == []
 
 
 async def test_a_session_created_after_the_listing_is_asked_again_before_its_directory_goes(
-        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         await stack.spot.session()
         stale = stack.disk.stale
         ask = stale._ask
         made: list[int] = []
 
-        async def a_session_appears(ids: list[int]):  # type: ignore[no-untyped-def]
+        async def a_session_appears(ids: list[int]):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
             if len(ids) > 1 and not made:  # the batch question: then a session is made under the next id
                 answer = await ask(ids)
                 made.append(await stack.spot.session())
@@ -90,7 +90,7 @@ async def test_a_session_created_after_the_listing_is_asked_again_before_its_dir
         next_id = (await stack.spot.session()) + 1
         make_dir(stack.layout.scratch / str(next_id), age=2 * H)
         make_dir(stack.layout.scratch / str(next_id + 1000), age=2 * H)
-        stale._ask = a_session_appears  # type: ignore[method-assign]
+        stale._ask = a_session_appears  # type: ignore[method-assign]  # the test's stand-in
         run = await stale.run()
         assert made == [next_id]
         assert (stack.layout.scratch / str(next_id)).exists()
@@ -99,27 +99,27 @@ async def test_a_session_created_after_the_listing_is_asked_again_before_its_dir
 
 
 async def test_out_of_budget_it_logs_what_it_left(settings_factory, tmp_path: Path,
-                                                  caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+                                                  caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         await stack.spot.session()
         dirs = [make_dir(stack.layout.scratch / str(50_000 + i), age=(10 - i) * H) for i in range(3)]
         stale = stack.disk.stale
         ask = stale._ask
 
-        async def slow(ids: list[int]):  # type: ignore[no-untyped-def]
+        async def slow(ids: list[int]):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
             stack.clock.advance(200)
             return await ask(ids)
 
-        stale._ask = slow  # type: ignore[method-assign]
+        stale._ask = slow  # type: ignore[method-assign]  # the test's stand-in
         with caplog.at_level(logging.WARNING, logger="zimmer.sweeper.stale"):
             run = await stale.run(SweepBudget(300, stack.clock))
         assert [d.exists() for d in dirs] == [False, True, True]
         assert run.outcome == "partial"
         [record] = [r for r in caplog.records if "out of budget" in r.getMessage()]
-        assert record.fields["unreached"] == [str(dirs[1]), str(dirs[2])]  # type: ignore[attr-defined]
+        assert record.fields["unreached"] == [str(dirs[1]), str(dirs[2])]  # type: ignore[attr-defined]  # log records carry the `fields` extra
 
 
-async def test_tombstones_are_reaped_and_orphan_clones_left_to_their_one_job(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_tombstones_are_reaped_and_orphan_clones_left_to_their_one_job(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#709: the hourly job does not ask which clones are orphaned; it reaps tombstones, which have no
     owner to reason about."""
     async with running(settings_factory, tmp_path) as stack:
@@ -135,7 +135,7 @@ async def test_tombstones_are_reaped_and_orphan_clones_left_to_their_one_job(set
 @pytest.mark.parametrize(("env", "swept"), [("test", False), ("development", False), ("production", True),
                                             ("staging", True)])
 async def test_only_the_deployment_that_owns_the_volume_sweeps_a_root_on_it(
-        settings_factory, tmp_path: Path, env: str, swept: bool) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, env: str, swept: bool) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     volume = tmp_path / "zimmer"
     async with running(settings_factory, volume, durable_volume=volume, env=env) as stack:
         await stack.spot.session()
@@ -146,7 +146,7 @@ async def test_only_the_deployment_that_owns_the_volume_sweeps_a_root_on_it(
             assert "only production and staging" in run.note
 
 
-async def test_a_deleted_sessions_directories_go_at_once_on_every_host(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_deleted_sessions_directories_go_at_once_on_every_host(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """session_deleted reaches each host's sweeper (a consumer per host): its scratch and attachment
     directories go as soon as the delete commits, however young. The clone is left to its reapers."""
     async with running(settings_factory, tmp_path / "a") as stack:
@@ -176,7 +176,7 @@ async def test_a_deleted_sessions_directories_go_at_once_on_every_host(settings_
 
 
 async def test_the_archived_sessions_pass_runs_first_and_a_failure_there_stops_nothing_else(
-        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with running(settings_factory, tmp_path) as stack:
         await stack.spot.session()
         orphan = make_dir(stack.layout.scratch / "31337", age=9 * H)

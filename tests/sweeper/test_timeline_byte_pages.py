@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from sweeping import T0, eventually  # type: ignore[import-not-found]
+from sweeping import T0, eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.contracts import logs as c
 
@@ -21,7 +21,7 @@ def line(n: int) -> bytes:
                        "occurred_at": T0.isoformat(), "data": data}).encode()
 
 
-async def test_a_timeline_too_large_for_one_message_pages_by_bytes(sweeper, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_a_timeline_too_large_for_one_message_pages_by_bytes(sweeper, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     await sweeper.bus.publish_many([(c.INGEST_LOGS, line(n), f"big-{n}") for n in range(LINES)])
 
     async def written() -> bool:

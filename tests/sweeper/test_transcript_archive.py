@@ -11,8 +11,8 @@ import zipfile
 from datetime import timedelta
 from pathlib import Path
 
-from sweeping import eventually  # type: ignore[import-not-found]
-from transcripting import touch, transcript_dir, transcript_stack  # type: ignore[import-not-found]
+from sweeping import eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from transcripting import touch, transcript_dir, transcript_stack  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common import objects
 from zimmer_common.budget import SweepBudget
@@ -22,11 +22,11 @@ from zimmer_sweeper.transcripts.archive import MAX_SESSIONS_PER_RUN, TranscriptA
 HOUR = timedelta(hours=1)
 
 
-def budget(stack) -> SweepBudget:  # type: ignore[no-untyped-def]
+def budget(stack) -> SweepBudget:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return SweepBudget(300, stack.clock)
 
 
-async def download(stack, name: str) -> zipfile.ZipFile | None:  # type: ignore[no-untyped-def]
+async def download(stack, name: str) -> zipfile.ZipFile | None:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     found = await objects.find(stack.bus.js, TRANSCRIPT_BUCKET, name)
     if found is None:
         return None
@@ -35,7 +35,7 @@ async def download(stack, name: str) -> zipfile.ZipFile | None:  # type: ignore[
 
 
 async def test_zips_checkpoints_change_detection_by_a_subagent_transcript_and_latest(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         root = stack.transcripts
         a_clone, b_clone = stack.clones / "zimmer-main-1-aaaa", stack.clones / "zimmer-main-2-bbbb"
@@ -84,7 +84,7 @@ async def test_zips_checkpoints_change_detection_by_a_subagent_transcript_and_la
 
 
 async def test_a_backlog_is_deferred_to_the_next_tick_at_warn(settings_factory, tmp_path: Path,
-                                                             caplog) -> None:  # type: ignore[no-untyped-def]
+                                                             caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     assert MAX_SESSIONS_PER_RUN == 50
     async with transcript_stack(settings_factory, tmp_path) as stack:
         made = stack.app.archive
@@ -105,7 +105,7 @@ async def test_a_backlog_is_deferred_to_the_next_tick_at_warn(settings_factory, 
 
 
 async def test_a_deleted_sessions_archive_goes_with_it(settings_factory, tmp_path: Path,
-                                                      sql) -> None:  # type: ignore[no-untyped-def]
+                                                      sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         kept_clone, gone_clone = stack.clones / "zimmer-main-1-keep", stack.clones / "zimmer-main-2-gone"
         kept = await stack.clone_session(kept_clone)

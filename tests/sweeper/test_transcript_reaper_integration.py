@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from transcripting import transcript_dir, transcript_stack  # type: ignore[import-not-found]
-from trash_repos import make_clone  # type: ignore[import-not-found]
+from transcripting import transcript_dir, transcript_stack  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trash_repos import make_clone  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.budget import SweepBudget
 from zimmer_sweeper.clones import guard as guard_module
@@ -23,7 +23,7 @@ def left(root: Path) -> set[str]:
 
 
 async def test_the_clone_takes_its_transcript_and_subdirectory_extensions_but_not_a_live_clones(
-        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         # No session names it: the orphan clone sweep's case (an archived one would be the trash
         # pipeline's, which this sweeper runs on its own as soon as the archive is announced).
@@ -43,7 +43,7 @@ async def test_the_clone_takes_its_transcript_and_subdirectory_extensions_but_no
 
 
 async def test_a_reclone_at_the_same_path_keeps_its_transcript(settings_factory, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A session resumed while the rm -rf ran re-clones where the old clone was: the guard's second
     answer says it is owned again, so the clone is gone but the transcript stays (the file --resume
     reads, which exists nowhere else on the box)."""
@@ -54,7 +54,7 @@ async def test_a_reclone_at_the_same_path_keeps_its_transcript(settings_factory,
         sid = await stack.clone_session(clone, archived=True, host="host-z")
         transcript_dir(stack.transcripts, stack.name(clone), age=timedelta(days=3))
 
-        async def remove_then_reclone(path: Path, *, job: str):  # type: ignore[no-untyped-def]
+        async def remove_then_reclone(path: Path, *, job: str):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
             removal = await remove_atomically(path, job=job)
             await stack.spot.unarchive(sid)
             (tmp_path / "again").mkdir()
@@ -72,7 +72,7 @@ async def test_a_reclone_at_the_same_path_keeps_its_transcript(settings_factory,
 
 
 async def test_the_reaper_keeps_everything_when_what_exists_cannot_be_read(settings_factory,
-                                                                          tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                          tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         gone = stack.clones / "zimmer-main-1785661439-0d0d0d0d"
         transcript_dir(stack.transcripts, stack.name(gone), age=YOUNG)

@@ -9,7 +9,7 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 
-from transcripting import Volume, touch, transcript_dir, transcript_stack  # type: ignore[import-not-found]
+from transcripting import Volume, touch, transcript_dir, transcript_stack  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.budget import SweepBudget
 from zimmer_common.schedule import resolved_schedule
@@ -24,7 +24,7 @@ YOUNG = timedelta(hours=2)
 BUDGET = 300.0
 
 
-def budget(stack, seconds: float = BUDGET) -> SweepBudget:  # type: ignore[no-untyped-def]
+def budget(stack, seconds: float = BUDGET) -> SweepBudget:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return SweepBudget(seconds, stack.clock)
 
 
@@ -32,14 +32,14 @@ def left(root: Path) -> set[str]:
     return {p.name for p in root.iterdir()}
 
 
-async def runs(sql) -> list:  # type: ignore[no-untyped-def]
+async def runs(sql) -> list:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     rows = await sql("SELECT outcome, counts, bytes_freed, note FROM sweeper.disk_runs WHERE job = $1 ORDER BY id",
                      JOB)
     return [{**r, "counts": json.loads(r["counts"])} for r in rows]
 
 
 async def test_live_orphaned_and_unknown_and_only_the_orphans_past_the_bar_go(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         root = stack.transcripts
         live = stack.clones / "zimmer-main-1785661439-005ceef3"
@@ -86,7 +86,7 @@ async def test_live_orphaned_and_unknown_and_only_the_orphans_past_the_bar_go(
 
 
 async def test_a_missing_or_unreadable_clones_base_aborts_and_deletes_nothing(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         name = stack.name(stack.clones / "zimmer-main-1785000000-deadbeef")
         transcript_dir(stack.transcripts, name, age=OLD)
@@ -103,7 +103,7 @@ async def test_a_missing_or_unreadable_clones_base_aborts_and_deletes_nothing(
         assert [r["outcome"] for r in await runs(sql)] == ["aborted"] * 3
 
 
-async def test_spot_gate_down_keeps_everything(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_spot_gate_down_keeps_everything(settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         await stack.clone_session(stack.clones / "zimmer-main-1785661439-005ceef3")
         name = stack.name(stack.clones / "zimmer-main-1785000000-deadbeef")
@@ -114,13 +114,13 @@ async def test_spot_gate_down_keeps_everything(settings_factory, tmp_path: Path)
         assert left(stack.transcripts) == {name}
 
 
-def _sweep(stack, disk: DiskSettings, env: Environment) -> TranscriptSweep:  # type: ignore[no-untyped-def]
+def _sweep(stack, disk: DiskSettings, env: Environment) -> TranscriptSweep:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     app = stack.app.sweep
     return TranscriptSweep(bus=app._bus, roots=Roots(disk, env), records=app.records, now=stack.clock.now,  # noqa: SLF001 - the app's own bus
                            metrics=app.metrics, free_space=app.free_space)
 
 
-async def test_two_fences_one_per_volume(settings_factory, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_two_fences_one_per_volume(settings_factory, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         await stack.clone_session(stack.clones / "zimmer-main-1785661439-005ceef3")
         name = stack.name(stack.clones / "zimmer-main-1785000000-deadbeef")
@@ -145,7 +145,7 @@ async def test_two_fences_one_per_volume(settings_factory, tmp_path: Path, monke
 
 
 async def test_development_refuses_even_by_hand_and_never_schedules_it(
-        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path, env="development") as stack:
         await stack.clone_session(stack.clones / "zimmer-main-1785661439-005ceef3")
         name = stack.name(stack.clones / "zimmer-main-1785000000-deadbeef")
@@ -159,7 +159,7 @@ async def test_development_refuses_even_by_hand_and_never_schedules_it(
 
 
 async def test_a_run_takes_at_most_1000_oldest_first_and_the_next_run_the_rest(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         await stack.clone_session(stack.clones / "zimmer-main-1785661439-005ceef3")
         names = [stack.name(stack.clones / f"zimmer-main-{1785000000 + i}-deadbeef") for i in range(1_003)]
@@ -173,7 +173,7 @@ async def test_a_run_takes_at_most_1000_oldest_first_and_the_next_run_the_rest(
 
 
 async def test_a_spent_budget_leaves_the_rest_for_the_next_run(settings_factory, tmp_path: Path,
-                                                               caplog) -> None:  # type: ignore[no-untyped-def]
+                                                               caplog) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with transcript_stack(settings_factory, tmp_path) as stack:
         await stack.clone_session(stack.clones / "zimmer-main-1785661439-005ceef3")
         name = stack.name(stack.clones / "zimmer-main-1785000000-deadbeef")
@@ -185,7 +185,7 @@ async def test_a_spent_budget_leaves_the_rest_for_the_next_run(settings_factory,
 
 
 async def test_a_clone_back_at_its_path_before_the_delete_keeps_its_transcript(
-        settings_factory, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The second look: a session resumed into a re-clone at the same path while the run read the
     root is live by the time its transcript's turn comes."""
     async with transcript_stack(settings_factory, tmp_path) as stack:
@@ -196,7 +196,7 @@ async def test_a_clone_back_at_its_path_before_the_delete_keeps_its_transcript(
             transcript_dir(stack.transcripts, stack.name(clone), age=OLD)
         chosen = transcripts_module.select
 
-        def select_then_reclone(*args, **kwargs):  # type: ignore[no-untyped-def]
+        def select_then_reclone(*args, **kwargs):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
             out = chosen(*args, **kwargs)
             back.mkdir()
             return out

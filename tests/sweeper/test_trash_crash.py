@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from disking import HOST, Spot  # type: ignore[import-not-found]
-from sweeping import eventually, sweeper_process  # type: ignore[import-not-found]
-from trash_repos import alive, git, make_clone, make_dirty, unwedge, wedge  # type: ignore[import-not-found]
-from trashing import CLEANUP, Roots  # type: ignore[import-not-found]
+from disking import HOST, Spot  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from sweeping import eventually, sweeper_process  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trash_repos import alive, git, make_clone, make_dirty, unwedge, wedge  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trashing import CLEANUP, Roots  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.bus import Bus
 from zimmer_common.clock import FrozenClock
@@ -41,7 +41,7 @@ def trash_sweeper(database_url: str, nats_url: str, roots: Roots,
 
 
 async def test_a_cleanup_killed_mid_preservation_resumes_and_finishes_on_its_next_attempt(
-        settings_factory, database_url, nats_url, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, database_url, nats_url, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     roots = Roots(tmp_path)
     disk = roots.settings()
     spot_clock = FrozenClock(datetime.now(UTC))

@@ -13,8 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from trash_repos import add_scaffolding, alive, delete_tracked, git, make_dirty, wedge  # type: ignore[import-not-found]
-from trashing import trash_stack  # type: ignore[import-not-found]
+from trash_repos import add_scaffolding, alive, delete_tracked, git, make_dirty, wedge  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trashing import trash_stack  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_sweeper.trash.git_artifacts import BUNDLE, MANIFEST, PATCH, Git, preserve
 
@@ -26,7 +26,7 @@ def records_at(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.Log
 
 
 async def test_a_clean_clone_is_deleted_without_preservation_and_nothing_is_kept(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         sid, clone = await stack.clone_session("zimmer-main-1785661439-c1ea0001")
         add_scaffolding(clone)  # Zimmer's own files do not make a clone dirty
@@ -41,7 +41,7 @@ async def test_a_clean_clone_is_deleted_without_preservation_and_nothing_is_kept
 
 
 async def test_a_dirty_clone_is_preserved_then_deleted_and_its_deadline_is_the_archive_plus_four_days(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         sid, clone = await stack.clone_session("zimmer-main-1785661439-d1a70001")
         make_dirty(clone)
@@ -67,7 +67,7 @@ async def test_a_dirty_clone_is_preserved_then_deleted_and_its_deadline_is_the_a
 
 
 async def test_a_tree_of_only_deletions_is_defused_at_warn_with_a_marker_and_its_bundle_travels(
-        settings_factory, tmp_path: Path, sql, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """#412 / 2026-09-02: an interrupted in-place rm -rf left nothing but deletions of tracked files
     (and Zimmer's scaffolding). Preserving that would replay the corruption; it is dropped at WARN
     (nine pages in one afternoon were nine sessions that archived fine), and counted."""
@@ -91,7 +91,7 @@ async def test_a_tree_of_only_deletions_is_defused_at_warn_with_a_marker_and_its
 
 
 async def test_a_wedged_git_is_killed_at_its_bound_counted_dirty_and_the_clone_is_held(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql, git_timeout=1.0) as stack:
         sid, clone = await stack.clone_session("zimmer-main-1785661439-3ed9e001")
         (clone / "README.md").write_text("the only copy of this work\n")
@@ -108,7 +108,7 @@ async def test_a_wedged_git_is_killed_at_its_bound_counted_dirty_and_the_clone_i
 
 
 async def test_a_retry_that_finds_no_clone_but_preserved_artifacts_keeps_the_deadline(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The artifact question: a first attempt preserved and deleted, then failed on the way out. The
     retry finds no clone; clearing trash_after would hand the only copy to the first reaper."""
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
@@ -125,7 +125,7 @@ async def test_a_retry_that_finds_no_clone_but_preserved_artifacts_keeps_the_dea
 
 
 async def test_five_failures_are_quiet_until_the_last_which_pages_once(
-        settings_factory, tmp_path: Path, sql, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     caplog.set_level(logging.INFO)
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         sid, clone = await stack.clone_session("zimmer-main-1785661439-fa110001")

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sweeping import eventually  # type: ignore[import-not-found]
-from trash_repos import add_scaffolding, delete_tracked, git, make_clone, make_dirty, tree_files  # type: ignore[import-not-found]
-from trashing import trash_stack  # type: ignore[import-not-found]
+from sweeping import eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trash_repos import add_scaffolding, delete_tracked, git, make_clone, make_dirty, tree_files  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trashing import trash_stack  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.clock import FrozenClock
 from zimmer_common.contracts import spot as c
@@ -30,7 +30,7 @@ SCAFFOLDING = (".mcp.json", ".claude/settings.json", "claude-stderr.log")
 
 
 async def test_unarchive_restores_the_work_from_the_bundle_and_patch_and_clears_the_stamp(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         sid, clone = await stack.clone_session("zimmer-main-1785661439-4e540001")
         make_dirty(clone)
@@ -58,7 +58,7 @@ async def test_unarchive_restores_the_work_from_the_bundle_and_patch_and_clears_
 
 
 async def test_unarchive_of_a_clean_clone_says_nothing_was_preserved(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         sid, clone = await stack.clone_session("zimmer-main-1785661439-c1ea0002")
         await stack.archive(sid)
@@ -70,7 +70,7 @@ async def test_unarchive_of_a_clean_clone_says_nothing_was_preserved(
 
 
 async def test_empty_trash_acts_only_after_the_deadline_and_refuses_a_reap_protected_session(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         roots = stack.roots
         trashed, clone = await stack.clone_session("zimmer-main-1785661439-e3e30001")
@@ -109,7 +109,7 @@ async def test_empty_trash_acts_only_after_the_deadline_and_refuses_a_reap_prote
 
 
 async def test_the_mangled_report_window_is_25_hours_back_from_when_the_run_starts(
-        settings_factory, tmp_path: Path, sql, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Defused at 07:30. The 08:00 report that starts late at 08:20 reaches back to 07:20 of the day
     before and names it (a 24 h window from the cron's 08:00 would have dropped it); one starting at
     08:31 reaches only 07:31 and writes INFO."""
@@ -127,10 +127,10 @@ async def test_the_mangled_report_window_is_25_hours_back_from_when_the_run_star
     lines = [r for r in caplog.records if r.getMessage().startswith("mangled clone report")]
     assert [r.levelno for r in lines] == [logging.WARNING, logging.INFO]
     assert f"sessions {sid}" in lines[0].getMessage() and f"{dropped} tracked-file deletion(s)" in lines[0].getMessage()
-    assert lines[0].fields["window_start"] == "2026-12-01T07:20:00+00:00"  # type: ignore[attr-defined]
+    assert lines[0].fields["window_start"] == "2026-12-01T07:20:00+00:00"  # type: ignore[attr-defined]  # log records carry the `fields` extra
 
 
-async def _republish(stack, subject: str) -> str:  # type: ignore[no-untyped-def]
+async def _republish(stack, subject: str) -> str:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     """The last event on `subject` again, as a duplicate that outlived JetStream's dedupe window:
     the very payload spot-gate sent (its version included), under a new message id."""
     resp = await stack.spot.bus.js_api(f"STREAM.MSG.GET.{Stream.EVENTS.value}", {"last_by_subj": subject})
@@ -145,7 +145,7 @@ async def _republish(stack, subject: str) -> str:  # type: ignore[no-untyped-def
     return envelope.id
 
 
-async def test_redelivered_events_do_nothing_twice(settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+async def test_redelivered_events_do_nothing_twice(settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         sid, clone = await stack.clone_session("zimmer-main-1785661439-de110001")
         make_dirty(clone)
@@ -168,7 +168,7 @@ async def test_redelivered_events_do_nothing_twice(settings_factory, tmp_path: P
 
 
 async def test_the_stale_cleanup_adopts_an_archive_the_pipeline_never_saw_and_reaps_a_clone_past_keeping(
-        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     async with trash_stack(settings_factory, tmp_path, sql) as stack:
         name = "zimmer-main-1785661439-57a1e001"
         sid = (await stack.spot.bus.request(c.SPAWN, c.SpawnSession(title="t", start=False))).session.id

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from disking import HOST, Spot, tree_bytes  # type: ignore[import-not-found]
-from sweeping import T0, eventually  # type: ignore[import-not-found]
+from disking import HOST, Spot, tree_bytes  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from sweeping import T0, eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.bus import Bus
 from zimmer_common.clock import FrozenClock
@@ -77,7 +77,7 @@ class TStack:
 
     @property
     def app(self) -> TranscriptApp:
-        return self.sweeper.app.transcripts  # type: ignore[no-any-return]
+        return self.sweeper.app.transcripts  # type: ignore[no-any-return]  # the service's app is untyped
 
     def name(self, clone: Path, *subdir: str) -> str:
         return transcript_name(str(clone.joinpath(*subdir)))

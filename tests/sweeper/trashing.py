@@ -12,9 +12,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from disking import HOST, FakeVolume, Spot  # type: ignore[import-not-found]
-from sweeping import T0, eventually  # type: ignore[import-not-found]
-from trash_repos import make_clone  # type: ignore[import-not-found]
+from disking import HOST, FakeVolume, Spot  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from sweeping import T0, eventually  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
+from trash_repos import make_clone  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
 
 from zimmer_common.bus import Bus
 from zimmer_common.clock import FrozenClock
@@ -56,7 +56,7 @@ class TrashStack:
 
     @property
     def trash(self) -> TrashApp:
-        return self.sweeper.app.trash  # type: ignore[no-any-return]
+        return self.sweeper.app.trash  # type: ignore[no-any-return]  # the service's app is untyped
 
     async def clone_session(self, name: str) -> tuple[int, Path]:
         """A session whose clone (a real repository with a pushed commit) spot-gate knows is on HOST."""
@@ -95,7 +95,7 @@ class TrashStack:
         """Ask for the job as the consumer does (the runner's singleton lock serializes runs)."""
         await self.sweeper.enqueue(CLEANUP)
 
-    async def pages(self) -> list[dict]:  # type: ignore[type-arg]
+    async def pages(self) -> list[dict]:  # type: ignore[type-arg]  # JSON of any shape
         """The pages this sweeper sent (its outbox), each as the `Page` it published."""
         import json
 

@@ -208,7 +208,7 @@ async def test_cancellation_kills_child(tmp_path: Path) -> None:
 
 async def test_rejects_bad_arguments() -> None:
     with pytest.raises(TypeError):
-        await run_bounded("echo hi", timeout=5)  # type: ignore[arg-type]
+        await run_bounded("echo hi", timeout=5)  # type: ignore[arg-type]  # the wrong type, on purpose
     with pytest.raises(ValueError):
         await run_bounded([], timeout=5)
     for bad in (0, -1, float("inf"), float("nan")):

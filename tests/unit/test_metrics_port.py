@@ -41,7 +41,7 @@ def test_a_second_replica_on_the_default_port_serves_on_a_free_one(caplog: pytes
                 assert f'zimmer_service_info{{instance="{instance}"' in body  # each its own registry
             warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
             assert len(warnings) == 2, [r.getMessage() for r in warnings]
-            fields = [r.fields for r in warnings]  # type: ignore[attr-defined]
+            fields = [r.fields for r in warnings]  # type: ignore[attr-defined]  # log records carry the `fields` extra
             assert fields == [{"port_wanted": first_port, "port": second_port},
                               {"port_wanted": default, "port": default_port}]
         finally:

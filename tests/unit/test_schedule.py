@@ -78,4 +78,4 @@ def test_jobs_that_spend_github_quota_run_in_production_and_staging_only() -> No
         assert job in resolved["production"] and job in resolved["staging"]
         assert job not in resolved["development"]
     with pytest.raises(TypeError):
-        ScheduleEntry("backlog", "x", "@every 1m", "default")  # type: ignore[call-arg]
+        ScheduleEntry("backlog", "x", "@every 1m", "default")  # type: ignore[call-arg]  # a missing argument, on purpose

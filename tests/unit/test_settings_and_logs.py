@@ -13,7 +13,7 @@ from zimmer_common.settings import ConfigurationError, Environment, load_setting
 
 @pytest.mark.parametrize("env", ["production", "staging"])
 @pytest.mark.parametrize("key", ["", "changeme", "placeholder", "  "])
-def test_production_refuses_missing_or_placeholder_api_key(monkeypatch, env: str, key: str) -> None:  # type: ignore[no-untyped-def]
+def test_production_refuses_missing_or_placeholder_api_key(monkeypatch, env: str, key: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     monkeypatch.setenv("ZIMMER_ENV", env)
     monkeypatch.setenv("ZIMMER_API_KEY", key)
     monkeypatch.setenv("ZIMMER_OPERATOR_TOKEN", "a-real-operator-token")
@@ -21,7 +21,7 @@ def test_production_refuses_missing_or_placeholder_api_key(monkeypatch, env: str
         load_settings()
 
 
-def test_production_refuses_missing_operator_token(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_production_refuses_missing_operator_token(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     monkeypatch.setenv("ZIMMER_ENV", "production")
     monkeypatch.setenv("ZIMMER_API_KEY", "a-real-fleet-key")
     monkeypatch.delenv("ZIMMER_OPERATOR_TOKEN", raising=False)
@@ -30,13 +30,13 @@ def test_production_refuses_missing_operator_token(monkeypatch) -> None:  # type
 
 
 @pytest.mark.parametrize("env", ["development", "test"])
-def test_development_and_test_start_without_keys(monkeypatch, env: str) -> None:  # type: ignore[no-untyped-def]
+def test_development_and_test_start_without_keys(monkeypatch, env: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     monkeypatch.setenv("ZIMMER_ENV", env)
     monkeypatch.delenv("ZIMMER_API_KEY", raising=False)
     assert load_settings().env is Environment(env)
 
 
-def test_secrets_never_appear_in_reprs_or_summaries(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_secrets_never_appear_in_reprs_or_summaries(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     monkeypatch.setenv("ZIMMER_ENV", "production")
     monkeypatch.setenv("ZIMMER_API_KEY", "fleet-secret-value")
     monkeypatch.setenv("ZIMMER_OPERATOR_TOKEN", "operator-secret-value")
@@ -48,13 +48,13 @@ def test_secrets_never_appear_in_reprs_or_summaries(monkeypatch) -> None:  # typ
     assert settings.safe_summary()["database"] == "postgresql://zimmer:***@db:5432/zimmer"
 
 
-def test_unknown_environment_is_a_configuration_error(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_environment_is_a_configuration_error(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     monkeypatch.setenv("ZIMMER_ENV", "prod")
     with pytest.raises(ConfigurationError, match="env"):
         load_settings()
 
 
-def test_log_line_is_json_with_service_instance_level(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_log_line_is_json_with_service_instance_level(capsys) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     configure_logging("backlog", "backlog-1", "INFO")
     try:
         logging.getLogger("zimmer.test").warning("band is full", extra=kv(band="small", count=3))

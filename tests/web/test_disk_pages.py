@@ -44,7 +44,7 @@ async def seed_two_hosts(sweeper: Any) -> None:
     await one.refusal("orphan_clone_sweep", "/srv/zimmer/clones/zimmer-main-1-aa", [42], "session 42 is running")
 
 
-async def test_the_health_page_shows_every_hosts_disk_outside_the_overall_status(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_health_page_shows_every_hosts_disk_outside_the_overall_status(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=OPERATOR) as http:
         empty = (await http.get("/api/v1/health/disk")).json()

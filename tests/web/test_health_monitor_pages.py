@@ -24,7 +24,7 @@ async def sign_in(page: Any, base: str) -> None:
     assert page.url == f"{base}/health"
 
 
-async def test_the_health_page_shows_lanes_cron_workers_and_the_ledger(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_health_page_shows_lanes_cron_workers_and_the_ledger(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     bus = services["spot-gate"].bus
     await bus.js.add_consumer(Stream.JOBS.value, ConsumerConfig(
@@ -64,7 +64,7 @@ async def test_the_health_page_shows_lanes_cron_workers_and_the_ledger(stack, br
     await screenshot(page, "health-monitors")
 
 
-async def test_the_page_renders_when_the_alerts_service_is_down(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_page_renders_when_the_alerts_service_is_down(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     await services["alerts"].stop()
     page = await browser.new_page()
@@ -76,7 +76,7 @@ async def test_the_page_renders_when_the_alerts_service_is_down(stack, browser) 
     assert await accessibility_problems(page) == []
 
 
-async def test_the_alerts_panel_offers_older_issues(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_alerts_panel_offers_older_issues(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The panel shows the ten newest issues; the ledger pages by bytes (issue 27 #13), so older
     ones are a link away, each shown once."""
     services, base = stack
@@ -102,7 +102,7 @@ async def test_the_alerts_panel_offers_older_issues(stack, browser) -> None:  # 
     assert await accessibility_problems(page) == []
 
 
-async def test_each_service_says_how_many_of_its_instances_are_up(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_each_service_says_how_many_of_its_instances_are_up(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     # Two kills read 10/10 workers 2.5 minutes later, and a graceful stop was never retired: now a
     # replica two beats late reads down, a stopped one is gone, and each service says "N of M up".
     from datetime import timedelta

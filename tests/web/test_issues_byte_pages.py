@@ -27,7 +27,7 @@ QUEUED = 12  # 720 KB of payloads: past one answer's byte budget
 STRANDED = 6
 
 
-async def test_large_rows_page_by_bytes_and_the_forms_take_the_contracts_limits(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_large_rows_page_by_bytes_and_the_forms_take_the_contracts_limits(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET, timeout=30) as http:
         for n in range(1, QUEUED + 1):

@@ -20,7 +20,7 @@ DAY = timedelta(days=1)
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 
 
-async def test_stranded_awaiting_not_on_the_queue_and_the_trend(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_stranded_awaiting_not_on_the_queue_and_the_trend(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     world = world_in_stack(services, stack_setup)
     gh = world.gh

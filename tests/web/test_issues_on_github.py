@@ -18,7 +18,7 @@ from liveness_world import REPO, stack_setup, world_in_stack  # noqa: F401 - sta
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 
 
-async def test_a_closed_issues_queued_row_reads_closed_and_an_open_one_open(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_a_closed_issues_queued_row_reads_closed_and_an_open_one_open(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     world = world_in_stack(services, stack_setup)
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:

@@ -36,7 +36,7 @@ async def rows(page: Any) -> list[tuple[str, int]]:
     return [(k, p) for k, p in keys]
 
 
-async def test_the_queue_in_rank_order_with_the_rest_indexs_counts(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_queue_in_rank_order_with_the_rest_indexs_counts(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         for n, cost in enumerate(COSTS, 1):
@@ -59,7 +59,7 @@ async def test_the_queue_in_rank_order_with_the_rest_indexs_counts(stack, browse
     await screenshot(page, "issues")
 
 
-async def test_every_operator_form_round_trips(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_every_operator_form_round_trips(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         for n, cost in enumerate(COSTS, 1):
@@ -120,7 +120,7 @@ async def test_every_operator_form_round_trips(stack, browser) -> None:  # type:
     await screenshot(page, "issues-after-actions")
 
 
-async def test_forms_need_the_session_and_its_csrf_token(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_forms_need_the_session_and_its_csrf_token(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         item = await append(http, 1, "small")

@@ -30,7 +30,7 @@ async def publish(services: dict[str, Any], session_id: int, lines: list[tuple[s
     now = datetime.now(UTC)
     await services["sweeper"].bus.publish_many([
         (INGEST_LOGS, EventEnvelope(id=f"{prefix}-{i}", type=LOG_LINE, version=1, source="runtime", occurred_at=now,
-                                    data=LogLineIn(session_id=session_id, level=level, message=text, at=now)  # type: ignore[arg-type]
+                                    data=LogLineIn(session_id=session_id, level=level, message=text, at=now)  # type: ignore[arg-type]  # the level is one of the literals
                                     .model_dump(mode="json")).model_dump_json().encode(), f"{prefix}-{i}")
         for i, (level, text) in enumerate(lines)])
 
@@ -59,7 +59,7 @@ async def wait_for_lines(http: httpx.AsyncClient, session_id: int, count: int) -
     raise AssertionError(f"{count} lines never arrived")
 
 
-async def test_the_session_page_shows_its_timeline_newest_first(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_session_page_shows_its_timeline_newest_first(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         sid = await spawn(http, {"genesis": "web_ui", "title": "logging", "start": False})
@@ -93,7 +93,7 @@ async def test_the_session_page_shows_its_timeline_newest_first(stack, browser) 
     assert await page.locator("[data-status]").inner_text() in {"waiting", "needs_input"}  # the rest of the page stands
 
 
-async def test_the_health_page_shows_log_retention_outside_the_overall_status(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_health_page_shows_log_retention_outside_the_overall_status(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         sid = await spawn(http, {"genesis": "web_ui", "title": "logging", "start": False})
@@ -115,7 +115,7 @@ async def test_the_health_page_shows_log_retention_outside_the_overall_status(st
     await screenshot(page, "health-log-retention")
 
 
-async def test_the_timeline_route_refuses_what_it_cannot_answer(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_the_timeline_route_refuses_what_it_cannot_answer(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         assert (await http.get("/api/v1/sessions/999999/logs")).status_code == 404

@@ -35,7 +35,7 @@ async def append(base: str, n: int) -> int:
         return int(r.json()["item"]["id"])
 
 
-async def test_bad_strings_in_forms_are_refused_with_nothing_done(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_strings_in_forms_are_refused_with_nothing_done(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     item = await append(base, 1)
     http, csrf = await operator_client(base)
@@ -69,7 +69,7 @@ async def test_bad_strings_in_forms_are_refused_with_nothing_done(stack) -> None
         assert index["counts"]["queued"] == 1 and not index["items"][0]["pinned"]
 
 
-async def test_a_burst_of_promotes_starts_the_item_once(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_burst_of_promotes_starts_the_item_once(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     item = await append(base, 7)
     http, csrf = await operator_client(base)
@@ -89,7 +89,7 @@ async def test_a_burst_of_promotes_starts_the_item_once(stack) -> None:  # type:
     assert sessions["total"] == 1 and [i["key"] for i in started] == ["zimmer#7"]
 
 
-async def test_without_a_session_every_page_and_form_goes_to_sign_in(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_session_every_page_and_form_goes_to_sign_in(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:  # the fleet key is no session
         for path in ("/issues", "/quotas", "/costs", "/sessions", "/sessions/1", "/health"):
@@ -100,7 +100,7 @@ async def test_without_a_session_every_page_and_form_goes_to_sign_in(stack) -> N
             assert r.status_code == 303 and r.headers["location"].startswith("/signin"), path
 
 
-async def test_a_service_down_is_said_on_its_pages_never_a_500(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_service_down_is_said_on_its_pages_never_a_500(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     await services["spot-gate"].stop()  # its pages' RPCs now go unanswered
     http, _ = await operator_client(base)
@@ -116,7 +116,7 @@ async def test_a_service_down_is_said_on_its_pages_never_a_500(stack) -> None:  
         await http.aclose()
 
 
-async def test_guessing_the_operator_token_is_throttled(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_guessing_the_operator_token_is_throttled(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base) as http:
         page = await http.get("/signin")

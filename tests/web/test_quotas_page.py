@@ -32,7 +32,7 @@ async def reading(http: httpx.AsyncClient, account: str, five: float, seven: flo
     assert r.status_code == 202, r.text
 
 
-async def test_the_pool_out_of_capacity_counts_down_in_the_browser(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_pool_out_of_capacity_counts_down_in_the_browser(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         await reading(http, "acct-1", 1.0, 0.40, timedelta(hours=2))  # both out: spent 5-hour windows
@@ -75,7 +75,7 @@ async def test_the_pool_out_of_capacity_counts_down_in_the_browser(stack, browse
     assert await page.locator("[data-stale]").is_visible()
 
 
-async def test_work_not_blocked_has_no_clock(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_work_not_blocked_has_no_clock(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         await reading(http, "acct-1", 1.0, 0.40, timedelta(hours=2))
@@ -88,7 +88,7 @@ async def test_work_not_blocked_has_no_clock(stack, browser) -> None:  # type: i
     assert "No account's week is spent" in await page.locator("[data-weekly]").inner_text()
 
 
-async def test_settings_and_genesis_forms_round_trip(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_settings_and_genesis_forms_round_trip(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     page = await browser.new_page()
     await sign_in(page, base, "/quotas")

@@ -55,7 +55,7 @@ async def drag_below(page: Any, sid: int, onto: int) -> None:
     await page.mouse.up()
 
 
-async def test_the_ranked_page_edits_in_place(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_ranked_page_edits_in_place(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         boss = await spawn(http, genesis="web_ui", title="typed by a human", precedence=3)
@@ -127,7 +127,7 @@ async def test_the_ranked_page_edits_in_place(stack, browser) -> None:  # type: 
         assert a["id"] in await order(page, "spot")
 
 
-async def test_the_menu_works_without_script(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_menu_works_without_script(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Every control is a form: with JavaScript off, demote and start now still work."""
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:

@@ -15,7 +15,7 @@ FLEET = {"Authorization": "Bearer test-fleet-key"}
 API = "/api/v1/health"
 
 
-async def test_rest_realms_exit_is_never_gated(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_rest_realms_exit_is_never_gated(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, timeout=10) as http:
         body = {"reason": "runaway pollers", "ttl_minutes": 30}
@@ -61,7 +61,7 @@ async def sign_in(page: Any, base: str) -> None:
     await page.get_by_role("button", name="Sign in").click()
 
 
-async def test_the_banner_and_the_health_panels(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_banner_and_the_health_panels(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     services, base = stack
     page = await browser.new_page()
     await sign_in(page, base)
@@ -104,7 +104,7 @@ async def test_the_banner_and_the_health_panels(stack, browser) -> None:  # type
     assert await page.locator("[data-recovery-state]").get_attribute("data-recovery-state") == "off"
 
 
-async def test_the_exit_form_is_a_form_like_the_others(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_exit_form_is_a_form_like_the_others(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Issue 26 #12: `POST /health/queue_recovery/exit` with no cookie answered 303 and lifted the
     mode (a cross-site post could). The page's form is signed in and CSRF-checked; the REST exit
     stays open by design (exit is never gated)."""
@@ -125,7 +125,7 @@ async def test_the_exit_form_is_a_form_like_the_others(stack, browser) -> None: 
         assert again.status_code == 200 and again.json()["active"] is False
 
 
-async def test_action_health_over_mcp(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_action_health_over_mcp(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parents[1] / "gateway"))  # the MCP client helper the gateway tests use

@@ -28,7 +28,7 @@ async def spawn(http: httpx.AsyncClient) -> int:
     return int(r.json()["session"]["id"])
 
 
-async def test_the_page_shows_warnings_and_delete_takes_the_session(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_page_shows_warnings_and_delete_takes_the_session(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """A refusal logs at .error and writes a durable warning to the session: the operator sees it
     where they look. Deleting one is a different door from the Trash: the row goes immediately."""
     services, base = stack
@@ -53,7 +53,7 @@ async def test_the_page_shows_warnings_and_delete_takes_the_session(stack, brows
         assert (await http.get(f"/api/v1/sessions/{sid}")).status_code == 404
 
 
-async def test_the_delete_form_needs_its_csrf_token_and_its_confirmation(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_the_delete_form_needs_its_csrf_token_and_its_confirmation(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as api:
         sid = await spawn(api)

@@ -29,7 +29,7 @@ async def sign_in(page: Any, base: str, path: str) -> None:
     assert page.url.startswith(f"{base}{path}"), page.url
 
 
-async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         session = await held_spot_session(http)
@@ -78,7 +78,7 @@ async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, b
     assert (now["precedence"], now["scheduling_class"], now["priority_class"]) == (250, None, "spot")
 
 
-async def test_costs_show_get_costs_figures(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_costs_show_get_costs_figures(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The spend totals as get_costs gives them, Claude and Codex apart (issue 25 #4), and how each
     model seen is priced: an unknown one "unknown model, priced as X" (#3)."""
     services, base = stack
@@ -112,7 +112,7 @@ async def test_costs_show_get_costs_figures(stack, browser) -> None:  # type: ig
     await screenshot(page, "costs")
 
 
-async def test_a_paused_session_shows_its_banner_and_quotas_counts_it(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_a_paused_session_shows_its_banner_and_quotas_counts_it(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """Seed 004 "What a pause does": the session page's "Paused mid-run for quota headroom" banner
     with "Make this session priority"; the spot gate card counts what the ceiling paused."""
     services, base = stack
@@ -153,7 +153,7 @@ async def test_a_paused_session_shows_its_banner_and_quotas_counts_it(stack, bro
     assert await page.locator("[data-status]").inner_text() == "running"
 
 
-async def test_the_web_restart_consumes_a_wall_clock_pause(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_web_restart_consumes_a_wall_clock_pause(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The API's restart refuses while the pause is ahead; the web Restart takes the session over."""
     _, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:

@@ -17,7 +17,7 @@ ROWS = 12
 BIG = 90_000  # characters of each prompt: 12 of them are 1.08 MB, past one bus message
 
 
-async def test_large_sessions_page_by_bytes_on_every_page_that_lists_them(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_large_sessions_page_by_bytes_on_every_page_that_lists_them(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET, timeout=30) as http:
         made = []
@@ -44,7 +44,7 @@ async def test_large_sessions_page_by_bytes_on_every_page_that_lists_them(stack,
     assert pills.status == 200 and set(await pills.json()) == {str(i) for i in made}, await pills.text()
 
 
-async def test_large_enqueued_messages_page_by_bytes_on_the_session_page(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_large_enqueued_messages_page_by_bytes_on_the_session_page(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _services, base = stack
     async with httpx.AsyncClient(base_url=base, headers=FLEET, timeout=30) as http:
         session = await held_spot_session(http)

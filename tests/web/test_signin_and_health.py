@@ -17,7 +17,7 @@ async def sign_in(page: Any, base: str, token: str, path: str = "/health") -> No
     await page.get_by_role("button", name="Sign in").click()
 
 
-async def test_signing_in_opens_the_health_page_with_every_service(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_signing_in_opens_the_health_page_with_every_service(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     page = await browser.new_page()
     await page.goto(f"{base}/health")
@@ -36,7 +36,7 @@ async def test_signing_in_opens_the_health_page_with_every_service(stack, browse
     assert await accessibility_problems(page) == []
 
 
-async def test_the_fleet_key_and_a_wrong_token_open_nothing(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_fleet_key_and_a_wrong_token_open_nothing(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     page = await browser.new_page()
     await sign_in(page, base, FLEET)
@@ -50,7 +50,7 @@ async def test_the_fleet_key_and_a_wrong_token_open_nothing(stack, browser) -> N
     await screenshot(page, "signin")
 
 
-async def test_forms_without_this_sites_csrf_token_are_refused(stack, browser) -> None:  # type: ignore[no-untyped-def]
+async def test_forms_without_this_sites_csrf_token_are_refused(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base) as http:  # a cross-site form post carries no token
         r = await http.post("/signin", data={"token": OPERATOR, "csrf": "forged"})
@@ -69,7 +69,7 @@ async def test_forms_without_this_sites_csrf_token_are_refused(stack, browser) -
     assert "/signin" in page.url
 
 
-async def test_a_tampered_or_foreign_cookie_is_no_session(stack) -> None:  # type: ignore[no-untyped-def]
+async def test_a_tampered_or_foreign_cookie_is_no_session(stack) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     _, base = stack
     async with httpx.AsyncClient(base_url=base, cookies={"zimmer_session": "eyJyZWFsbSI6Im9wZXJhdG9yIn0.x.y"}) as http:
         r = await http.get("/health", follow_redirects=False)
@@ -78,7 +78,7 @@ async def test_a_tampered_or_foreign_cookie_is_no_session(stack) -> None:  # typ
         assert 'name="next" value="/issues"' in r.text  # an off-site `next` is never followed
 
 
-async def test_the_accessibility_pass_finds_what_it_looks_for(browser) -> None:  # type: ignore[no-untyped-def]
+async def test_the_accessibility_pass_finds_what_it_looks_for(browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     page = await browser.new_page()
     await page.set_content('<html><body><h1>A</h1><h3>skipped</h3><input name="q"><button></button></body></html>')
     assert sorted(await accessibility_problems(page)) == [
