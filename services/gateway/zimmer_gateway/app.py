@@ -26,6 +26,7 @@ from zimmer_gateway.direct import DirectRoutes
 from zimmer_gateway.edge import Edge
 from zimmer_gateway.http_metrics import HttpMetrics, request_metrics
 from zimmer_gateway.mcp.server import McpSurface
+from zimmer_gateway.openapi_doc import with_stated_rules
 from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.alerts import router as alerts_router
 from zimmer_gateway.routes.backlog import APPEND_ROUTE
@@ -185,6 +186,8 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to replace the schema
+    # ... and what FastAPI's document leaves out (integer bounds as integers, ids up to 2^63 - 1, no NUL).
+    with_stated_rules(app)
 
 
 async def _workers(service: Any) -> WorkerStatistics | str:

@@ -19,8 +19,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from zimmer_gateway.openapi_doc import with_stated_rules
-
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -30,11 +28,6 @@ class DirectRoutes:
         self.fastapi = fastapi
         self.handlers: dict[tuple[str, str], Handler] = {
             (method, route.path): route.get_route_handler() for route in routes for method in route.methods}
-        # The direct routes' OpenAPI entries stay FastAPI's; the document they are in states what
-        # FastAPI leaves out (openapi_doc: integer bounds as integers, the append's own ids up to
-        # 2^63 - 1; no NUL). Built with the middleware stack, so before any request is routed,
-        # /openapi.json included. (Its place is app.py's install_openapi, which was being changed.)
-        with_stated_rules(fastapi)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = self.handlers.get((scope.get("method", ""), scope["path"])) if scope["type"] == "http" else None
