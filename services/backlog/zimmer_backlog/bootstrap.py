@@ -28,6 +28,7 @@ from zimmer_backlog.jobs.liveness import LivenessSweep
 from zimmer_backlog.jobs.snapshot import GithubSnapshot
 from zimmer_backlog.metrics import BacklogMetrics
 from zimmer_backlog.store.tables import SCHEMA
+from zimmer_common.bus_link import BusLink
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import backlog as c
@@ -60,7 +61,7 @@ def bootstrap(service: Service, github: GithubSettings) -> BacklogApp:
     units = UnitsOfWork(service, SCHEMA)
     metrics = BacklogMetrics(service.metrics.registry)
     github_client = github.client(on_request=metrics.github_request)
-    spot = SpotGateClient(service)
+    spot = SpotGateClient(BusLink(service))
 
     def on_removed(reason: str) -> None:
         metrics.removals.labels(reason).inc()
