@@ -8,7 +8,7 @@ turns, and the batch holds one database connection however many requests it carr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from zimmer_common.batching import LockedBatcher, Take
 from zimmer_common.contracts.spot import SESSION_CREATED, SessionEvent, SessionView, SpawnResult, SpawnSession, TurnResult
@@ -35,6 +35,7 @@ class SpawnRequest:
 
 Item = TurnRequest | SpawnRequest
 Answer = Result | SpawnResult | ZimmerError
+A = TypeVar("A", TurnResult, SpawnResult)
 
 
 class Admissions:
@@ -56,17 +57,17 @@ class Admissions:
         return answer
 
     async def turn(self, request: TurnRequest) -> TurnResult:
-        out = await self.batcher.submit(request)
-        if isinstance(out, ZimmerError):
-            raise out
-        assert isinstance(out, TurnResult)
-        return out
+        return await self._decided(request, TurnResult)
 
     async def spawn(self, request: SpawnRequest) -> SpawnResult:
-        out = await self.batcher.submit(request)
+        return await self._decided(request, SpawnResult)
+
+    async def _decided(self, item: Item, answer: type[A]) -> A:
+        """`item`'s answer from its batch: the refusal raised, or the result it asks for."""
+        out = await self.batcher.submit(item)
         if isinstance(out, ZimmerError):
             raise out
-        assert isinstance(out, SpawnResult)
+        assert isinstance(out, answer)
         return out
 
     async def _run(self, take: Take[Item]) -> list[Answer]:
