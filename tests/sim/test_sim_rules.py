@@ -4,6 +4,7 @@ contracts, nothing else of Zimmer's (a runtime could be written the same way).""
 from __future__ import annotations
 
 import ast
+import asyncio
 import logging
 import random
 import subprocess
@@ -22,6 +23,7 @@ from zimmer_sim.disk import SimDisk, transcript_name
 from zimmer_sim.fleet import RETRIES, Fleet, choose_arrival
 from zimmer_sim.ledger import Ledger, SessionRecord
 from zimmer_sim.profile import GENESIS_MIX, PROFILES
+from zimmer_sim.scenarios import Context
 from zimmer_sweeper.transcripts.domain import transcript_name as sweepers_transcript_name
 
 PACKAGE = Path(zimmer_sim.__file__).parent
@@ -173,3 +175,18 @@ async def test_an_error_that_is_no_refusal_is_raised_at_once() -> None:
     with pytest.raises(KeyError):
         await fleet._retry(broken)
     assert calls == [1]
+
+
+async def test_a_timeline_holds_the_run_open_past_its_length_until_it_lets_go() -> None:
+    """`outage`'s restarts and `quota-crunch`'s cycle take the machine's time: the run's end waits
+    for them (bounded by the caller) instead of cutting off the last kill or resume."""
+    stop = asyncio.Event()
+    ctx = Context(run=None, stack=None, invariants=None, stop=stop, seconds=1.0)  # type: ignore[arg-type] # only the clock is used
+    async with ctx.held_open():
+        ctx.time_up()
+        assert ctx.past_length and not stop.is_set()
+        assert await ctx.sleep(0.01)  # a held run keeps sleeping: it has not ended
+    assert stop.is_set()
+    unheld = Context(run=None, stack=None, invariants=None, stop=asyncio.Event(), seconds=1.0)  # type: ignore[arg-type] # as above
+    unheld.time_up()
+    assert unheld.stop.is_set() and not await unheld.sleep(5.0)

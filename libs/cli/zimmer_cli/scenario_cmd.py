@@ -20,7 +20,7 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
                        progress: bool = True) -> dict[str, Any]:
     from zimmer_sim.invariants import Invariants
     from zimmer_sim.runner import FleetRun, SimConfig, run_fleet
-    from zimmer_sim.scenarios import SCENARIOS, Context
+    from zimmer_sim.scenarios import HOLD_OPEN_LIMIT_SECONDS, SCENARIOS, Context
 
     scenario = SCENARIOS[name]
     length = minutes if minutes is not None else (scenario.short_minutes if short else scenario.minutes)
@@ -33,9 +33,11 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    loop.call_later(length * 60, stop.set)
-    started = time.monotonic()
     contexts: list[Context] = []
+    # At its length the run ends, unless its timeline holds it open to finish (bounded).
+    loop.call_later(length * 60, lambda: contexts[0].time_up() if contexts else stop.set())
+    loop.call_later(length * 60 + HOLD_OPEN_LIMIT_SECONDS, stop.set)
+    started = time.monotonic()
 
     def context(run: FleetRun) -> Context:
         if not contexts:
