@@ -61,13 +61,13 @@ def _declared(table: Table) -> dict[str, tuple[str, bool, bool]]:
 
 
 @pytest.mark.parametrize(("schema", "migrations", "tables_module"), SERVICES)
-async def test_table_models_match_what_the_migrations_build(database_url: str, schema: str, migrations: str,
+async def test_table_models_match_what_the_migrations_build(empty_database_url: str, schema: str, migrations: str,
                                                             tables_module: str) -> None:
     for module in tables_module.split(","):  # a service may declare its tables in several modules
         importlib.import_module(module)
-    await migrate(database_url, "plumbing_only", None)  # the shared plumbing tables have no models here
-    await migrate(database_url, schema, migrations)
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    await migrate(empty_database_url, "plumbing_only", None)  # the shared plumbing tables have no models here
+    await migrate(empty_database_url, schema, migrations)
+    conn = await asyncpg.connect(asyncpg_dsn(empty_database_url))
     try:
         plumbing = set(await _columns(conn, "plumbing_only"))
         built = {t: cols for t, cols in (await _columns(conn, schema)).items() if t not in plumbing}

@@ -47,9 +47,9 @@ async def insert(conn: asyncpg.Connection, key: str, issue_url: str | None, prec
 
 
 async def test_duplicates_merge_into_the_best_ranked_row_and_the_database_keeps_it_so(
-        database_url: str, migrations_before_0007: str) -> None:
-    await migrate(database_url, "backlog", migrations_before_0007)
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+        empty_database_url: str, migrations_before_0007: str) -> None:
+    await migrate(empty_database_url, "backlog", migrations_before_0007)
+    conn = await asyncpg.connect(asyncpg_dsn(empty_database_url))
     try:
         # The four spellings the issue found, all queued for acme/zimmer#1; the third ranks best.
         plain = await insert(conn, "zimmer#1", URL.format("acme/zimmer", 1), 5990)
@@ -63,10 +63,10 @@ async def test_duplicates_merge_into_the_best_ranked_row_and_the_database_keeps_
     finally:
         await conn.close()
 
-    applied = await migrate(database_url, "backlog", "zimmer_backlog.migrations")
+    applied = await migrate(empty_database_url, "backlog", "zimmer_backlog.migrations")
     assert applied[0] == "service/0007_one_open_row_per_issue"
 
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    conn = await asyncpg.connect(asyncpg_dsn(empty_database_url))
     try:
         rows = {r["id"]: r for r in await conn.fetch("SELECT * FROM backlog.work_backlog_items")}
         assert rows[shouted]["status"] == "queued" and rows[shouted]["key"] == "zimmer#1"

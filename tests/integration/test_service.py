@@ -27,8 +27,8 @@ def build(name: str, settings):  # type: ignore[no-untyped-def]  # a test helper
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
-async def test_service_boots_migrates_and_answers_ping(name: str, settings_factory, database_url: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
-    service = build(name, settings_factory(heartbeat_interval_seconds=0.2))
+async def test_service_boots_migrates_and_answers_ping(name: str, settings_factory, empty_database_url: str) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    service = build(name, settings_factory(heartbeat_interval_seconds=0.2, database_url=empty_database_url))
     await service.start()
     try:
         bus = await Bus.connect([service.settings.nats_url], service="probe", instance_id="p", rpc_timeout=2)
@@ -43,7 +43,7 @@ async def test_service_boots_migrates_and_answers_ping(name: str, settings_facto
     finally:
         await service.stop()
     if service.schema:
-        conn = await asyncpg.connect(database_url)
+        conn = await asyncpg.connect(empty_database_url)
         try:
             versions = [r[0] for r in await conn.fetch(f"SELECT version FROM {service.schema}.schema_migrations")]
             assert "common/0001_outbox" in versions
@@ -87,13 +87,14 @@ async def test_a_graceful_stop_sends_the_retiring_beat_last(settings_factory) ->
     assert [b for b in beats if b["stopping"]] == [beats[-1]]
 
 
-async def test_migrate_is_idempotent_and_concurrent_safe(database_url: str) -> None:
-    results = await asyncio.gather(*(migrate(database_url, "alerts", None) for _ in range(3)))
+async def test_migrate_is_idempotent_and_concurrent_safe(empty_database_url: str) -> None:
+    results = await asyncio.gather(*(migrate(empty_database_url, "alerts", None) for _ in range(3)))
     assert sorted(len(r) for r in results) == [0, 0, 3]  # exactly one caller applied them
-    assert await migrate(database_url, "alerts", None) == []
+    assert await migrate(empty_database_url, "alerts", None) == []
 
 
-async def test_edited_migration_refuses_to_start(database_url: str, tmp_path: Path) -> None:
+async def test_edited_migration_refuses_to_start(empty_database_url: str, tmp_path: Path) -> None:
+    database_url = empty_database_url
     pkg = tmp_path / "edited_migrations_pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
