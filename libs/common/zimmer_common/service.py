@@ -250,8 +250,21 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         try:
+            # A stop signal during the start ends the start: a start can take as long as its
+            # bounded retries (NATS not there yet: about 20 s), and a supervisor stopping the
+            # stack SIGKILLed a replica it had just restarted, still starting, at its stop timeout.
+            starting = asyncio.ensure_future(self.start())
+            signalled = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+            signalled.cancel()
+            if not starting.done():
+                log.info("stop signal during the start: the start is abandoned")
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await starting
+                return
             try:
-                await self.start()
+                starting.result()
             except Exception as exc:
                 await page_or_log(self.page_error, "Service failed to start", f"{self.name} could not start and "
                                   "exits; its supervisor restarts it", ["start"], snippet_source=exc)
