@@ -1,11 +1,14 @@
 """Archive (the Ranked view's Trash, seed 004) and unarchive: the sweeper's trash pipeline consumes
 the events. Archiving ends the session (it takes no more turns; a running turn is stopped; a hold
-or pause is dropped, since an ended session waits for nothing); unarchiving brings it back to
-needs_input (it has run) or waiting (it never has). Both are idempotent in effect: archiving an
+or pause is dropped, since an ended session waits for nothing, and kept aside on the row);
+unarchiving brings it back to the status it had (a stopped turn: needs_input) with what the archive
+dropped, so the Undo restores exactly what the Trash took: a held session comes back held, with
+its turn and prompt, and the re-check starts it. Both are idempotent in effect: archiving an
 archived session changes nothing."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func
@@ -32,11 +35,26 @@ NOTHING_WAITED_FOR = dict(spot_hold_reason=None, spot_hold_retry_at=None, held_t
                           spot_pause_detail=None, spot_pause_acked_at=None)
 
 
+WHEN_FIELDS = frozenset({"spot_hold_retry_at", "spot_pause_at", "spot_pause_acked_at"})
+
+
 def archived_fields(before: Any) -> dict[str, Any]:
     """What archiving writes, however it comes (the Trash, or the runtime's own report): the time
-    and the status it came from (unarchive puts it back), no stamp, nothing waited for."""
+    and the status it came from, no stamp, nothing waited for, and what it dropped (unarchive puts
+    all of it back)."""
+    dropped = {name: getattr(before, name) for name in NOTHING_WAITED_FOR if getattr(before, name) is not None}
+    kept = {name: value.isoformat() if isinstance(value, datetime) else value for name, value in dropped.items()}
     return dict(status=ARCHIVED, archived_at=func.now(), archived_from_status=before.status,
-                unarchive_started_at=None, **NOTHING_WAITED_FOR)
+                unarchive_started_at=None, archived_waits=kept or None, **NOTHING_WAITED_FOR)
+
+
+def restored_fields(row: Any) -> dict[str, Any]:
+    """What unarchiving writes: the status it had and what the archive dropped, as it was."""
+    waits = {name: value for name, value in (row.archived_waits or {}).items() if name in NOTHING_WAITED_FOR}
+    waits = {name: datetime.fromisoformat(value) if name in WHEN_FIELDS and value else value
+             for name, value in waits.items()}
+    return dict(status=restored_status(row), archived_at=None, archived_from_status=None, archived_waits=None,
+                unarchive_started_at=func.now(), **waits)
 
 
 def restored_status(row: Any) -> str:
@@ -75,10 +93,7 @@ class Trash:
             # The unarchive stamp protects the clone the sweeper is about to rebuild, whatever the
             # status says (seed 003 "The unarchive window"), until it says the restore finished
             # (unarchive_restored), 30 minutes pass, or the session is archived again.
-            fields: dict[str, Any] = (
-                archived_fields(before) if archive
-                else dict(status=restored_status(before), archived_at=None, archived_from_status=None,
-                          unarchive_started_at=func.now()))
+            fields = archived_fields(before) if archive else restored_fields(before)
             view = store.to_view(await store.update_fields(conn, session_id, **fields), overrides)
             spawned_by = (before.metadata or {}).get("spawned_by")
             events: list[tuple[str, str, Any]] = [

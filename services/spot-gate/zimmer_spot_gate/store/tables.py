@@ -73,6 +73,7 @@ class SessionRow(SQLModel, table=True):
     resume_prompt: str | None = col(Text, null=True)
     archived_at: datetime | None = col(TIMESTAMPTZ, null=True)
     archived_from_status: str | None = col(Text, null=True)
+    archived_waits: dict[str, Any] | None = col(JSON, null=True)  # what the archive dropped, for the undo (0009)
     stranded_rescues: int = col(Integer, default="0")
     # The clone as the runtime reported it (clone_path above), and the unarchive stamp (0007).
     agent_subdirectory: str | None = col(Text, null=True)
