@@ -206,10 +206,12 @@ def refusal(request: Request, exc: ZimmerError) -> Response:
 
 
 class Refused(Exception):
-    """What `perform` hands back instead of an answer: the refusal page to return."""
+    """What `perform` hands back instead of an answer: the refusal page to return, and the refusal
+    itself (a script asking for JSON gets its words and status instead of the page)."""
 
-    def __init__(self, response: Response):
+    def __init__(self, response: Response, error: ZimmerError):
         self.response = response
+        self.error = error
 
 
 async def perform(request: Request, service: Service, rpc: Any, build: Callable[[FormData], Any]) -> Any:
@@ -221,12 +223,12 @@ async def perform(request: Request, service: Service, rpc: Any, build: Callable[
         with as_operator():
             return await bus_of(service).request(rpc, build(form))
     except ZimmerError as exc:
-        raise Refused(refusal(request, exc)) from None
+        raise Refused(refusal(request, exc), exc) from None
     except ValidationError as exc:  # the contract's own limits, named by field
         first = exc.errors()[0]
         field = ".".join(str(x) for x in first["loc"]) or "form"
-        raise Refused(refusal(request, ZimmerError(ErrorCode.INVALID, f"{field}: {first['msg']}",
-                                                   {"field": field}))) from None
+        error = ZimmerError(ErrorCode.INVALID, f"{field}: {first['msg']}", {"field": field})
+        raise Refused(refusal(request, error), error) from None
 
 
 def whole_number(form: FormData, name: str) -> int | None:

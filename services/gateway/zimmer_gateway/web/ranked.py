@@ -40,7 +40,9 @@ FILTERS: dict[str, tuple[str, list[str] | None, bool]] = {  # label, statuses, s
     "all_priority_unarchived": ("All Priority Unarchived", UNARCHIVED, False),
 }
 DONE = {"precedence": "Changed the precedence of session {id}.", "moved": "Moved session {id}.",
-        "promoted": "Made session {id} priority.", "demoted": "Demoted session {id} to the top of the spot queue.",
+        "promoted": "Made session {id} priority.",
+        "promoted_started": "Made session {id} priority, which started it.",
+        "demoted": "Demoted session {id} to the top of the spot queue.",
         "started": "Start now: {said}", "trashed": "Trashed session {id}.", "restored": "Restored session {id}."}
 
 
@@ -88,10 +90,17 @@ def create_ranked(service: Service) -> APIRouter:
         try:
             out = await perform(request, service, rpc, build)
         except Refused as refused:
-            return refused.response
+            return refused_answer(request, refused)
         if wants_json(request):
             return JSONResponse(answer(out))
         return back_to("/ranked", done, **about, **({"said": out.sentence} if done == "started" else {}))
+
+    def refused_answer(request: Request, refused: Refused) -> Response:
+        """The refusal page, or for the page's script its words (it reloads and shows them)."""
+        if wants_json(request):
+            return JSONResponse({"error": refused.error.message, "code": refused.error.code.value},
+                                status_code=refused.error.http_status)
+        return refused.response
 
     def one(view: c.SessionView) -> dict[str, Any]:
         return {"id": view.id, "precedence": view.precedence, "status": view.status,
@@ -112,12 +121,18 @@ def create_ranked(service: Service) -> APIRouter:
 
     @router.post("/ranked/{session_id}/promote")
     async def promote(request: Request, session_id: SessionId) -> Response:
-        """Promote to priority keeps its rank for a later demotion, and starts it (start now)."""
+        """Promote to priority keeps its rank for a later demotion, and starts it: the promotion
+        itself starts a held or paused session (seed 004); Start now only when it did not."""
         try:
-            await perform(request, service, c.UPDATE_SESSION, lambda form: c.UpdateSession(
+            view = await perform(request, service, c.UPDATE_SESSION, lambda form: c.UpdateSession(
                 session_id=session_id, scheduling_class="priority"))
         except Refused as refused:
-            return refused.response
+            return refused_answer(request, refused)
+        if view.status == "running":
+            if wants_json(request):
+                return JSONResponse({"session": one(view), "did": "started",
+                                     "sentence": DONE["promoted_started"].format(id=session_id)})
+            return back_to("/ranked", "promoted_started", id=str(session_id))
         return await act(request, "started", c.START_NOW, lambda form: c.StartNow(session_id=session_id),
                          lambda r: {"session": one(r.session), "did": r.did, "sentence": r.sentence},
                          id=str(session_id))

@@ -1,18 +1,25 @@
 // The Ranked page in place (seed 004 "The Ranked view"): every write is optimistic, the server's
 // answer corrects the numbers, and a refused write reloads (the server's order is the only one that
-// counts). Status pills update live without re-sorting, re-grouping or inserting rows, and never
-// touch a row that holds focus or an unsaved edit. Without this script every control is a form.
+// counts) and then says why. Status pills update live without re-sorting, re-grouping or inserting
+// rows, and never touch a row that holds focus or an unsaved edit. One ⋮ menu is open at a time
+// (Escape or a click outside closes it); Promote asks first on a touch screen; a row's handle moves
+// it with the arrow keys as a drag does. Without this script every control is a form.
 (function () {
   "use strict";
   const lists = Array.from(document.querySelectorAll("ol.ranked"));
   if (!lists.length) return;
   const csrf = lists[0].dataset.csrf;
   const toast = document.querySelector("[data-toast]");
+  const REFUSED = "zimmer-ranked-refused";
 
   async function post(url, fields) {
     const body = new URLSearchParams({ csrf, ...fields });
     const r = await fetch(url, { method: "POST", body, headers: { Accept: "application/json" }, credentials: "same-origin" });
-    if (!r.ok) throw new Error(`${url}: ${r.status}`);
+    if (!r.ok) {
+      let reason = `The server answered ${r.status}.`;
+      try { reason = (await r.json()).error || reason; } catch (e) { /* not JSON: the status says enough */ }
+      throw new Error(reason);
+    }
     return r.json();
   }
 
@@ -44,7 +51,19 @@
     renumber();
   }
 
-  function rollback() { window.location.reload(); }
+  // A refused write: reload the server's order, and say why on the reloaded page (never silently).
+  function rollback(error) {
+    try { window.sessionStorage.setItem(REFUSED, (error && error.message) || "The change was refused."); } catch (e) { /* storage off */ }
+    window.location.reload();
+  }
+  (function sayWhyTheLastWriteWasRefused() {
+    let reason = null;
+    try { reason = window.sessionStorage.getItem(REFUSED); window.sessionStorage.removeItem(REFUSED); } catch (e) { return; }
+    const alert = document.querySelector("[data-refused]");
+    if (!reason || !alert) return;
+    alert.textContent = `Not done: ${reason} The page shows the server's order again.`;
+    alert.hidden = false;
+  })();
 
   // Enter in a precedence field saves it and moves the row now.
   document.querySelectorAll("[data-precedence-form]").forEach((form) => {
@@ -58,30 +77,62 @@
         const answer = await post(form.action, { precedence: input.value });
         input.defaultValue = String(answer.session.precedence);
         setPrecedence(answer.session);
-      } catch (e) { rollback(); }
+      } catch (e) { rollback(e); }
     });
   });
 
-  // Drag a row between two others: it takes their midpoint, or they are nudged one apart.
+  // A row moved between two others (a drag, or its handle's arrow keys): it takes their midpoint,
+  // or they are nudged one apart.
+  async function moved(row) {
+    const above = row.previousElementSibling, below = row.nextElementSibling;
+    renumber();
+    try {
+      const answer = await post(`/ranked/${row.dataset.session}/reorder`, {
+        above: above ? above.dataset.session : "", below: below ? below.dataset.session : "" });
+      setPrecedence(answer.session);
+      answer.nudged.forEach(setPrecedence);
+    } catch (e) { rollback(e); }
+  }
   if (window.Sortable) {
     for (const list of lists) {
       window.Sortable.create(list, {
         handle: ".handle", forceFallback: true, animation: 100,
-        onEnd: async (event) => {
-          if (event.oldIndex === event.newIndex) return;
-          const row = event.item;
-          const above = row.previousElementSibling, below = row.nextElementSibling;
-          renumber();
-          try {
-            const answer = await post(`/ranked/${row.dataset.session}/reorder`, {
-              above: above ? above.dataset.session : "", below: below ? below.dataset.session : "" });
-            setPrecedence(answer.session);
-            answer.nudged.forEach(setPrecedence);
-          } catch (e) { rollback(); }
-        },
+        onEnd: async (event) => { if (event.oldIndex !== event.newIndex) await moved(event.item); },
       });
     }
   }
+  document.querySelectorAll(".handle").forEach((handle) => handle.addEventListener("keydown", async (event) => {
+    if (event.key !== "ArrowUp" && event.key !== "ArrowDown") return;
+    event.preventDefault();
+    const row = handle.closest("li");
+    const sibling = event.key === "ArrowUp" ? row.previousElementSibling : row.nextElementSibling;
+    if (!sibling) return;
+    row.parentElement.insertBefore(row, event.key === "ArrowUp" ? sibling : sibling.nextElementSibling);
+    handle.focus();
+    await moved(row);
+  }));
+
+  // One ⋮ menu at a time; Escape or a click outside closes it (an open menu on a phone covered the
+  // next row, where a mis-tap promoted and started a session).
+  const menus = Array.from(document.querySelectorAll("details.menu"));
+  menus.forEach((menu) => menu.addEventListener("toggle", () => {
+    if (menu.open) menus.forEach((other) => { if (other !== menu) other.open = false; });
+  }));
+  document.addEventListener("keydown", (event) => {
+    const open = menus.find((menu) => menu.open);
+    if (event.key !== "Escape" || !open) return;
+    open.open = false;
+    open.querySelector("summary").focus();
+  });
+  document.addEventListener("click", (event) => {
+    menus.forEach((menu) => { if (menu.open && !menu.contains(event.target)) menu.open = false; });
+  });
+  // Promote starts the session: on a touch screen it asks first.
+  document.querySelectorAll("form[data-promote]").forEach((form) => form.addEventListener("submit", (event) => {
+    const id = form.closest("li").dataset.session;
+    if (window.matchMedia("(pointer: coarse)").matches
+        && !window.confirm(`Promote session ${id} to priority and start it now?`)) event.preventDefault();
+  }));
 
   // Trash with a speed bump and an Undo toast.
   document.querySelectorAll("form[data-trash]").forEach((form) => {
@@ -92,14 +143,14 @@
       if (!window.confirm(`Trash session ${id}? It is archived and leaves the queue.`)) return;
       try {
         await post(form.action, {});
-      } catch (e) { rollback(); return; }
+      } catch (e) { rollback(e); return; }
       const list = row.parentElement, next = row.nextElementSibling;
       row.remove();
       renumber();
       toast.querySelector("[data-toast-text]").textContent = `Trashed session ${id}.`;
       toast.hidden = false;
       toast.querySelector("[data-undo]").onclick = async () => {
-        try { await post(`/ranked/${id}/untrash`, {}); } catch (e) { rollback(); return; }
+        try { await post(`/ranked/${id}/untrash`, {}); } catch (e) { rollback(e); return; }
         list.insertBefore(row, next);
         renumber();
         toast.hidden = true;
