@@ -39,15 +39,16 @@ def parallel(args: list[str]) -> list[str]:
 
     One worker more than the cores: many tests wait on real time (a fleet run of a fixed length, a
     server's restart), so the cores have room beside them; measured on 2 cores, 2 workers took 15
-    minutes and 3 took 12 ½. `load` deals single tests round the workers, and tests/conftest.py
-    collects those that take minutes first, so they start at once on different workers. Not
-    `loadfile`: it hands out the files with the most tests first, so the long single-test files
-    came last; not `loadgroup`: with pytest 9.2 it silently stops grouping
-    (pytest-dev/pytest-xdist#1386)."""
+    minutes and 3 took 12 ½. `loadfile` keeps a file on one worker (the scenarios start the next
+    stack while one runs; the schemathesis run shares one stack), and `--no-loadscope-reorder`
+    hands the files out in collection order, where tests/conftest.py puts those that take minutes
+    first: by default xdist hands out the files with the most tests first, so the long single-test
+    files started last. Not `load`: it splits those modules (16 minutes); not `loadgroup`: with
+    pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist#1386)."""
     if os.environ.get("ZIMMER_TEST_NATS_URL") or os.environ.get("ZIMMER_TEST_BACKEND") == "containers":
         return args  # one shared NATS server, whose ZIMMER_* streams each test deletes: one process at a time
     chosen = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args) or "no:xdist" in args
-    return args if chosen else ["-n", str((os.cpu_count() or 1) + 1), "--dist", "load", *args]
+    return args if chosen else ["-n", str((os.cpu_count() or 1) + 1), "--dist", "loadfile", "--no-loadscope-reorder", *args]
 
 
 def ensure_python_311() -> None:

@@ -247,9 +247,9 @@ def unit_layer(item: pytest.Item) -> bool:
 
 
 # The files that take minutes of wall time (timed fleet runs, the schemathesis run, whole stacks as
-# subprocesses): collected first, so that pytest-xdist hands their tests out at the start (`--dist
-# load` deals the first tests round the workers) and the short ones fill the workers around them,
-# instead of one of them starting last and running alone at the end.
+# subprocesses): collected first, so that pytest-xdist hands them out at the start (`--dist
+# loadfile --no-loadscope-reorder`, dev.py: files in collection order) and the short files fill the
+# workers around them, instead of one of them starting last and running alone at the end.
 LONG_FILES_FIRST = ("tests/sim/test_scenarios.py", "tests/contract/test_openapi_fuzz.py", "tests/e2e/")
 
 

@@ -1,16 +1,14 @@
 """Every scenario's short form (issue 28 #4), each on a `zimmer up` stack of its own, exactly as
 `zimmer sim --scenario NAME --short` runs it: the invariant table must show no violation.
 
-The stacks start one ahead when this process runs the whole module: while a scenario runs, the
-next one's stack is coming up in a thread, so the six cost about their run times plus one
-start-up, not six start-ups more; and each stops in a thread while the next one runs. Under
-pytest-xdist (`python3 dev.py test`) the six are spread over the workers, so each starts its own.
+The stacks start one ahead: while a scenario runs, the next one's stack is coming up in a thread,
+so the six cost about their run times plus one start-up, not six start-ups more; and each stops
+in a thread while the next one runs.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -29,12 +27,10 @@ ORDER = list(SCENARIOS)
 
 
 class Prefetch:
-    """Owned stacks for the scenarios in ORDER, each started while the one before it runs (`ahead`),
-    or when its test asks."""
+    """Owned stacks for the scenarios in ORDER, each started while the one before it runs."""
 
-    def __init__(self, root: Path, ahead: bool):
+    def __init__(self, root: Path):
         self.root = root
-        self.ahead = ahead
         self.started: dict[str, tuple[threading.Thread, dict[str, Any]]] = {}
         self.stopping: list[threading.Thread] = []
 
@@ -64,7 +60,7 @@ class Prefetch:
         if "error" in box:
             raise box["error"]
         following = ORDER.index(name) + 1
-        if self.ahead and following < len(ORDER):
+        if following < len(ORDER):
             self._start(ORDER[following])
         return box["stack"]
 
@@ -85,8 +81,7 @@ class Prefetch:
 
 @pytest.fixture(scope="module")
 def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefetch]:
-    # A pytest-xdist worker runs the scenarios it is handed, not the next in ORDER.
-    prefetch = Prefetch(tmp_path_factory.mktemp("scenarios"), ahead="PYTEST_XDIST_WORKER" not in os.environ)
+    prefetch = Prefetch(tmp_path_factory.mktemp("scenarios"))
     try:
         yield prefetch
     finally:
