@@ -69,6 +69,11 @@ def test_hold_refusals_are_checked_in_the_seeds_order() -> None:
     assert refuse(status="queued") == refuse(status="starting") == refuse(claimed=True) == "not_stranded"
     assert refuse(verdict="issue_closed") == refuse(verdict="pr_open") == "not_stranded"
     assert refuse(verdict=None) == refuse(verdict="unknown") == "not_read"
+    # Issue 32 #7: a row the sweep read, and GitHub did not answer, is not "not read yet".
+    read = hold_refusal(HoldCandidate("started", False, "unknown", None, None, NOW - DAY), NOW)
+    never = hold_refusal(HoldCandidate("started", False, None, None, None, None), NOW)
+    assert read is not None and never is not None and read[0].value == never[0].value == "not_read"
+    assert "could not be read at its last liveness check" in read[1] and "has not read this row" in never[1]
     assert refuse(verdict="superseded") == "superseded"
     # A newer row the last pass has not seen yet supersedes as surely as the stored verdict (issue 27 #3).
     assert refuse(newer_row=541) == refuse(newer_row=541, verdict=None) == "superseded"

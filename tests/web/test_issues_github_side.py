@@ -10,8 +10,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 from pageshots import accessibility_problems, notice, screenshot
 from test_issues_page import sign_in
+
+from zimmer_common.errors import ZimmerError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backlog"))
 from liveness_world import REPO, stack_setup, world_in_stack  # noqa: F401 - stack_setup: the fixture
@@ -71,3 +74,27 @@ async def test_stranded_awaiting_not_on_the_queue_and_the_trend(stack, stack_set
     await world.hold(world.ids["zimmer#201"], "held meanwhile by an agent")  # the form is now stale
     await page.locator('#stranded tr[data-key="zimmer#201"]').get_by_role("button").click()
     assert "already held" in await page.locator("main").inner_text()
+
+
+async def test_a_row_github_did_not_answer_for_offers_no_hold_and_says_why(stack, stack_setup, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """Issue 32 #7: Hold was offered on an `unknown` row, where it always fails, with a message
+    saying the sweep had not read the row (it had: GitHub did not answer)."""
+    from sqlalchemy import text
+
+    services, base = stack
+    world = world_in_stack(services, stack_setup)
+    world.gh.issue(REPO, 210, title="Issue 210")
+    await world.left_queue(210, ago=12 * DAY)
+    await world.sweep()
+    async with world.engine.begin() as conn:  # what the pass writes when GitHub does not answer for it
+        await conn.execute(text("UPDATE backlog.work_backlog_items SET liveness_state = 'unknown' WHERE id = :id"),
+                           {"id": world.ids["zimmer#210"]})
+    page = await browser.new_page()
+    await sign_in(page, base, "/issues")
+    row = page.locator('#stranded tr[data-key="zimmer#210"]')
+    assert await row.get_by_role("button", name="Hold zimmer#210 for a decision").count() == 0
+    said = await row.locator("[data-no-hold]").inner_text()
+    assert "GitHub could not be read at the last check" in said, said
+    with pytest.raises(ZimmerError) as refused:  # and the service, asked anyway, says the same
+        await world.hold(world.ids["zimmer#210"], "a decision owed")
+    assert "could not be read at its last liveness check" in refused.value.message

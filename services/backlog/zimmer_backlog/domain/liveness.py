@@ -109,6 +109,7 @@ class HoldCandidate:
     # A newer row with the same key, as the table reads at the moment of the hold: the stored
     # verdict says superseded only once a pass has run since the re-append.
     newer_row: int | None = None
+    checked_at: datetime | None = None  # the last liveness check: None, never read
 
 
 def hold_refusal(row: HoldCandidate, now: datetime) -> tuple[HoldRefusal, str] | None:
@@ -126,6 +127,10 @@ def hold_refusal(row: HoldCandidate, now: datetime) -> tuple[HoldRefusal, str] |
     if row.held_until is not None:
         return HoldRefusal.LAPSE_NOT_PAGED, "its last hold lapsed and the lapse has not paged yet; it can be held " \
                                             "again once the next liveness pass has paged it"
+    if row.verdict == Verdict.UNKNOWN and row.checked_at is not None:
+        return HoldRefusal.NOT_READ, f"GitHub could not be read at its last liveness check " \
+                                     f"({row.checked_at.isoformat()}): a hold needs a verdict, and the next pass " \
+                                     "reads it again"
     if row.verdict is None or row.verdict == Verdict.UNKNOWN:
         return HoldRefusal.NOT_READ, "the liveness sweep has not read this row from GitHub yet"
     if row.verdict == Verdict.SUPERSEDED:

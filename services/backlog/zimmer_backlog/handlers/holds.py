@@ -31,14 +31,14 @@ class Holds:
         async with self._units.begin() as uow:
             conn = uow.conn
             row = (await conn.execute(
-                select(items.c.status, items.c.liveness_state, items.c.held_until,
+                select(items.c.status, items.c.liveness_state, items.c.liveness_checked_at, items.c.held_until,
                        queue.CLAIMED.label("claimed"), NEWER_ROW.label("newer_row")).select_from(queue.WITH_SESSION)
                 .where(items.c.id == req.item_id).with_for_update(of=items))).first()
             if row is None:
                 raise ZimmerError(ErrorCode.NOT_FOUND, f"work backlog item {req.item_id} does not exist",
                                   {"item_id": req.item_id})
             refused = hold_refusal(HoldCandidate(row.status, bool(row.claimed), row.liveness_state, row.held_until,
-                                                 row.newer_row), now)
+                                                 row.newer_row, row.liveness_checked_at), now)
             if refused is not None:
                 code, why = refused
                 raise ZimmerError(ErrorCode.REFUSED, f"item {req.item_id} cannot be held: {why}",
