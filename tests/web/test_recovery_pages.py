@@ -99,6 +99,16 @@ async def test_the_banner_and_the_health_panels(stack, browser) -> None:  # type
     assert "3 message(s) discarded" in await page.locator("[data-receipt]").inner_text()
     assert await accessibility_problems(page) == []
 
+    # The lane list is this deployment's job lanes, from its own lane readings (issue 32 #7: it
+    # named lanes the deployment lacks); auth and the record-keeping lanes are named, not offered.
+    present = await page.locator("[data-lanes] tr[data-lane]").evaluate_all("rows => rows.map(r => r.dataset.lane)")
+    offered = await page.locator("#queued-lane option").evaluate_all("o => o.map(x => x.value).filter(v => v)")
+    jobs = {"default", "pollers", "triggers", "inference", "maintenance"}
+    assert offered == [lane for lane in present if lane in jobs] and offered, (present, offered)
+    assert {"events", "ingest"} <= set(present)
+    left_out = await page.locator("[data-lanes-left-out]").inner_text()
+    assert all(lane in left_out for lane in present if lane not in offered), left_out
+
     await page.get_by_role("button", name="Resume every lane (exit queue recovery mode)").click()
     assert await page.locator("[data-queue-recovery]").count() == 0
     assert await page.locator("[data-recovery-state]").get_attribute("data-recovery-state") == "off"

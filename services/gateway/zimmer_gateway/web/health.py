@@ -42,7 +42,7 @@ def create_health(service: Service, ping: Ping) -> APIRouter:
                       retention=report.log_retention, retention_problem=report.log_retention_problem,
                       disk=report.disk, disk_problem=report.disk_problem, report=report, alerts=alerts,
                       alerts_problem=alerts_problem, alerts_before=alerts_before,
-                      **await recovery_panels(service, request))
+                      **await recovery_panels(service, request, [lane.lane for lane in report.queue.lanes]))
 
     return router
 

@@ -12,7 +12,7 @@ click is refused (with the service's words) rather than acting on a set the oper
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
@@ -30,13 +30,27 @@ def _text(form: Any, name: str) -> str | None:
     return str(form.get(name) or "").strip() or None
 
 
-async def recovery_panels(service: Service, request: Request) -> dict[str, Any]:
+JOB_LANES = frozenset(get_args(h.LaneName))
+
+
+def queued_lane_choices(present: list[str]) -> tuple[list[str], list[str]]:
+    """(the lanes the queued-messages form offers, those it leaves out): of the lanes this
+    deployment has (its lane readings), the job lanes but the protected; the rest (the events,
+    ingest and commands consumers, whose messages are the system's record, and auth) are named,
+    never offered."""
+    offered = [lane for lane in present if lane in JOB_LANES and lane not in h.PROTECTED_LANES]
+    return offered, [lane for lane in present if lane not in offered]
+
+
+async def recovery_panels(service: Service, request: Request, present_lanes: list[str]) -> dict[str, Any]:
     """The two panels' data for the Health page: the mode's status (read now, not the banner's
-    cache) and, when the page was asked with a lane or subject, the preview of that scope."""
+    cache) and, when the page was asked with a lane or subject, the preview of that scope.
+    `present_lanes`: the lanes of this deployment, as the health report read them."""
+    offered, left_out = queued_lane_choices(present_lanes)
     found: dict[str, Any] = {"recovery": None, "recovery_problem": None, "queued": None, "queued_problem": None,
                              "queued_lane": request.query_params.get("lane") or "",
                              "queued_subject": request.query_params.get("subject") or "",
-                             "lanes": [lane for lane in ("default", "pollers", "triggers", "inference", "maintenance")]}
+                             "lanes": offered, "lanes_left_out": left_out}
     try:
         found["recovery"] = await bus_of(service).request(h.QUEUE_RECOVERY_STATUS, h.HealthQuery())
     except ZimmerError as exc:
