@@ -68,10 +68,38 @@ async def test_the_delete_form_needs_its_csrf_token_and_its_confirmation(stack) 
         foreign = await http.post(f"/sessions/{sid}/delete", data={"csrf": "forged", "confirm": "yes"})
         unconfirmed = await http.post(f"/sessions/{sid}/delete", data={"csrf": csrf.group(1)})
         assert (foreign.status_code, unconfirmed.status_code) == (403, 422), (foreign.text, unconfirmed.text)
-        assert "Tick the box" in unconfirmed.text
+        assert "Tick the box" in unconfirmed.text and "the Trash panel on the session" in unconfirmed.text
         async with httpx.AsyncClient(base_url=base, headers=FLEET) as api:
             assert (await api.get(f"/api/v1/sessions/{sid}")).status_code == 200  # nothing was done
         done = await http.post(f"/sessions/{sid}/delete", data={"csrf": csrf.group(1), "confirm": "yes"})
         assert (done.status_code, done.headers["location"]) == (303, "/sessions?done=deleted")
         again = await http.post(f"/sessions/{sid}/delete", data={"csrf": csrf.group(1), "confirm": "yes"})
         assert again.status_code == 404, again.text
+
+
+async def test_the_trash_the_delete_refusal_points_to_is_on_the_page_and_restores_as_it_was(stack, browser) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """Issue 32 #2 and #7: the Delete refusal pointed to an Archive control the page lacked. The
+    session page has the Trash: archived, then restored with its held turn (the Undo's rule)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
+    from pool_readings import held_spot_session  # the gateway tests' helper
+
+    _, base = stack
+    async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
+        held = await held_spot_session(http)
+        page = await browser.new_page()
+        await sign_in(page, base, f"/sessions/{held['id']}")
+        await page.get_by_role("button", name=f"Trash session {held['id']}").click()
+        assert "Moved to the Trash" in await notice(page)
+        assert await page.locator("[data-trash-state]").get_attribute("data-trash-state") == "archived"
+        assert (await http.get(f"/api/v1/sessions/{held['id']}")).json()["status"] == "archived"
+        assert await accessibility_problems(page) == []
+        await page.get_by_role("button", name=f"Restore session {held['id']} from the Trash").click()
+        assert "Restored from the Trash" in await notice(page)
+        back = (await http.get(f"/api/v1/sessions/{held['id']}")).json()
+        assert (back["status"], back["spot_hold_reason"], back["held_turn_kind"]) == (
+            "waiting", held["spot_hold_reason"], held["held_turn_kind"])
+        assert await page.locator("[data-hold]").count() == 1  # the hold's banner is back with it
+    assert await page.get_by_role("heading", name="Trash", exact=True).count() == 1  # what the Delete refusal names

@@ -30,7 +30,9 @@ TIMELINE_PAGE = 100
 SessionId = Annotated[int, Path(ge=1, le=ID_MAX)]
 GENESES = ("web_ui", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown")
 DONE = {"class": "Changed the scheduling class.", "priority": "Made this session priority.",
-        "precedence": "Changed the precedence.", "restarted": "Restarted: its turn went to the gate."}
+        "precedence": "Changed the precedence.", "restarted": "Restarted: its turn went to the gate.",
+        "trashed": "Moved to the Trash: the session is archived and takes no turns.",
+        "restored": "Restored from the Trash, as it was before."}
 LIST_DONE = {"deleted": "Deleted the session; the sweeper takes its directories."}
 
 
@@ -114,13 +116,31 @@ def create_sessions(service: Service) -> APIRouter:
             return refused.response
         return back_to(f"/sessions/{session_id}", "restarted")
 
+    @router.post("/sessions/{session_id}/trash")
+    async def trash(request: Request, session_id: SessionId) -> Response:
+        """The Ranked view's Trash, on the session's own page: archived, restorable."""
+        try:
+            await perform(request, service, c.ARCHIVE, lambda form: c.SessionRef(session_id=session_id))
+        except Refused as refused:
+            return refused.response
+        return back_to(f"/sessions/{session_id}", "trashed")
+
+    @router.post("/sessions/{session_id}/untrash")
+    async def untrash(request: Request, session_id: SessionId) -> Response:
+        try:
+            await perform(request, service, c.UNARCHIVE, lambda form: c.SessionRef(session_id=session_id))
+        except Refused as refused:
+            return refused.response
+        return back_to(f"/sessions/{session_id}", "restored")
+
     @router.post("/sessions/{session_id}/delete")
     async def delete(request: Request, session_id: SessionId) -> Response:
         """Not the Trash: nothing brings it back, so the form's confirmation box must be ticked."""
         def confirmed(form: FormData) -> c.SessionRef:
             if form.get("confirm") != "yes":
                 raise ZimmerError(ErrorCode.INVALID, "Tick the box to confirm: a deleted session cannot be brought "
-                                  "back (archive it to put it in the Trash instead).", {"field": "confirm"})
+                                  "back (the Trash panel on the session's page keeps it restorable instead).",
+                                  {"field": "confirm"})
             return c.SessionRef(session_id=session_id)
 
         try:
