@@ -77,4 +77,5 @@ async def test_hold_over_mcp_stamps_the_connections_session(stack, stack_setup) 
                           {"item_id": item, "reason": "seed the secret only a human holds: ops, see #12"})
         assert (held["held_by"], held["held_by_session_id"], held["held_liveness_state"]) == ("session 41", 41, "no_pr")
         gone = await tool_error(mcp, "hold_work_backlog_item_for_decision", {"item_id": unread, "reason": "x"})
-        assert "has not read" in gone  # #6 reads unknown: GitHub does not show it
+        # #6 reads unknown: the sweep read it and GitHub did not show it (issue 32 #7: not "not read yet").
+        assert "could not be read at its last liveness check" in gone and "not_read" in gone
