@@ -20,6 +20,9 @@
       try { reason = (await r.json()).error || reason; } catch (e) { /* not JSON: the status says enough */ }
       throw new Error(reason);
     }
+    if (!(r.headers.get("content-type") || "").includes("application/json")) {
+      throw new Error("The answer was a page, not this page's answer: the sign-in may have expired.");
+    }
     return r.json();
   }
 
