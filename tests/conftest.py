@@ -109,23 +109,23 @@ def _migrated_template(pg_base_url: str) -> str:
     return name
 
 
-async def _create_database(pg_base_url: str, name: str, template: str | None = None) -> None:
+async def _admin(pg_base_url: str, statement: str) -> None:
     admin = await asyncpg.connect(pg_base_url)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+        await admin.execute(statement)
     finally:
         await admin.close()
+
+
+async def _create_database(pg_base_url: str, name: str, template: str | None = None) -> None:
+    await _admin(pg_base_url, f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
 
 
 async def _fresh_database(pg_base_url: str, template: str | None) -> AsyncIterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     await _create_database(pg_base_url, name, template)
     yield with_database(pg_base_url, name)
-    admin = await asyncpg.connect(pg_base_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    await _admin(pg_base_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ DELETE /api/v1/sessions/{id} does."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.datastructures import FormData
@@ -83,13 +84,17 @@ def create_sessions(service: Service) -> APIRouter:
                       levels=lg.LEVELS, chosen_levels=timeline.levels if timeline else list(level or []),
                       notice=DONE.get(done or ""))
 
-    async def update(request: Request, session_id: int, done: str, **change: object) -> Response:
+    async def act(request: Request, session_id: int, done: str, rpc: Any, build: Callable[[FormData], Any]) -> Response:
+        """A session page's form: the RPC, then back to the page saying what was done (or the refusal)."""
         try:
-            await perform(request, service, c.UPDATE_SESSION, lambda form: c.UpdateSession(
-                session_id=session_id, **{k: v(form) if callable(v) else v for k, v in change.items()}))
+            await perform(request, service, rpc, build)
         except Refused as refused:
             return refused.response
         return back_to(f"/sessions/{session_id}", done)
+
+    async def update(request: Request, session_id: int, done: str, **change: object) -> Response:
+        return await act(request, session_id, done, c.UPDATE_SESSION, lambda form: c.UpdateSession(
+            session_id=session_id, **{k: v(form) if callable(v) else v for k, v in change.items()}))
 
     @router.post("/sessions/{session_id}/priority")
     async def make_priority(request: Request, session_id: SessionId) -> Response:
@@ -109,29 +114,18 @@ def create_sessions(service: Service) -> APIRouter:
     async def restart(request: Request, session_id: SessionId) -> Response:
         """The web Restart takes the session over: it consumes a wall-clock pause (seed 004), unlike
         the API's and an agent's restart, which refuse while the pause is ahead."""
-        try:
-            await perform(request, service, c.RESTART, lambda form: c.RestartSession(
-                session_id=session_id, consume_pause=True))
-        except Refused as refused:
-            return refused.response
-        return back_to(f"/sessions/{session_id}", "restarted")
+        return await act(request, session_id, "restarted", c.RESTART,
+                         lambda form: c.RestartSession(session_id=session_id, consume_pause=True))
 
     @router.post("/sessions/{session_id}/trash")
     async def trash(request: Request, session_id: SessionId) -> Response:
         """The Ranked view's Trash, on the session's own page: archived, restorable."""
-        try:
-            await perform(request, service, c.ARCHIVE, lambda form: c.SessionRef(session_id=session_id))
-        except Refused as refused:
-            return refused.response
-        return back_to(f"/sessions/{session_id}", "trashed")
+        return await act(request, session_id, "trashed", c.ARCHIVE, lambda form: c.SessionRef(session_id=session_id))
 
     @router.post("/sessions/{session_id}/untrash")
     async def untrash(request: Request, session_id: SessionId) -> Response:
-        try:
-            await perform(request, service, c.UNARCHIVE, lambda form: c.SessionRef(session_id=session_id))
-        except Refused as refused:
-            return refused.response
-        return back_to(f"/sessions/{session_id}", "restored")
+        return await act(request, session_id, "restored", c.UNARCHIVE,
+                         lambda form: c.SessionRef(session_id=session_id))
 
     @router.post("/sessions/{session_id}/delete")
     async def delete(request: Request, session_id: SessionId) -> Response:
