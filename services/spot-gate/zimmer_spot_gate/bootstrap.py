@@ -15,11 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.consumer import ConsumerSpec
+from zimmer_common.contracts import charts as ch
 from zimmer_common.contracts import clones as k
 from zimmer_common.contracts import spot as c
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.contracts.clones import CloneReport
 from zimmer_common.contracts.envelope import EventEnvelope
+from zimmer_common.contracts.policy_dry_run import DRY_RUN
 from zimmer_common.contracts.runtime import (
     INGEST_QUOTA_READING,
     INGEST_SESSION_STATUS,
@@ -29,6 +31,7 @@ from zimmer_common.contracts.runtime import (
     SpendReport,
 )
 from zimmer_common.contracts.subjects import Stream
+from zimmer_common.history_store import PointsGauge
 from zimmer_common.jobs import JobContext, JobSpec
 from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
@@ -37,6 +40,8 @@ from zimmer_spot_gate.config import PriceBook, SpotSettings
 from zimmer_spot_gate.handlers.admissions import Admissions
 from zimmer_spot_gate.handlers.clones import Clones
 from zimmer_spot_gate.handlers.deletion import Deletion
+from zimmer_spot_gate.handlers.dry_run import DryRuns
+from zimmer_spot_gate.handlers.history import PoolHistoryOps
 from zimmer_spot_gate.handlers.parks import Parks
 from zimmer_spot_gate.handlers.policy import PolicyOps
 from zimmer_spot_gate.handlers.queue_ops import QueueOps
@@ -80,11 +85,14 @@ def bootstrap(service: Service) -> SpotGate:
     service.app = app
 
     _serve(service, app, rows_budget)
-    _serve_queue(service, app, QueueOps(units, gate, now), Trash(units, gate), Deletion(units, gate))
+    service.rpc(DRY_RUN)(DryRuns(units, now, on_answer=metrics.dry_run).dry_run)  # the policy dry-run (issue 32 #5)
+    trash = Trash(units, gate, on_ended=metrics.session_ended)
+    _serve_queue(service, app, QueueOps(units, gate, now), trash, Deletion(units, gate))
     clones = Clones(units)
     _serve_clones(service, clones)
     _consume(service, app, units, clones)
     _schedule(service, app, units)
+    _serve_history(service, PoolHistoryOps(units, now, PointsGauge(service.metrics.registry, "spot_pool")))
     return app
 
 
@@ -187,3 +195,19 @@ def _schedule(service: Service, app: SpotGate, units: UnitsOfWork) -> None:
                               JobSpec("auth_unpark", "default", auth_unpark),
                               JobSpec("stranded_sleep_sweep", "default", stranded_sleep_sweep),
                               JobSpec("ceiling_sweep", "default", ceiling_sweep)])
+
+
+def _serve_history(service: Service, history: PoolHistoryOps) -> None:
+    """The Quotas and Costs charts' history (issue 32 #4): its two reads, the minute's recording and
+    the bounded retention (DESIGN §9 "History for charts")."""
+    service.rpc(ch.GET_POOL_HISTORY)(history.pool_history)
+    service.rpc(ch.GET_COSTS_HISTORY)(history.costs_history)
+
+    async def record_pool_history(ctx: JobContext) -> None:
+        await history.record()
+
+    async def pool_history_retention(ctx: JobContext) -> None:
+        await history.retain(ctx.progress)
+
+    service.job_specs.extend([JobSpec("record_pool_history", "default", record_pool_history),
+                              JobSpec("pool_history_retention", "maintenance", pool_history_retention)])

@@ -6,9 +6,10 @@ import contextlib
 import logging
 from datetime import UTC, datetime
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from zimmer_common.contracts.spot_policy import CostsView, PolicyView
+from zimmer_spot_gate.account_metrics import AccountMetrics
 
 log = logging.getLogger("zimmer.spot_gate.metrics")
 REFRESH_SECONDS = 15.0
@@ -58,8 +59,32 @@ class SpotMetrics:
                                       registry=r)
         self.unpriced_models = Gauge("zimmer_spot_unpriced_models", "Models seen in the last 7 days or the burn rates "
                                      "that have no price of their own (priced at the dearest known price)", registry=r)
+        self.dry_runs = Counter("zimmer_spot_dry_runs_total", "Policy dry-runs answered (served) or refused (a span "
+                                "not before now)", ["outcome"], registry=r)
+        self.dry_run_seconds = Histogram("zimmer_spot_dry_run_seconds", "Time to read and replay one policy dry-run",
+                                         buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=r)
         self.candidate_burn = Gauge("zimmer_spot_candidate_burn_rate", "Opus-priced $/min of the new spot session the "
                                     "policy view decides for (a spawn naming no model)", registry=r)
+
+        self.reset_seconds = Gauge("zimmer_spot_window_reset_seconds", "Mean seconds until each window resets over "
+                                   "the accounts that recorded a reset (absent when none did)", ["window"], registry=r)
+        self.calibrated_at = Gauge("zimmer_spot_window_calibrated_timestamp_seconds", "When each window's dollar "
+                                   "capacity was last estimated (absent until calibrated)", ["window"], registry=r)
+        # A session's spend as its page shows it, observed once when it ends (store.ended_spend): a label per
+        # session would be unbounded, so a histogram by class and end status (issue 32 #2).
+        self.session_spend = Histogram("zimmer_spot_session_spend_dollars", "Each session's list-price spend when "
+                                       "it ended (archived or failed), by its class and end status",
+                                       ["class", "status"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000),
+                                       registry=r)
+        self.account = AccountMetrics(r)
+
+    def session_ended(self, cls: str, status: str, dollars: float) -> None:
+        self.session_spend.labels(cls, status).observe(dollars)
+
+    def dry_run(self, outcome: str, seconds: float) -> None:
+        self.dry_runs.labels(outcome).inc()
+        if outcome == "served":
+            self.dry_run_seconds.observe(seconds)
 
     def observe(self, view: PolicyView) -> None:
         for reason, n in view.held.items():
@@ -93,10 +118,22 @@ class SpotMetrics:
             else:
                 with contextlib.suppress(KeyError):
                     self.capacity.remove(w.window)
+        for w in view.windows:
+            self._set_or_remove(self.reset_seconds, w.window, w.minutes_to_reset * 60 if w.reset_recorded else None)
+            self._set_or_remove(self.calibrated_at, w.window, w.calibrated_at.timestamp() if w.calibrated_at else None)
+        self.account.observe(view)
         if view.unblock.state == "countdown" and view.unblock.at is not None:
             self.unblock.set(max(0.0, (view.unblock.at - datetime.now(UTC)).total_seconds()))
         else:
             self.unblock.set(float("nan"))  # nothing to count down to: NaN, which alerting treats as absent
+
+    @staticmethod
+    def _set_or_remove(gauge: Gauge, label: str, value: float | None) -> None:
+        if value is not None:
+            gauge.labels(label).set(value)
+        else:
+            with contextlib.suppress(KeyError):  # nothing recorded: no series rather than a made-up number
+                gauge.remove(label)
 
     def observe_costs(self, costs: CostsView) -> None:
         self.spend.labels("five_hour").set(costs.spend_five_hour_dollars)

@@ -52,6 +52,8 @@ SESSION_UNARCHIVED = event_subject(CTX, "session_unarchived")
 # The session row is gone (DELETE /api/v1/sessions/{id}, or an archive purge): whatever another
 # service keeps by its id (its log lines, its directories) goes with it.
 SESSION_DELETED = event_subject(CTX, "session_deleted")
+# An account's quota reading was recorded: the pool's figures moved (the Quotas page follows it live).
+QUOTA_READING_RECORDED = event_subject(CTX, "quota_reading_recorded")
 
 
 class SessionWarningNote(Payload):
@@ -63,6 +65,21 @@ class SessionWarningNote(Payload):
     message: str
     source: str
     created_at: datetime
+
+
+class SessionSpend(Payload):
+    """What a session has spent, from the spend ledger (every spend report naming it): at each
+    model's list price, its tokens, when its first and last reports came, and the models."""
+
+    dollars: float = Field(description="List-price dollars of every spend report naming the session")
+    reports: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    first_at: datetime
+    last_at: datetime
+    models: list[str] = Field(description="harness/model of each kind of spend, dearest first")
 
 
 class SessionView(Payload):
@@ -115,6 +132,9 @@ class SessionView(Payload):
     # The newest durable warnings left on the session (a sweeper's refused reap), newest first:
     # filled by get_session, empty in lists and events.
     warnings: list[SessionWarningNote] = Field(default_factory=list)
+    # What it has spent (the spend ledger): filled by get_session, null in lists and events, and
+    # null when no spend report has named it.
+    spend: SessionSpend | None = None
 
 
 class SessionEvent(Payload):
@@ -131,6 +151,17 @@ class SessionDeleted(Payload):
     session_id: int
     deleted_at: datetime
     reason: str = "deleted"  # deleted (an operator's DELETE) or purged (an archive purge)
+
+
+class QuotaReadingRecorded(Payload):
+    """Payload of quota_reading_recorded: which account was read and how it stood; the pool's
+    figures are the spot gate's to compute (`get_spot_policy`)."""
+
+    account: str
+    status: str
+    five_hour_utilization: float | None = None
+    seven_day_utilization: float | None = None
+    recorded_at: datetime
 
 
 Attachments = Annotated[list[JsonObject], Field(max_length=MAX_ATTACHMENTS)]

@@ -20,6 +20,7 @@ from zimmer_common.contracts.fields import (
     Title,
     at_least_one_of,
 )
+from zimmer_common.contracts.runtime import AccountStatusName
 from zimmer_common.contracts.spot import CTX, ClassName, DecisionView, GenesisName, SpawnResult, TriggerKindName
 
 
@@ -44,6 +45,39 @@ class WindowPosture(Payload):
     # minute estimated from its readings (`fleet_burn_estimated`), never presented as measured.
     fleet_burn: float
     fleet_burn_estimated: bool = False
+    # When the dollar figures were last calibrated (every one is an estimate); null until calibrated.
+    calibrated_at: datetime | None = None
+    # False: no averaged account recorded a future reset, so `minutes_to_reset` is the whole
+    # window's length (the slowest pace), not a time anything recorded.
+    reset_recorded: bool = True
+
+
+class AccountWindowView(Payload):
+    utilization: float = Field(ge=0, description="As read, 0-1 of the window; above 1 is past the window's cap")
+    resets_at: datetime | None = Field(description="When the window resets; null when the reading recorded none")
+    rolled_over: bool = Field(description=(
+        "The reset passed since this reading: the pool average counts this window as 0 until it is read again"))
+    counted_as: float = Field(ge=0, le=1, description=(
+        "What the pool average counts for this account, 0-1: the reading clamped, 0 once rolled over, and 1 in the "
+        "5-hour figure when the account's 7-day window is spent"))
+
+
+class AccountView(Payload):
+    """One account of the pool, read or not (seed 004: every account counts, whatever its status)."""
+
+    account: str
+    status: AccountStatusName = Field(description=(
+        "The status last reported: needs_reauth is one Zimmer cannot serve from until a human signs in again"))
+    serving: bool = Field(description="The account the runtime serves from now")
+    read_at: datetime | None = Field(description="The newest reading; null when never read (left out of averages)")
+    reading_age_seconds: float | None = Field(ge=0, description="How old the newest reading is; null when never read")
+    stale: bool = Field(description="Read, but longer ago than `reading_stale_after_minutes`")
+    five_hour: AccountWindowView | None = Field(description="Null when the reading has no 5-hour window")
+    seven_day: AccountWindowView | None = Field(description="Null when the reading has no 7-day window")
+    out_of_capacity: bool = Field(description="A window it waits on is spent")
+    back_at: datetime | None = Field(description=(
+        "When it can serve again: the later of the resets it waits on; null when not out, or when a spent window "
+        "recorded no reset"))
 
 
 class UnblockView(Payload):
@@ -104,6 +138,11 @@ class PolicyView(Payload):
     triggers_next_offset: int | None = Field(default=None, description=(
         "Where the triggers this answer leaves out start: ask `search_triggers` with this as `offset` and follow "
         "its `next_offset`. Null when `triggers` holds every trigger"))
+    # Every account of the pool in name order, read or not (issue 32 #3): the pooled figures above
+    # average them, and a needs_reauth one is otherwise invisible.
+    accounts: list[AccountView] = Field(default_factory=list)
+    reading_stale_after_minutes: float = Field(default=60.0, description=(
+        "A reading older than this is stale: the usage sampler re-reads an account once its reading is this old"))
 
 
 class SetPolicy(Request):
@@ -160,6 +199,9 @@ class FireTrigger(Request):
     title: Title | None = None
     idempotency_key: IdempotencyKey | None = None
     metadata: JsonObject = Field(default_factory=dict)
+    invoked_from: Literal["api", "web_ui"] = Field(
+        default="api", description="A by-hand invoke's origin, its session's genesis (seed 004): the web app's "
+                                   "Invoke button is web_ui; REST and MCP are api. A trigger that fires ignores it.")
 
 
 class TriggerQuery(Request):

@@ -15,11 +15,15 @@ the quota reading, so they decide only the cap and the pace. The running count i
 own, read under its lock, so the slot check runs whenever it was read; a blind gate still keeps
 `max_sessions`. When a window is readable the quota checks name the reason first (a session held
 for both waits on the longer ladder, and the ceiling sweep pauses on it).
+
+Every decision carries the call it was made from (`GateCall`: the policy, the windows, the fleet,
+the candidate, the margin): the decision log records it, and the policy dry-run (`replay.py`)
+asks `evaluate_call` again with other settings, so a replay and the live gate are one function.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zimmer_spot_gate.domain.model import Ceiling, Reason, Window
 
@@ -94,6 +98,21 @@ class WindowNumbers:
 
 
 @dataclass(frozen=True)
+class GateCall:
+    """Everything one decision is made from: what the decision log records and a replay asks again.
+    `windows` None: the pool could not be read (`failure` says why, as the sentence words it)."""
+
+    policy: Policy
+    windows: tuple[WindowState, ...] | None
+    fleet: FleetState
+    candidate: Candidate
+    accounts_averaged: int = 0
+    accounts_in_pool: int = 0
+    failure: str | None = None
+    reserve_margin: float = 0.0
+
+
+@dataclass(frozen=True)
 class Decision:
     allowed: bool
     reason: Reason
@@ -103,6 +122,7 @@ class Decision:
     accounts_averaged: int = 0
     accounts_in_pool: int = 0
     holding_window: Window | None = None
+    call: GateCall | None = field(default=None, compare=False)  # what it was decided from (None: built by hand)
 
 
 def window_numbers(w: WindowState, policy: Policy, fleet: FleetState, candidate: Candidate,
@@ -193,14 +213,18 @@ def _blind(policy: Policy, fleet: FleetState, candidate: Candidate, reason: Reas
                     f"{_free(policy, fleet, candidate)}.", **common)
 
 
-def decide_unreadable(policy: Policy, fleet: FleetState, candidate: Candidate, exc: BaseException) -> Decision:
+def failure_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def decide_unreadable(policy: Policy, fleet: FleetState, candidate: Candidate, exc: BaseException | str) -> Decision:
     """The pool's side of the gate's inputs could not be read (or the decision could not be
     evaluated): `unavailable` for the quota checks, while the slot check, on the running count
-    read under the lock, still holds."""
+    read under the lock, still holds. `exc` is the error, or its words as a call recorded them."""
     if not policy.gating_enabled:
         return Decision(True, Reason.GATING_DISABLED, None, "Allowed: spot gating is turned off.")
-    return _blind(policy, fleet, candidate, Reason.UNAVAILABLE,
-                  f"the quota reading could not be evaluated ({type(exc).__name__}: {exc})", {})
+    why = exc if isinstance(exc, str) else failure_text(exc)
+    return _blind(policy, fleet, candidate, Reason.UNAVAILABLE, f"the quota reading could not be evaluated ({why})", {})
 
 
 def evaluate(policy: Policy, windows: tuple[WindowState, ...] | None, fleet: FleetState, candidate: Candidate, *,
@@ -209,13 +233,22 @@ def evaluate(policy: Policy, windows: tuple[WindowState, ...] | None, fleet: Fle
     """The one evaluation every caller makes (admissions, the ceiling sweep, start now, the policy
     view): `windows` None means the pool could not be read (`failure` says why). An error while
     deciding fails open on the quota checks as `unavailable`, never on the slot check."""
-    if windows is None:
-        return decide_unreadable(policy, fleet, candidate, failure or RuntimeError("no pool reading"))
-    try:
-        return decide(Snapshot(policy, windows, fleet, candidate, accounts_averaged, accounts_in_pool),
-                      reserve_margin=reserve_margin)
-    except Exception as exc:  # noqa: BLE001 - fail open on the reading, and say why
-        return decide_unreadable(policy, fleet, candidate, exc)
+    why = None if windows is not None else failure_text(failure or RuntimeError("no pool reading"))
+    return evaluate_call(GateCall(policy, windows, fleet, candidate, accounts_averaged, accounts_in_pool, why,
+                                  reserve_margin))
+
+
+def evaluate_call(call: GateCall) -> Decision:
+    """`evaluate` over one recorded call: the live gate and the dry-run's replay both end here."""
+    if call.windows is None:
+        d = decide_unreadable(call.policy, call.fleet, call.candidate, call.failure or "RuntimeError: no pool reading")
+    else:
+        try:
+            d = decide(Snapshot(call.policy, call.windows, call.fleet, call.candidate, call.accounts_averaged,
+                                call.accounts_in_pool), reserve_margin=call.reserve_margin)
+        except Exception as exc:  # noqa: BLE001 - fail open on the reading, and say why
+            d = decide_unreadable(call.policy, call.fleet, call.candidate, exc)
+    return replace(d, call=call)
 
 
 WINDOW_NAMES = {Window.FIVE_HOUR: "5-hour", Window.SEVEN_DAY: "7-day"}

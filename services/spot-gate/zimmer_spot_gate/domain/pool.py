@@ -40,7 +40,7 @@ def _reading(r: AccountReading, window: Window) -> WindowReading | None:
     return None if w is None or math.isnan(w.utilization) else w
 
 
-def _rolled_over(w: WindowReading, now: datetime) -> bool:
+def rolled_over(w: WindowReading, now: datetime) -> bool:
     """The window reset after this reading: what it measured is gone (seed 004: "a past
     timestamp describes a window that has already rolled over")."""
     return w.resets_at is not None and w.resets_at <= now
@@ -48,10 +48,10 @@ def _rolled_over(w: WindowReading, now: datetime) -> bool:
 
 def _week_spent(r: AccountReading, now: datetime) -> bool:
     week = _reading(r, Window.SEVEN_DAY)
-    return week is not None and week.spent and not _rolled_over(week, now)
+    return week is not None and week.spent and not rolled_over(week, now)
 
 
-def _pooled_value(r: AccountReading, window: Window, now: datetime) -> float | None:
+def pooled_value(r: AccountReading, window: Window, now: datetime) -> float | None:
     """This account's contribution to `window`'s average, or None when it contributes nothing.
 
     Seed 004 "Read across the whole pool": an account whose 7-day window is spent counts as
@@ -65,7 +65,7 @@ def _pooled_value(r: AccountReading, window: Window, now: datetime) -> float | N
     w = _reading(r, window)
     if w is None:
         return None
-    return 0.0 if _rolled_over(w, now) else _clamp(w.utilization)
+    return 0.0 if rolled_over(w, now) else _clamp(w.utilization)
 
 
 def pooled_windows(
@@ -94,12 +94,12 @@ def pooled_windows(
         waits: list[float] = []
         rolled = 0
         for r in readings:
-            value = _pooled_value(r, window, now)
+            value = pooled_value(r, window, now)
             if value is None:
                 continue
             values.append(value)
             read = _reading(r, window)
-            if read is not None and _rolled_over(read, now) and not (window is Window.FIVE_HOUR and _week_spent(r, now)):
+            if read is not None and rolled_over(read, now) and not (window is Window.FIVE_HOUR and _week_spent(r, now)):
                 rolled += 1
             # A week-spent account counted as 100% here still contributes its own 5-hour
             # reset time: the figure is about time left in *this* window.
@@ -127,7 +127,7 @@ def _iso_utc(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _spent_windows(r: AccountReading, now: datetime) -> list[WindowReading] | None:
+def spent_windows(r: AccountReading, now: datetime) -> list[WindowReading] | None:
     """The windows this account is waiting on, or None when it read nothing at all.
 
     Seed 004 "When the pool comes back": a window is waited on when it is spent and its reset
@@ -163,7 +163,7 @@ def unblock_state(readings: Sequence[AccountReading], now: datetime) -> UnblockS
     room_now = False
     moments: list[datetime] = []
     for r in readings:
-        waiting = _spent_windows(r, now)
+        waiting = spent_windows(r, now)
         if waiting is None:
             continue  # no reading at all: not part of the banner's question
         read += 1

@@ -19,8 +19,8 @@ from zimmer_common.contracts.spot import SESSION_DELETED, SessionDeleted, Sessio
 from zimmer_common.logs import kv
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus
-from zimmer_spot_gate.handlers.turns import TurnGate
-from zimmer_spot_gate.store import clones
+from zimmer_spot_gate.handlers.turns import TurnGate, run_edges
+from zimmer_spot_gate.store import clones, quota, replay_records
 from zimmer_spot_gate.store import sessions as store
 
 log = logging.getLogger("zimmer.spot_gate")
@@ -40,6 +40,10 @@ class Deletion:
             deleted_at = await clones.delete_session(conn, req.session_id)
             assert deleted_at is not None, "the row was locked by this transaction"
             running = before.status == SessionStatus.RUNNING.value
+            if running:  # its run ends here; the run log keeps it (what ran stays what ran)
+                overrides = (await quota.policy(conn)).overrides
+                await replay_records.record_run_edges(conn, run_edges(before._mapping, "archived", overrides),
+                                                      self.gate.now())
             events: list[tuple[str, str, Any]] = [
                 (SESSION_DELETED, "session_deleted",
                  SessionDeleted(session_id=req.session_id, deleted_at=deleted_at, reason="deleted"))]

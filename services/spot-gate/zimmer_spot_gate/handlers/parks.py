@@ -22,9 +22,9 @@ from zimmer_common.logs import kv
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus
 from zimmer_spot_gate.handlers import session_log
-from zimmer_spot_gate.handlers.turns import TurnGate
+from zimmer_spot_gate.handlers.turns import TurnGate, run_edges
 from zimmer_spot_gate.jobs.ceiling import resume
-from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import quota, replay_records
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.tables import accounts
 from zimmer_spot_gate.store.tables import sessions as s
@@ -48,11 +48,13 @@ class Parks:
             conn = uow.conn
             await self.gate.lock_admissions(conn)
             row = await store.fetch_live(conn, req.session_id, "it cannot be parked")
+            overrides = (await quota.policy(conn)).overrides
             view = store.to_view(await store.update_fields(
                 conn, req.session_id, status=SessionStatus.WAITING.value, paused_by=AUTH_OUTAGE,
                 spot_pause_at=now, spot_pause_reason=AUTH_OUTAGE, parked_account=req.account,
                 spot_pause_detail=f"The credentials of {req.account or 'its account'} are out.",
-                spot_pause_acked_at=now), (await quota.policy(conn)).overrides)
+                spot_pause_acked_at=now), overrides)
+            await replay_records.record_run_edges(conn, run_edges(row._mapping, view.status, overrides), now)
             await uow.emit(SESSION_PAUSED, "session_paused", SessionEvent(
                 session=view, previous={"status": row.status}, spawned_by=(row.metadata or {}).get("spawned_by")))
             sentence = view.pause_sentence or "Parked by an auth outage of its account."

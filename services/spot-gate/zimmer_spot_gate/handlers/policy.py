@@ -13,6 +13,8 @@ from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.contracts.spot import SpawnResult, SpawnSession
 from zimmer_common.contracts.spot_policy import (
+    AccountView,
+    AccountWindowView,
     BurnRateView,
     CostsQuery,
     CostsView,
@@ -35,6 +37,7 @@ from zimmer_common.contracts.spot_policy import (
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.config import PriceBook
+from zimmer_spot_gate.domain.accounts import STALE_AFTER, AccountState, AccountWindow, account_states
 from zimmer_spot_gate.domain.classes import (
     DEFAULT_GENESIS_CLASS,
     TRIGGER_KINDS,
@@ -44,7 +47,7 @@ from zimmer_spot_gate.domain.classes import (
 )
 from zimmer_spot_gate.domain.gate import window_numbers
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, Window
-from zimmer_spot_gate.domain.pool import next_weekly_reset, unblock_state
+from zimmer_spot_gate.domain.pool import next_weekly_reset, pooled_windows, unblock_state
 from zimmer_spot_gate.domain.prices import CURRENCY, spends_against_claude
 from zimmer_spot_gate.handlers.admissions import Admissions, SpawnRequest
 from zimmer_spot_gate.handlers.snapshot import DEFAULT_HARNESS, DEFAULT_MODEL, read_inputs
@@ -52,6 +55,19 @@ from zimmer_spot_gate.handlers.turns import decision_view
 from zimmer_spot_gate.store import quota, triggers
 from zimmer_spot_gate.store.quota import WINDOW_SPAN
 from zimmer_spot_gate.store.sessions import class_expr
+
+
+def _account_window(w: AccountWindow | None) -> AccountWindowView | None:
+    return None if w is None else AccountWindowView(utilization=w.utilization, resets_at=w.resets_at,
+                                                    rolled_over=w.rolled_over, counted_as=w.counted_as)
+
+
+def _account_view(a: AccountState) -> AccountView:
+    return AccountView(account=a.account, status=a.status.value, serving=a.serving, read_at=a.read_at,
+                       reading_age_seconds=a.age_seconds, stale=a.stale,
+                       five_hour=_account_window(a.windows.get(Window.FIVE_HOUR)),
+                       seven_day=_account_window(a.windows.get(Window.SEVEN_DAY)),
+                       out_of_capacity=a.out_of_capacity, back_at=a.back_at)
 
 
 class PolicyOps:
@@ -80,6 +96,8 @@ class PolicyOps:
         candidate = inputs.default_candidate()
         decision = inputs.decide(fleet, candidate)
         windows = []
+        calibrated_at = await quota.calibrated_at(conn)
+        pooled = pooled_windows(parts.readings, now, parts.pool_size)
         for w in parts.windows:
             n = window_numbers(w, policy.policy, fleet, candidate)
             reserve = policy.policy.reserve.get(w.window, 0.0)
@@ -91,7 +109,9 @@ class PolicyOps:
                 spot_budget_dollars=n.budget if n.calibrated else None,
                 spot_budget_left_dollars=n.left if n.calibrated else None,
                 spot_budget_left_fraction=n.left / n.capacity, minutes_to_reset=n.minutes_to_reset,
-                sustainable_rate=n.sustainable_rate, fleet_burn=n.fleet_burn, fleet_burn_estimated=not n.calibrated))
+                sustainable_rate=n.sustainable_rate, fleet_burn=n.fleet_burn, fleet_burn_estimated=not n.calibrated,
+                calibrated_at=calibrated_at.get(w.window) if n.calibrated else None,
+                reset_recorded=pooled[w.window].reset_known if w.window in pooled else False))
         running, held = await triggers.counts(conn, class_expr(policy.overrides))
         # Triggers carry prompts: the view holds those that fit, never failing for their size.
         shown, total = await triggers.search(conn, TriggerQuery(limit=500), self.rows_budget())
@@ -112,7 +132,9 @@ class PolicyOps:
                                               effective=resolve_class(None, g, policy.overrides).value,
                                               set_on="trigger" if g in TRIGGER_KINDS else "policy")
                              for g, d in DEFAULT_GENESIS_CLASS.items()],
-            triggers=shown, triggers_next_offset=next_offset(0, len(shown), total))
+            triggers=shown, triggers_next_offset=next_offset(0, len(shown), total),
+            accounts=[_account_view(a) for a in account_states(await quota.pool_accounts(conn), parts.readings, now)],
+            reading_stale_after_minutes=STALE_AFTER.total_seconds() / 60)
 
     async def set(self, req: SetPolicy) -> PolicyView:
         if all(v is None for v in req.model_dump().values()):
@@ -185,7 +207,7 @@ class PolicyOps:
         return await self._spawn_from(req, by_hand=False)
 
     async def invoke(self, req: FireTrigger) -> SpawnResult:
-        """Fired by hand over the API: genesis `api`."""
+        """Fired by hand: genesis `api` over the API, `web_ui` from the web app's Invoke button."""
         return await self._spawn_from(req, by_hand=True)
 
     async def _spawn_from(self, req: FireTrigger, *, by_hand: bool) -> SpawnResult:
@@ -196,7 +218,7 @@ class PolicyOps:
         spawn = SpawnSession(idempotency_key=req.idempotency_key, title=req.title or t.name,
                              prompt=req.prompt if req.prompt is not None else t.prompt, metadata=req.metadata)
         return await self.admissions.spawn_session(SpawnRequest(
-            spawn, default_genesis=Genesis.API if by_hand else Genesis(t.kind), trigger_id=t.id,
+            spawn, default_genesis=Genesis(req.invoked_from) if by_hand else Genesis(t.kind), trigger_id=t.id,
             trigger_class=SchedulingClass(t.scheduling_class) if t.scheduling_class else None,
             trigger_precedence=t.precedence))
 
@@ -213,7 +235,7 @@ class PolicyOps:
         on (Claude or Codex), and how each model seen is priced."""
         now = self.now()
         book = self.prices
-        async with self.units.read() as conn:
+        async with self.units.snapshot() as conn:  # the totals, the split and the models seen agree
             rates = await quota.all_burn_rates(conn)
             five = await quota.spend_by_model_since(conn, now - WINDOW_SPAN[Window.FIVE_HOUR])
             seven = await quota.spend_by_model_since(conn, now - WINDOW_SPAN[Window.SEVEN_DAY])

@@ -17,6 +17,7 @@ from zimmer_common import idempotency
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, next_offset
 from zimmer_common.contracts.runtime import QuotaReadingIn, SessionStatusReport, SpendReport
 from zimmer_common.contracts.spot import (
+    QUOTA_READING_RECORDED,
     SESSION_ARCHIVED,
     SESSION_CLASS_CHANGED,
     SESSION_PRECEDENCE_CHANGED,
@@ -27,6 +28,7 @@ from zimmer_common.contracts.spot import (
     GateDecisionQuery,
     GateDecisionRow,
     Ok,
+    QuotaReadingRecorded,
     ReorderResult,
     ReorderSession,
     RequestTurn,
@@ -56,13 +58,15 @@ from zimmer_spot_gate.handlers.parks import Parks
 from zimmer_spot_gate.handlers.policy import PolicyOps
 from zimmer_spot_gate.handlers.queue_ops import start_in
 from zimmer_spot_gate.handlers.trash import archived_fields
-from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest
+from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest, run_edges
 from zimmer_spot_gate.handlers.wakes import Wakes
 from zimmer_spot_gate.jobs.ceiling import CeilingSweep
 from zimmer_spot_gate.jobs.stranded_sleep import StrandedSleepSweep
 from zimmer_spot_gate.metrics import SpotMetrics
-from zimmer_spot_gate.store import clones, lists, quota
+from zimmer_spot_gate.store import clones, lists, quota, replay_records
 from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.store.ended_spend import observe_if_ended
+from zimmer_spot_gate.store.session_spend import session_spend
 
 RUNNING = SessionStatus.RUNNING.value
 WARNINGS_SHOWN = 5  # the newest few on get_session; the sweeper's refusals page as well
@@ -106,12 +110,14 @@ class SpotGate:
         return view.model_copy(update={"paused_until": ahead}) if ahead else view
 
     async def get(self, req: SessionRef) -> SessionView:
-        """The session as it now is, with the newest warnings left on it (where an operator looks)."""
-        async with self.units.read() as conn:
+        """The session as it now is, with the newest warnings left on it and what it has spent
+        (where an operator looks)."""
+        async with self.units.snapshot() as conn:  # its status, warnings and spend as of one moment
             view = self._as_of_now(await self._view(conn, req.session_id))
             warnings = await clones.newest_warnings(conn, req.session_id, WARNINGS_SHOWN)
-        return view.model_copy(update={"warnings": [SessionWarningNote(**w._mapping) for w in warnings]}) \
-            if warnings else view
+            spend = await session_spend(conn, req.session_id)
+        return view.model_copy(update={"warnings": [SessionWarningNote(**w._mapping) for w in warnings],
+                                       "spend": spend})
 
     async def by_key(self, req: SessionByKey) -> SessionView:
         """The session a spawn with this key made; `not_found` when none did. Asked after a
@@ -126,7 +132,7 @@ class SpotGate:
     async def search(self, q: SessionQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> SessionList:
         """A page of sessions: `q.limit` at most, fewer when their prompts and metadata reach
         `budget` bytes, with where the next page starts."""
-        async with self.units.read() as conn:
+        async with self.units.snapshot() as conn:  # the page and its total agree
             overrides = (await quota.policy(conn)).overrides
             views, total = await lists.search(conn, q, overrides, budget)
         return SessionList(sessions=[self._as_of_now(v) for v in views], total=total,
@@ -240,7 +246,9 @@ class SpotGate:
             # and the queued turns wait for the resume.
             acked = {"spot_pause_acked_at": func.now()} if before.paused_by is not None else {}
             row = await store.update_fields(conn, req.session_id, status=SessionStatus.WAITING.value, **acked)
-            view = store.to_view(row, (await quota.policy(conn)).overrides)
+            overrides = (await quota.policy(conn)).overrides
+            await replay_records.record_run_edges(conn, run_edges(before._mapping, row.status, overrides), self.now())
+            view = store.to_view(row, overrides)
             await uow.emit(SESSION_STATUS_CHANGED, "session_status_changed", SessionEvent(
                 session=view, previous={"status": before.status}, spawned_by=(before.metadata or {}).get("spawned_by")))
             return view
@@ -266,7 +274,10 @@ class SpotGate:
             if req.status == SessionStatus.FAILED.value:
                 fields.update(spot_hold_reason=None, spot_hold_retry_at=None)  # an ended session waits for nothing
             row = await store.update_fields(conn, req.session_id, **fields)
-            view = store.to_view(row, (await quota.policy(conn)).overrides)
+            overrides = (await quota.policy(conn)).overrides
+            await replay_records.record_run_edges(conn, run_edges(before._mapping, row.status, overrides), self.now())
+            view = store.to_view(row, overrides)
+            await observe_if_ended(uow, before.status, view, self.metrics.session_ended)
             event = SessionEvent(session=view, previous={"status": before.status},
                                  spawned_by=(before.metadata or {}).get("spawned_by"))
             await uow.emit_many([(SESSION_STATUS_CHANGED, "session_status_changed", event)] +
@@ -291,8 +302,13 @@ class SpotGate:
     # ---- the quota pool ------------------------------------------------------------------
 
     async def record_reading(self, req: QuotaReadingIn) -> Ok:
+        now = self.now()
         async with self.units.begin() as uow:
-            await quota.record_reading(uow.conn, req, self.now())
+            await quota.record_reading(uow.conn, req, now)
+            await uow.emit(QUOTA_READING_RECORDED, "quota_reading_recorded", QuotaReadingRecorded(
+                account=req.account, status=req.status, recorded_at=now,
+                five_hour_utilization=req.five_hour.utilization if req.five_hour else None,
+                seven_day_utilization=req.seven_day.utilization if req.seven_day else None))
         self.gate.pool.invalidate()
         return Ok()
 

@@ -25,9 +25,10 @@ from zimmer_common.contracts.spot import (
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.unit_of_work import UnitsOfWork
 from zimmer_spot_gate.domain.model import SessionStatus
-from zimmer_spot_gate.handlers.turns import TurnGate
-from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.handlers.turns import TurnGate, run_edges
+from zimmer_spot_gate.store import quota, replay_records
 from zimmer_spot_gate.store import sessions as store
+from zimmer_spot_gate.store.ended_spend import Observe, observe_if_ended
 
 ARCHIVED = SessionStatus.ARCHIVED.value
 NOTHING_WAITED_FOR = dict(spot_hold_reason=None, spot_hold_retry_at=None, held_turn_kind=None, held_prompt=None,
@@ -69,9 +70,10 @@ def restored_status(row: Any) -> str:
 
 
 class Trash:
-    def __init__(self, units: UnitsOfWork, gate: TurnGate):
+    def __init__(self, units: UnitsOfWork, gate: TurnGate, on_ended: Observe | None = None):
         self.units = units
         self.gate = gate
+        self.on_ended = on_ended  # metrics: the spend of a session the Trash ended (store.ended_spend)
 
     async def archive(self, req: SessionRef) -> SessionView:
         return await self._move(req.session_id, archive=True)
@@ -95,6 +97,10 @@ class Trash:
             # (unarchive_restored), 30 minutes pass, or the session is archived again.
             fields = archived_fields(before) if archive else restored_fields(before)
             view = store.to_view(await store.update_fields(conn, session_id, **fields), overrides)
+            if self.on_ended is not None:
+                await observe_if_ended(uow, before.status, view, self.on_ended)
+            await replay_records.record_run_edges(conn, run_edges(before._mapping, view.status, overrides),
+                                                  self.gate.now())
             spawned_by = (before.metadata or {}).get("spawned_by")
             events: list[tuple[str, str, Any]] = [
                 (SESSION_STATUS_CHANGED, "session_status_changed",

@@ -15,8 +15,9 @@ nothing done.
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,10 +31,11 @@ from zimmer_common.idempotency import KeyRef
 from zimmer_common.outage import classify
 from zimmer_spot_gate.domain.classes import resolve_class
 from zimmer_spot_gate.domain.gate import Candidate, Decision, FleetState, WindowNumbers
+from zimmer_spot_gate.domain.gate_record import call_json
 from zimmer_spot_gate.domain.model import Genesis, Reason, Runtime, SchedulingClass, SessionStatus, TurnKind
 from zimmer_spot_gate.domain.turnflow import Ask, BatchPlan, Hold, Logged, Outcome, Session, Turn, Verdict, plan_batch
 from zimmer_spot_gate.handlers.snapshot import GateInputs, PoolCache, PoolParts
-from zimmer_spot_gate.store import quota
+from zimmer_spot_gate.store import quota, replay_records
 from zimmer_spot_gate.store import sessions as store
 
 SCHEMA = "spot_gate"
@@ -46,12 +48,17 @@ def decision_view(d: Decision) -> DecisionView:
                         accounts_averaged=d.accounts_averaged, accounts_in_pool=d.accounts_in_pool)
 
 
+def inputs_of(d: Decision) -> str | None:
+    """The call `d` was made from, as JSON text for the decision log: what the dry-run replays."""
+    return json.dumps(call_json(d.call)) if d.call is not None else None
+
+
 def _numbers(n: WindowNumbers) -> dict[str, Any]:
     # Flat and hot (every decision): a shallow copy of its fields, not dataclasses.asdict's deep one.
     return {**vars(n), "window": n.window.value}
 
 
-def exemption(s: dict[str, Any], overrides: Any) -> str | None:
+def exemption(s: Mapping[str, Any], overrides: Any) -> str | None:
     """Why this session is never consulted, or None for a spot session the gate decides on."""
     own = SchedulingClass(s["scheduling_class"]) if s["scheduling_class"] else None
     if resolve_class(own, Genesis(s["genesis"]), overrides) is SchedulingClass.PRIORITY:
@@ -63,8 +70,18 @@ def exemption(s: dict[str, Any], overrides: Any) -> str | None:
     return None
 
 
-def takes_slot(s: dict[str, Any]) -> bool:
+def takes_slot(s: Mapping[str, Any]) -> bool:
     return s["runtime"] == Runtime.CLAUDE_CODE.value and not s["is_status_summary_fork"]
+
+
+def run_edges(before: Mapping[str, Any], status: str, overrides: Any) -> list[dict[str, Any]]:
+    """The session starting or stopping running as it moves from `before` to `status`, for the run
+    log the policy dry-run replays (`store.replay_records`); nothing when it does neither."""
+    was, now = before["status"] == SessionStatus.RUNNING.value, status == SessionStatus.RUNNING.value
+    if was == now:
+        return []
+    return [{"session_id": before["id"], "running": now, "takes_slot": takes_slot(before),
+             "exempt": exemption(before, overrides)}]
 
 
 def to_session(row: dict[str, Any], overrides: Any, inputs: GateInputs) -> Session:
@@ -211,8 +228,11 @@ class TurnGate:
             runtime=rows[sid]["runtime"], harness=rows[sid]["harness"], model=rows[sid]["model"]))
             for sid, t in plan.starts]
         # The rows, the decision log and the events in one statement: one round trip under the lock.
+        now = self.now()
         await store.save_turn_state(conn, [after[sid] for sid in changed], [_log_row(d, seen) for d in plan.decisions],
-                                    self.now(), events + commands)
+                                    now, events + commands)
+        await replay_records.record_run_edges(
+            conn, [e for sid in changed for e in run_edges(rows[sid], after[sid]["status"], overrides)], now)
         await store.enqueue_messages(conn, [{"s": sid, "k": t.kind.value, "p": t.prompt, "a": store.dumps(list(t.attachments))}
                                             for sid, t in plan.queued])
         for sid, _t in plan.starts:  # a paused session that starts again (a direct follow-up): its pause is over
@@ -225,11 +245,11 @@ def _log_row(d: Logged, seen: dict[int, DecisionView]) -> dict[str, Any]:
     if d.decision is None:
         return {"session_id": d.session_id, "turn_kind": d.turn.kind.value, "allowed": True, "reason": "passed",
                 "ceiling": None, "sentence": f"Started without asking the gate: {d.exempt or 'not gated'}.",
-                "numbers": "{}", "event": d.event}
+                "numbers": "{}", "event": d.event, "inputs": None}
     n = d.decision
     return {"session_id": d.session_id, "turn_kind": d.turn.kind.value, "allowed": n.allowed, "reason": n.reason.value,
             "ceiling": n.ceiling.value if n.ceiling else None, "sentence": n.sentence,
-            "numbers": seen[id(n)].model_dump_json(), "event": d.event}
+            "numbers": seen[id(n)].model_dump_json(), "event": d.event, "inputs": inputs_of(n)}
 
 
 def _row_of(row: dict[str, Any], s: Session) -> dict[str, Any]:

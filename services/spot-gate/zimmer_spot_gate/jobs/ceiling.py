@@ -30,7 +30,8 @@ from zimmer_spot_gate.domain.gate import WINDOW_NAMES, Candidate, Decision, Flee
 from zimmer_spot_gate.domain.model import Ceiling, Reason, TurnKind
 from zimmer_spot_gate.handlers import session_log
 from zimmer_spot_gate.handlers.snapshot import GateInputs
-from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest, decision_view
+from zimmer_spot_gate.handlers.turns import TurnGate, TurnRequest, decision_view, inputs_of
+from zimmer_spot_gate.store import replay_records
 from zimmer_spot_gate.store import sessions as store
 from zimmer_spot_gate.store.quota import PolicyRow
 from zimmer_spot_gate.store.tables import sessions as s
@@ -120,6 +121,10 @@ class CeilingSweep:
         paused = [_sleeper(r, g.inputs.burn_of, r.spot_pause_at) for r in rows.values()]
         plan = plan_ceiling(running, paused, g.fleet, g.decide)
         await self._pause(uow, plan, now, overrides)
+        d = plan.decision  # every sweep's own decision, paused or not: the policy dry-run replays it
+        await replay_records.record_sweep(conn, now, d.allowed, d.reason.value, d.ceiling.value if d.ceiling else None,
+                                          len(plan.pause), inputs_of(d))
+        await replay_records.prune(conn, now)
         if plan.kept is not None:  # the gate kept the head of the queue paused: why, in its log
             sid, kept = plan.kept
             await store.log_decisions(conn, [decision_row(sid, "ceiling_kept", kept)], now)
@@ -162,7 +167,7 @@ def decision_row(session_id: int, event: str, d: Decision, turn_kind: str | None
     """A decision-log row for an outcome that is not a turn's admission."""
     return {"session_id": session_id, "turn_kind": turn_kind, "allowed": d.allowed, "reason": d.reason.value,
             "ceiling": d.ceiling.value if d.ceiling else None, "sentence": d.sentence, "event": event,
-            "numbers": decision_view(d).model_dump_json()}
+            "numbers": decision_view(d).model_dump_json(), "inputs": inputs_of(d)}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts.runtime import QuotaReadingIn, SpendReport
+from zimmer_spot_gate.domain.accounts import AccountEntry
 from zimmer_spot_gate.domain.gate import FleetState, Policy
 from zimmer_spot_gate.domain.model import AccountReading, AccountStatus, Genesis, SchedulingClass, Window, WindowReading
 from zimmer_spot_gate.domain.prices import TokenUsage
@@ -105,6 +106,15 @@ async def newest_readings(conn: AsyncConnection) -> tuple[list[AccountReading], 
     return [_reading(r) for r in rows], int(pool)
 
 
+ACCOUNTS = select(accounts.c.account, accounts.c.status, accounts.c.serving).order_by(accounts.c.account)
+
+
+async def pool_accounts(conn: AsyncConnection) -> list[AccountEntry]:
+    """Every account of the pool, read or not, with the status last reported."""
+    return [AccountEntry(r.account, AccountStatus(r.status), bool(r.serving))
+            for r in (await conn.execute(ACCOUNTS)).all()]
+
+
 async def readings_since(conn: AsyncConnection, since: datetime) -> list[AccountReading]:
     rows = (await conn.execute(READINGS_SINCE, {"since": since})).all()
     return [_reading(r) for r in rows]
@@ -146,6 +156,15 @@ CAPACITIES = select(window_calibration.c.window_name, window_calibration.c.capac
 async def capacities(conn: AsyncConnection) -> dict[Window, float]:
     rows = (await conn.execute(CAPACITIES)).all()
     return {Window(r.window_name): float(r.capacity_dollars) for r in rows}
+
+
+CALIBRATED_AT = select(window_calibration.c.window_name, window_calibration.c.calibrated_at)
+
+
+async def calibrated_at(conn: AsyncConnection) -> dict[Window, datetime]:
+    """When each calibrated window's capacity was last estimated."""
+    rows = (await conn.execute(CALIBRATED_AT)).all()
+    return {Window(r.window_name): r.calibrated_at for r in rows}
 
 
 _calibration = pg_insert(window_calibration)

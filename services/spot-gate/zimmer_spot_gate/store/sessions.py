@@ -349,12 +349,13 @@ _u = func.unnest(*(cast(bindparam(f"u_{name}"), ARRAY(type_)) for name, type_ in
 # The batch's decision log, unnested the same way and written by the same statement (a
 # data-modifying CTE), in the plan's order; `numbers` arrives as JSON text, already dumped.
 DECISION_LOG = (("session_id", BigInteger), ("turn_kind", Text), ("allowed", Boolean), ("reason", Text),
-                ("ceiling", Text), ("sentence", Text), ("event", Text), ("numbers", Text))
+                ("ceiling", Text), ("sentence", Text), ("event", Text), ("numbers", Text), ("inputs", Text))
+_JSON_TEXT = {"numbers", "inputs"}  # arrive as JSON text, already dumped
 _d = func.unnest(*(cast(bindparam(f"d_{name}"), ARRAY(type_)) for name, type_ in DECISION_LOG)).table_valued(
     *(column(name, type_) for name, type_ in DECISION_LOG), with_ordinality="n").render_derived("d")
 _logged = pg_insert(gate_decisions).from_select(
     [*(name for name, _ in DECISION_LOG), "decided_at"],
-    select(*(_d.c[name] for name, _ in DECISION_LOG[:-1]), cast(_d.c.numbers, JSONB),
+    select(*(cast(_d.c[name], JSONB) if name in _JSON_TEXT else _d.c[name] for name, _ in DECISION_LOG),
            bindparam("decided_at", type_=gate_decisions.c.decided_at.type)).order_by(_d.c.n)).cte("logged")
 # ... and the events announcing the new rows (their views carry the stamps below, known in advance).
 _announced = unnested_events(str(s.schema)).cte("announced")
@@ -385,6 +386,7 @@ LOG_DECISION = pg_insert(gate_decisions).values(
     session_id=bindparam("session_id"), turn_kind=bindparam("turn_kind"), allowed=bindparam("allowed"),
     reason=bindparam("reason"), ceiling=bindparam("ceiling"), sentence=bindparam("sentence"),
     event=bindparam("event"), numbers=cast(bindparam("numbers", type_=Text), JSONB),
+    inputs=cast(bindparam("inputs", type_=Text), JSONB),
     decided_at=bindparam("decided_at", type_=gate_decisions.c.decided_at.type))
 
 
@@ -392,7 +394,7 @@ async def log_decisions(conn: AsyncConnection, rows: list[dict[str, Any]], decid
     """Decision-log rows that are not a turn's admission (a ceiling pause, a start-now refusal, a
     wake stand-down, a park): each a dict of DECISION_LOG's columns, `numbers` as JSON text."""
     if rows:
-        await conn.execute(LOG_DECISION, [{"turn_kind": None, "ceiling": None, "numbers": "{}", **r,
+        await conn.execute(LOG_DECISION, [{"turn_kind": None, "ceiling": None, "numbers": "{}", "inputs": None, **r,
                                            "decided_at": decided_at} for r in rows])
 
 

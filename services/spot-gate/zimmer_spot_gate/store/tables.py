@@ -122,6 +122,7 @@ class GateDecisionLogRow(SQLModel, table=True):
     numbers: dict[str, Any] = col(JSON)
     decided_at: datetime = col(TIMESTAMPTZ, default="now()")
     event: str = col(Text, default="'turn'")  # 0008: turn, ceiling_pause, ceiling_resume, start_now, …
+    inputs: dict[str, Any] | None = col(JSON, null=True)  # 0011: the gate's call (domain/gate_record.py)
 
 
 class SessionWarningRow(SQLModel, table=True):
@@ -205,6 +206,33 @@ class WindowCalibrationRow(SQLModel, table=True):
     calibrated_at: datetime = col(TIMESTAMPTZ, default="now()")
 
 
+class GateSweepRow(SQLModel, table=True):
+    """Every ceiling sweep's own decision and its call (0011), for the policy dry-run."""
+
+    __tablename__ = "gate_sweeps"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    swept_at: datetime = col(TIMESTAMPTZ)
+    allowed: bool = col(Boolean)
+    reason: str = col(Text)
+    ceiling: str | None = col(Text, null=True)
+    paused: int = col(Integer, default="0")
+    inputs: dict[str, Any] = col(JSON)
+
+
+class SessionRunRow(SQLModel, table=True):
+    """A session starting (running) or stopping running, on the gate's clock (0011)."""
+
+    __tablename__ = "session_runs"
+    __table_args__ = SCHEMA
+    id: int | None = identity()
+    session_id: int = col(BigInteger)  # not a foreign key: a deleted session's runs stay on the record
+    at: datetime = col(TIMESTAMPTZ)
+    running: bool = col(Boolean)
+    takes_slot: bool = col(Boolean)
+    exempt: str | None = col(Text, null=True)  # None: spot work the gate decides on
+
+
 def _table(model: type[SQLModel]) -> Table:
     return model.__table__  # type: ignore[attr-defined,no-any-return]  # SQLModel sets __table__ at class creation
 
@@ -222,3 +250,5 @@ quota_readings = _table(QuotaReadingRow)
 spend_ledger = _table(SpendLedgerRow)
 burn_rates = _table(BurnRateRow)
 window_calibration = _table(WindowCalibrationRow)
+gate_sweeps = _table(GateSweepRow)
+session_runs = _table(SessionRunRow)
