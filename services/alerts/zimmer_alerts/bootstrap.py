@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zimmer_alerts.config import AlertSettings
 from zimmer_alerts.handlers.health import HealthReporter
 from zimmer_alerts.handlers.health_metrics import HealthMetrics
+from zimmer_alerts.handlers.lane_history import LaneHistory
 from zimmer_alerts.handlers.maintenance import QueuedMaintenance
 from zimmer_alerts.handlers.monitor import HealthMonitor
 from zimmer_alerts.handlers.notifier import AlertMetrics, Notifier
@@ -30,10 +31,12 @@ from zimmer_common.bus_link import BusLink
 from zimmer_common.byte_pages import answer_budget
 from zimmer_common.consumer import ConsumerSpec
 from zimmer_common.contracts import alerts as a
+from zimmer_common.contracts import charts as ch
 from zimmer_common.contracts import health as h
 from zimmer_common.contracts import ops
 from zimmer_common.contracts.envelope import EventEnvelope
 from zimmer_common.contracts.subjects import Stream
+from zimmer_common.history_store import PointsGauge
 from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
 from zimmer_common.unit_of_work import UnitsOfWork
@@ -50,6 +53,7 @@ class Alerts:
     recovery: QueueRecoveryMode
     maintenance: QueuedMaintenance
     http: httpx.AsyncClient
+    history: LaneHistory  # the Health charts' lane history (issue 32 #4), recorded from the monitor's checks
 
 
 def bootstrap(service: Service, config: AlertSettings) -> Alerts:
@@ -71,15 +75,17 @@ def bootstrap(service: Service, config: AlertSettings) -> Alerts:
     # Queue recovery mode and queued-message maintenance (issue 15): their RPCs and the expiry job.
     recovery = QueueRecoveryMode(units, link, service.clock, pager, RecoveryMetrics(service.metrics.registry))
     _serve_recovery(service, recovery)
-    service.job_specs.extend(alerts_jobs(units, recovery))
+    history = LaneHistory(units, service.clock, PointsGauge(service.metrics.registry, "health_lanes"))
+    service.rpc(ch.GET_HEALTH_HISTORY)(history.read)
+    service.job_specs.extend(alerts_jobs(units, recovery, history))
     maintenance = QueuedMaintenance(link, service.clock, service.page_error)
     _serve_maintenance(service, maintenance)
     # The one paging path (issue 11): the ledger, its notifier and the sinks.
     http = httpx.AsyncClient()
     notifier = Notifier(units, Sinks(config, http), service.settings.env, service.clock.now, metrics)
     _consume(service, metrics)
-    _serve_ledger(service, units, link)
-    return Alerts(config, notifier, reporter, monitor, recovery, maintenance, http)
+    _serve_ledger(service, units, link, metrics)
+    return Alerts(config, notifier, reporter, monitor, recovery, maintenance, http, history)
 
 
 def _serve_recovery(service: Service, mode: QueueRecoveryMode) -> None:
@@ -112,6 +118,7 @@ def _consume(service: Service, metrics: AlertMetrics) -> None:
         page = a.Page.model_validate(event.data)
         if await ledger.record(conn, page, event.id, service.clock.now()):
             metrics.pages.labels(page.level, page.source).inc()
+        await metrics.observe_ledger(conn)  # the Alerts panel's "N of M still paging"
 
     @service.consume(ConsumerSpec("alerts_job_runs", Stream.EVENTS, (ops.JOB_RUN,)))
     async def on_job_run(conn: AsyncConnection, event: EventEnvelope) -> None:
@@ -122,7 +129,7 @@ def _consume(service: Service, metrics: AlertMetrics) -> None:
         await health_records.record_heartbeat(conn, ops.Heartbeat.model_validate(event.data))
 
 
-def _serve_ledger(service: Service, units: UnitsOfWork, link: BusLink) -> None:
+def _serve_ledger(service: Service, units: UnitsOfWork, link: BusLink, metrics: AlertMetrics) -> None:
     """The ledger's read, a page at a time, and resolving a condition by hand."""
 
     async def list_alerts(q: a.AlertQuery) -> a.AlertList:
@@ -131,7 +138,9 @@ def _serve_ledger(service: Service, units: UnitsOfWork, link: BusLink) -> None:
 
     async def resolve(req: a.ResolveCondition) -> a.ConditionView:
         async with units.begin() as uow:
-            return await ledger.resolve(uow.conn, req.condition_key, service.clock.now())
+            resolved = await ledger.resolve(uow.conn, req.condition_key, service.clock.now())
+            await metrics.observe_ledger(uow.conn)  # it no longer pages: one fewer still paging
+            return resolved
 
     service.rpc(a.LIST_ALERTS)(list_alerts)
     service.rpc(a.RESOLVE_CONDITION)(resolve)

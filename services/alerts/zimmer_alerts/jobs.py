@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from zimmer_alerts.handlers.lane_history import LaneHistory
 from zimmer_alerts.handlers.recovery import EXPIRY_JOB, EXPIRY_LANE, QueueRecoveryMode
 from zimmer_alerts.store import health_records
 from zimmer_common.jobs import JobContext, JobSpec
@@ -16,12 +17,15 @@ from zimmer_common.unit_of_work import UnitsOfWork
 log = logging.getLogger("zimmer.alerts")
 
 
-def alerts_jobs(units: UnitsOfWork, recovery: QueueRecoveryMode) -> list[JobSpec]:
+def alerts_jobs(units: UnitsOfWork, recovery: QueueRecoveryMode, history: LaneHistory) -> list[JobSpec]:
     async def health_records_prune(ctx: JobContext) -> None:
-        """Bound the health records: runs past 14 days, heartbeats past a day."""
+        """Bound the health records: runs past 14 days, heartbeats past a day; and the Health charts'
+        lane history: minutes past 7 days folded into quarter hours, quarter hours past 90 dropped."""
         async with units.begin() as uow:
             runs, beats = await health_records.prune(uow.conn, ctx.clock.now())
-        log.info("health records pruned", extra=kv(runs=runs, heartbeats=beats))
+        kept = await history.retain(ctx.progress)
+        log.info("health records pruned", extra=kv(runs=runs, heartbeats=beats, lane_minutes_folded=kept.folded,
+                                                   lane_points_dropped=kept.dropped))
 
     async def queue_recovery_expiry(_ctx: JobContext) -> None:
         await recovery.expire()

@@ -62,11 +62,16 @@ async def check_health(service: Service, alerts: Alerts) -> None:
         if service.stopping:
             break
         try:
-            await alerts.monitor.check_once()
+            report = await alerts.monitor.check_once()
         except Exception as exc:  # noqa: BLE001 - a failed check pages; the next one runs
             await page_or_log(service.page_error, "Health check failed", "the health monitor's check raised; "
                               "the next one runs in a minute", ["health", "check", type(exc).__name__],
                               snippet_source=exc)
+            continue
+        try:  # the Health charts' minute (issue 32 #4): its loss is a gap in a chart, never a missed page
+            await alerts.history.record(report)
+        except Exception as exc:  # noqa: BLE001 - the next check records the next minute
+            health_log.warning("lane history not recorded", extra=kv(error=repr(exc)))
 
 
 async def notify(service: Service, alerts: Alerts) -> None:

@@ -19,6 +19,9 @@ SNIPPET_MAX = 1200  # the snippet's bound (zimmer_common.snippet.MAX_CHARS)
 # An issue carries its newest notifications only: a tracker refusing every event adds a row per
 # event, and an issue must never outgrow one page of the list (issue 27 #13).
 NOTIFICATIONS_SHOWN = 20
+# The Health page's Alerts panel shows the newest this many issues ("N of the M issues shown are still
+# paging"); the alerts service's gauge zimmer_alert_newest_issues counts the same ones (issue 32 #2).
+PANEL_ISSUES = 10
 # An id in a title splits one problem into as many issues as there are ids: ids go in context.
 ID_IN_TITLE = re.compile(r"\d{5,}|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I)
 
@@ -85,6 +88,16 @@ class IssueView(Payload):
     last_message: str
     last_snippet: str | None
     notifications: list[NotificationView]  # the newest NOTIFICATIONS_SHOWN, oldest first
+    # Whether it still pages (issue 32 #6). With a condition (its newest event's): while the
+    # condition is true, until a sender or an operator resolves it (`resolve_condition`). An error
+    # with no condition: while its events keep arriving, until `firing_until` passes with none.
+    condition_key: str | None = Field(None, description="The condition its newest event reported, if any: "
+                                      "what POST /api/v1/alerts/conditions/{condition_key}/resolve takes")
+    still_firing: bool = Field(False, description="Still paging: its condition is true, or (an error with no "
+                               "condition) an event arrived within the repeat interval")
+    firing_until: datetime | None = Field(None, description="An error with no condition: when it stops paging "
+                                          "unless another event arrives")
+    resolved_at: datetime | None = Field(None, description="With a condition: when it was resolved")
     notifications_not_shown: int = 0  # older notifications not carried (issue 27 #13: a row stays small)
 
 

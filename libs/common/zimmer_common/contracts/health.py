@@ -19,6 +19,7 @@ from zimmer_common.contracts.disk import DiskHealth
 from zimmer_common.contracts.envelope import Payload, Request, RpcSpec
 from zimmer_common.contracts.fields import NAME_MAX, LongText, Name, at_least_one_of
 from zimmer_common.contracts.logs import LogRetentionHealth
+from zimmer_common.contracts.subjects import event_subject
 
 CTX = "alerts"
 Status = Literal["ok", "warning", "critical"]
@@ -277,6 +278,10 @@ SYSTEM_HEALTH = RpcSpec(CTX, "system_health", HealthQuery, HealthReport)
 ENTER_QUEUE_RECOVERY = RpcSpec(CTX, "enter_queue_recovery_mode", EnterQueueRecoveryMode, QueueRecoveryStatus)
 QUEUE_RECOVERY_STATUS = RpcSpec(CTX, "queue_recovery_status", HealthQuery, QueueRecoveryStatus)
 EXIT_QUEUE_RECOVERY = RpcSpec(CTX, "exit_queue_recovery_mode", ExitQueueRecoveryMode, QueueRecoveryStatus)
+# Queue recovery mode was entered, extended or lifted (by a person or by its TTL), announced in the
+# transaction that changed it: every gateway's live pages show, change or drop the banner at once,
+# whichever gateway or job made the change (issue 32 #1). The payload is the mode's status after it.
+QUEUE_RECOVERY_CHANGED = event_subject(CTX, "queue_recovery_changed")
 PREVIEW_QUEUED = RpcSpec(CTX, "preview_queued_messages", QueuedScope, QueuedPreview)
 DISCARD_QUEUED = RpcSpec(CTX, "discard_queued_messages", QueuedMutation, QueuedReceipt)
 RESCHEDULE_QUEUED = RpcSpec(CTX, "reschedule_queued_messages", QueuedMutation, QueuedReceipt)

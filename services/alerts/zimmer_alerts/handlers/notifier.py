@@ -15,12 +15,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_alerts.domain.policy import Sink, Timing, allowed_sinks
 from zimmer_alerts.domain.policy import due as due_now
 from zimmer_alerts.handlers.sinks import Delivery, Notice, Sinks
-from zimmer_alerts.store import ledger
+from zimmer_alerts.store import ledger, ledger_pages
 from zimmer_alerts.store.tables import issues
+from zimmer_common.contracts.alerts import PANEL_ISSUES
 from zimmer_common.settings import Environment
 from zimmer_common.unit_of_work import UnitsOfWork
 
@@ -39,6 +41,17 @@ class AlertMetrics:
                                      "(sent, failed, not_allowed, not_configured)", ["sink", "outcome"],
                                      registry=registry)
         self.open_issues = Gauge("zimmer_alert_open_issues", "Issues not yet notified", registry=registry)
+        self.newest_issues = Gauge("zimmer_alert_newest_issues", "Of the newest issues the Health page's Alerts "
+                                   "panel shows (PANEL_ISSUES, 10): how many (shown) and how many still page "
+                                   "(still_paging)", ["state"], registry=registry)
+
+    async def observe_ledger(self, conn: AsyncConnection) -> None:
+        """The Alerts panel's "N of the M issues shown are still paging", read now: where the ledger
+        changes (a page recorded, a condition resolved) and at every notifier pass (an error stops
+        paging when its repeat interval passes without an event)."""
+        shown, paging = await ledger_pages.newest_paging(conn, PANEL_ISSUES)
+        self.newest_issues.labels("shown").set(shown)
+        self.newest_issues.labels("still_paging").set(paging)
 
 
 class Notifier:
@@ -102,6 +115,7 @@ class Notifier:
             async with self.units.read() as conn:
                 self.metrics.open_issues.set((await conn.execute(
                     select(func.count()).select_from(issues).where(issues.c.notified_at.is_(None)))).scalar_one())
+                await self.metrics.observe_ledger(conn)
         return recorded
 
     def _tracker_live(self) -> bool:

@@ -17,8 +17,11 @@ it lifts an elapsed mode as actor "ttl", and re-pauses a demand-side consumer th
 during the halt (a service started meanwhile creates its consumer unpaused).
 
 Enter, extend and exit page (warning), each episode with its own fingerprint because an issue
-notifies once, ever. Exit is never gated and resumes every paused demand-side consumer, including
-ones paused by hand (reported as such).
+notifies once, ever. Each also announces `queue_recovery_changed` (the status after it) in the
+transaction that wrote the row: every gateway's live pages show, change or drop the banner at once
+(issue 32 #1); the gateways time the expiry themselves (web/recovery_banner.py). Exit is never
+gated and resumes every paused demand-side consumer, including ones paused by hand (reported as
+such).
 """
 
 from __future__ import annotations
@@ -187,6 +190,7 @@ class QueueRecoveryMode:
             stmt = insert(qrm).values(id=1, **values)
             await conn.execute(stmt.on_conflict_do_update(index_elements=[qrm.c.id], set_=values))
             status = _status(await _row(conn), now)
+            await uow.emit(h.QUEUE_RECOVERY_CHANGED, "queue_recovery_changed", status)
         self.metrics.show(status)
         word = "extended" if extending else "entered"
         clamped = "" if ttl == req.ttl_minutes else f", clamped from {req.ttl_minutes}"
@@ -229,7 +233,9 @@ class QueueRecoveryMode:
             was_on = row is not None and row.exited_at is None
             if was_on:
                 await conn.execute(qrm.update().where(qrm.c.id == 1).values(exited_at=now, exited_by=actor))
-        status = h.QueueRecoveryStatus(active=False, resumed_consumers=sorted(resumed), resumed_by_hand=by_hand)
+            status = h.QueueRecoveryStatus(active=False, resumed_consumers=sorted(resumed), resumed_by_hand=by_hand)
+            if was_on or resumed:
+                await uow.emit(h.QUEUE_RECOVERY_CHANGED, "queue_recovery_changed", status)
         self.metrics.show(status)
         if was_on or resumed:
             who = ("its TTL elapsed (lifted by the TTL, not a person)" if actor == TTL_ACTOR

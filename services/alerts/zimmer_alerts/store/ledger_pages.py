@@ -16,10 +16,12 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_alerts.domain.issue_cursor import IssueKey, decode_before, encode_before
+from zimmer_alerts.domain.policy import Timing
 from zimmer_alerts.store.tables import conditions, events, issues, notifications
 from zimmer_common.byte_pages import ANSWER_ROWS_MAX_BYTES, read_within, row_bytes, take_within
 from zimmer_common.contracts.alerts import NOTIFICATIONS_SHOWN, AlertList, AlertQuery, ConditionView, IssueView, NotificationView
 
+TIMING = Timing()
 ORDER = (issues.c.last_seen, issues.c.id)  # newest first: the list's order and its cursor's key
 
 
@@ -33,11 +35,9 @@ async def read(conn: AsyncConnection, q: AlertQuery, budget: int = ANSWER_ROWS_M
     if q.before is not None:
         key = decode_before(q.before)
         after.append(tuple_(*ORDER) < (key.last_seen, key.id))
-    last = (select(events.c.message, events.c.snippet).where(events.c.issue_id == issues.c.id)
-            .order_by(events.c.id.desc()).limit(1).lateral())
-    stmt = (select(issues, last.c.message.label("last_message"), last.c.snippet.label("last_snippet"))
-            .select_from(issues.join(last, true())).where(and_(true(), *where, *after))
-            .order_by(*(c.desc() for c in ORDER)).limit(q.limit))
+    last = _last_event(events.c.message, events.c.snippet)
+    stmt = (_newest_firing(last, issues, last.c.message.label("last_message"), last.c.snippet.label("last_snippet"))
+            .where(and_(true(), *where, *after)).limit(q.limit))
     # Measured once bare (read a few at a time), again with their notifications, which may end it sooner.
     bare = await read_within(conn, stmt, room, _issue)
     shown = take_within(await _with_notifications(conn, bare), room, row_bytes)
@@ -62,8 +62,47 @@ def _filters(q: AlertQuery) -> list[Any]:
     return where
 
 
+# Whether an issue still pages (domain.policy): its condition while true; an error page with no
+# condition for one repeat interval after its newest event (`events_firing`, on the database's clock).
+FIRING = (conditions.c.still_true.label("condition_true"), conditions.c.resolved_at.label("resolved_at"),
+          (issues.c.last_seen + TIMING.repeat_interval).label("events_until"),
+          (issues.c.last_seen + TIMING.repeat_interval > func.now()).label("events_firing"))
+
+
+def _last_event(*columns: Any) -> Any:
+    """Each issue's newest event (its `columns` and its condition), joined laterally."""
+    return (select(*columns, events.c.condition_key).where(events.c.issue_id == issues.c.id)
+            .order_by(events.c.id.desc()).limit(1).lateral())
+
+
+def _newest_firing(last: Any, *columns: Any) -> Any:
+    """`columns` of the issues, newest first, with their newest event's condition and whether each
+    still pages (FIRING): what the panel lists and what its gauge counts read alike."""
+    return (select(*columns, last.c.condition_key.label("condition_key"), *FIRING)
+            .select_from(issues.join(last, true()).outerjoin(conditions, conditions.c.condition_key == last.c.condition_key))
+            .order_by(*(c.desc() for c in ORDER)))
+
+
+def _firing(row: Any) -> dict[str, Any]:
+    if row.get("condition_key"):
+        return {"still_firing": bool(row.get("condition_true"))}
+    if row["level"] == "error" and (row.get("log_level") or "error") == "error":
+        return {"still_firing": bool(row.get("events_firing")), "firing_until": row.get("events_until")}
+    return {}
+
+
 def _issue(r: Row[Any]) -> IssueView:
-    return IssueView(**{k: r._mapping[k] for k in IssueView.model_fields if k in r._mapping}, notifications=[])
+    row = r._mapping
+    fields = {k: row[k] for k in IssueView.model_fields if k in row and k not in ("still_firing", "firing_until")}
+    return IssueView(**fields, **_firing(row), notifications=[])
+
+
+async def newest_paging(conn: AsyncConnection, newest: int) -> tuple[int, int]:
+    """Of the `newest` issues (the Health page's Alerts panel: `PANEL_ISSUES`), how many there are and
+    how many still page, as `read` says each one (the gauge zimmer_alert_newest_issues)."""
+    stmt = _newest_firing(_last_event(), issues.c.level, issues.c.log_level).limit(newest)
+    rows = (await conn.execute(stmt)).all()
+    return len(rows), sum(1 for r in rows if _firing(r._mapping).get("still_firing"))
 
 
 async def _with_notifications(conn: AsyncConnection, found: list[IssueView]) -> list[IssueView]:
