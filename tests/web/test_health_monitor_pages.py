@@ -36,11 +36,17 @@ async def test_the_health_page_shows_lanes_cron_workers_and_the_ledger(stack, br
                                            message="GitHub answered 502")
     page = await browser.new_page()
     await sign_in(page, base)
-
-    assert await page.locator("[data-verdict]").count() == 1
+    # The report is asked of the alerts service with a 5 s bound; on a loaded CI box one read ran
+    # past it and the page rightly said "cannot be read now": a few reloads, then the verdict.
+    for _ in range(5):
+        if await page.locator("[data-verdict]").count():
+            break
+        await page.reload()
+    assert await page.locator("[data-verdict]").count() == 1, await page.locator("#queues").inner_text()
     inference = page.locator('#queues tr[data-lane="inference"]')
     assert await inference.locator("[data-ready]").get_attribute("data-ready") == "3"
-    assert "0 / 2" in await inference.inner_text()  # claimed / pool
+    fold = await page.locator("#queues-fold").evaluate("d => [d.open, d.dataset.foldVerdict, !!d.zimmerToggled]")
+    assert "0 / 2" in await inference.inner_text(), fold  # claimed / pool; a closed fold reads ''
     assert await page.locator("[data-ready-count]").get_attribute("data-ready-count") == "3"
     assert "inference" in await page.locator("[data-ready-count]").inner_text()  # the head of line's lane
     assert await page.locator('#queues tr[data-lane="events"]').count() == 1
@@ -85,17 +91,22 @@ async def test_the_alerts_panel_offers_older_issues(stack, browser) -> None:  # 
                                                message="m" * 2000, level="warning")
     page = await browser.new_page()
     await sign_in(page, base)
-    for _ in range(50):  # the pages reach the ledger through the sender's outbox
+    first_page = page.url
+    # The pages reach the ledger one by one through the sender's outbox: a page read while the
+    # last one is still on its way offers it on neither page (newer than the link's cursor), so
+    # read both pages again until all twelve have arrived (a CI run read eleven).
+    for _ in range(50):
+        await page.goto(first_page)
         if await page.locator("[data-next-page=alerts]").count():
-            break
+            newest = await page.locator("[data-alert-issue] .alert-title").all_inner_texts()
+            await page.locator("[data-next-page=alerts]").click()
+            await page.wait_for_url("**alerts_before=**")
+            older = await page.locator("[data-alert-issue] .alert-title").all_inner_texts()
+            if sum(t.strip().startswith("Panel issue") for t in newest + older) >= 12:
+                break
         await page.wait_for_timeout(100)
-        await page.reload()
-    newest = await page.locator("[data-alert-issue]").all_inner_texts()
     assert len(newest) == 10
-    await page.locator("[data-next-page=alerts]").click()
-    await page.wait_for_url("**alerts_before=**")
-    older = await page.locator("[data-alert-issue]").all_inner_texts()
-    titles = [row.split("\t")[0].strip() for row in newest + older]
+    titles = [title.strip() for title in newest + older]
     assert sorted(t for t in titles if t.startswith("Panel issue")) == sorted(f"Panel issue {n}" for n in range(12))
     assert len(titles) == len(set(titles))
     assert await page.get_by_role("link", name="Newest issues").count() == 1

@@ -60,11 +60,11 @@ def test_the_cells_words() -> None:
     item = c.ItemView.model_construct(github=c.IssueState(
         state="closed", read_at=now - timedelta(minutes=4), read_by="snapshot", leaves_as="issue_closed"))
     cell = on_github(item, now)
-    assert cell["words"] == "closed · 4m ago" and cell["flag"] == "a pull should remove it: issue_closed"
+    assert cell["words"] == "closed · 4 min ago" and cell["flag"] == "a pull should remove it: issue_closed"
     assert cell["read"] == "read by the GitHub snapshot (every 10 minutes) at 2026-09-12 21:57:00 UTC"
     swept = c.ItemView.model_construct(github=c.IssueState(
         state="merged_pr", read_at=now - timedelta(hours=2), read_by="liveness"))
-    assert on_github(swept, now)["words"] == "has a merged PR · 2h ago" and on_github(swept, now)["flag"] is None
+    assert on_github(swept, now)["words"] == "has a merged PR · 2 h ago" and on_github(swept, now)["flag"] is None
     unread = c.ItemView.model_construct(github=c.IssueState(state="unknown", read_at=None, read_by=None))
     assert on_github(unread, now)["words"] == "unknown" and on_github(unread, now)["read"] is None
     assert on_github(c.ItemView.model_construct(github=None), now)["words"] == "not read"

@@ -102,11 +102,22 @@ async def test_settings_and_genesis_forms_round_trip(stack, browser) -> None:  #
     assert (policy["gating_enabled"], policy["max_sessions"], policy["reserve_percent"]) == (
         False, 3, {"five_hour": 25.0, "seven_day": 10.0})
 
-    for bad, why in (("abc", "not a number"), ("150", "reserve_five_hour_percent")):
+    # A refusal is the page again (issue 32 #6): what was typed kept, the words beside the field.
+    for bad, why in (("abc", "not a number"), ("150", "must be at most 100")):
         await page.get_by_label("Priority reserve, 5-hour window (%)").fill(bad)
-        await page.get_by_role("button", name="Save settings").click()
+        await page.get_by_label("Max sessions at once").fill("7")
+        async with page.expect_response(f"{base}/quotas/settings") as answered:
+            await page.get_by_role("button", name="Save settings").click()
+        assert (await answered.value).status == 422
         assert why in await page.get_by_role("alert").inner_text()
+        assert why in await page.locator('[data-field-error="settings"]').inner_text()
+        field = page.get_by_label("Priority reserve, 5-hour window (%)")
+        assert await field.input_value() == bad and await field.get_attribute("aria-invalid") == "true"
+        assert await page.get_by_label("Max sessions at once").input_value() == "7"
+        assert await page.get_by_label("Gate spot work").is_checked() is False  # as it was posted
         await page.goto(f"{base}/quotas")
+    async with httpx.AsyncClient(base_url=base, headers=OPERATOR_API) as http:
+        assert (await http.get("/api/v1/spot_policy")).json()["max_sessions"] == 3  # nothing was saved
 
     row = page.locator('tr[data-genesis="web_ui"]')
     assert await row.locator("[data-effective]").inner_text() == "priority"

@@ -98,11 +98,13 @@ async def test_the_ranked_page_edits_in_place(stack, browser) -> None:  # type: 
                                      ".textContent === 'needs_input'")
         assert await order(page, "spot") == [a["id"], b["id"], d["id"], c["id"]]
 
-        # A refused write rolls back: the row was trashed behind the page's back, so the edit is
-        # refused and the page reloads the server's order.
-        await http.post(f"/api/v1/sessions/{a['id']}/archive")
+        # A refused write rolls back: the row was trashed behind the page's back while its field was
+        # being edited, so the edit is refused and the page reloads the server's order. The field is
+        # filled first: a live update keeps an edited field's row, and removes an untouched one (a CI
+        # run archived first and the row was gone before the fill).
         stale = page.get_by_label(f"Precedence of session {a['id']}")
         await stale.fill("99")
+        await http.post(f"/api/v1/sessions/{a['id']}/archive")
         async with page.expect_navigation():
             await stale.press("Enter")
         assert await order(page, "spot") == [b["id"], d["id"], c["id"]]  # archived: not in the queue filter

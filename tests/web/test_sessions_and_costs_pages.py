@@ -45,7 +45,7 @@ async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, b
     await sign_in(page, base, "/sessions")
     listed = await page.locator("tr[data-session]").evaluate_all("rows => rows.map(r => r.dataset.session)")
     assert set(listed) == {str(session["id"]), str(other.json()["session"]["id"])}
-    await page.get_by_label("Class").select_option("spot")
+    await page.get_by_label("Class", exact=True).select_option("spot")
     await page.get_by_role("button", name="Show").click()
     assert await page.locator("tr[data-session]").evaluate_all("rows => rows.map(r => r.dataset.session)") == [
         str(session["id"])]
@@ -55,7 +55,8 @@ async def test_a_held_session_shows_its_banner_and_the_button_starts_it(stack, b
     await page.get_by_role("link", name=str(session["id"]), exact=True).click()
     assert await page.get_by_role("heading", name="Held for quota headroom").count() == 1
     banner = await page.locator("[data-hold]").inner_text()
-    assert "at_utilization_limit" in banner and "The queued prompt is still coming." in banner
+    assert "Reason: quota headroom (at_utilization_limit)" in banner  # in words, the code beside for the logs
+    assert "The queued prompt is still coming." in banner
     assert await page.locator("#decisions tr[data-decision]").count() == 1
     waiting = await page.locator("#enqueued tr[data-message]").inner_text()
     assert "and <i>this</i>" in waiting and "waiting for the next turn boundary" in waiting

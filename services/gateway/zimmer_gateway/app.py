@@ -31,20 +31,24 @@ from zimmer_gateway.problems import install_problem_handlers, problem
 from zimmer_gateway.routes.alerts import router as alerts_router
 from zimmer_gateway.routes.backlog import APPEND_ROUTE
 from zimmer_gateway.routes.backlog import router as backlog_router
+from zimmer_gateway.routes.charts import router as charts_router
 from zimmer_gateway.routes.common import PROBLEM_TEXT, problem_responses, single_valued_query
 from zimmer_gateway.routes.health import router as health_router
 from zimmer_gateway.routes.health_actions import router as health_actions_router
 from zimmer_gateway.routes.logs import router as logs_router
 from zimmer_gateway.routes.spot import router as spot_router
 from zimmer_gateway.routes.transcripts import router as transcripts_router
+from zimmer_gateway.web.addresses import install_page_errors
 from zimmer_gateway.web.costs import create_costs
 from zimmer_gateway.web.health import create_health
 from zimmer_gateway.web.health_recovery import install_queue_recovery_pages
 from zimmer_gateway.web.issues import create_issues
 from zimmer_gateway.web.pages import STATIC, NotSignedIn, create_signin, to_signin
+from zimmer_gateway.web.quick_bubble import create_quick_bubble
 from zimmer_gateway.web.quotas import create_quotas
 from zimmer_gateway.web.ranked import create_ranked
 from zimmer_gateway.web.sessions import create_sessions
+from zimmer_gateway.web.triggers import create_triggers
 
 PEERS: tuple[str, ...] = ("backlog", "spot-gate", "sweeper", "alerts")
 READY_TIMEOUT_SECONDS = 2.0
@@ -155,14 +159,17 @@ def create_app(service: Service) -> FastAPI:
     # queue recovery mode and queued-message maintenance (alerts)
     app.include_router(health_actions_router, dependencies=ONE_VALUE_EACH)
     app.include_router(health_router, dependencies=ONE_VALUE_EACH)  # the system health report (alerts)
+    app.include_router(charts_router, dependencies=ONE_VALUE_EACH)  # the charts' history (spot-gate, alerts)
 
     # The operator pages: sign-in, Issues, Health (a page without a session goes to sign-in).
     app.add_exception_handler(NotSignedIn, lambda _request, exc: to_signin(exc.path))
     for pages in (create_signin(service), create_issues(service), create_quotas(service), create_costs(service),
-                  create_sessions(service), create_ranked(service), create_health(service, ping_peers)):
+                  create_sessions(service), create_ranked(service), create_quick_bubble(), create_triggers(service),
+                  create_health(service, ping_peers)):
         app.include_router(pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    install_queue_recovery_pages(app, service)  # recovery mode's banner on every page; its Health panels' forms
+    install_page_errors(app)  # a browser's bad address (/sessions/abc) answers a page, not problem JSON
+    install_queue_recovery_pages(app, service, ping_peers)  # recovery mode's banner on every page; its Health panels' forms
 
     # MCP over streamable HTTP (DESIGN §6). The route answers `/mcp` itself (a mount alone
     # would redirect it to `/mcp/`), the mount answers `/mcp/`.

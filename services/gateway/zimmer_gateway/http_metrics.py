@@ -73,9 +73,13 @@ class RequestMetrics:
         children[1].observe(seconds)
 
     def instrumentation(self, info: Info) -> None:
-        self.observe(route_template(info.request.scope), info.method, info.modified_status, info.modified_duration)
+        template = route_template(info.request.scope)
+        if template in STREAMS:  # open as long as a page is: its clients are zimmer_gateway_live_clients
+            return
+        self.observe(template, info.method, info.modified_status, info.modified_duration)
 
 
+STREAMS = frozenset({"/live"})  # the live pages' event streams (web/live.py): never timed as requests
 _BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, RequestMetrics] = weakref.WeakKeyDictionary()
 
 

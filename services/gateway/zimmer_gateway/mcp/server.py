@@ -60,7 +60,8 @@ from zimmer_gateway.problems import problem
 TOOL_MODULES: Final[tuple[str, ...]] = ("zimmer_gateway.mcp.system", "zimmer_gateway.mcp.spot_tools",
                                         "zimmer_gateway.mcp.wake_tools", "zimmer_gateway.mcp.backlog_tools",
                                         "zimmer_gateway.mcp.log_tools", "zimmer_gateway.mcp.health_report_tools",
-                                        "zimmer_gateway.mcp.health_tools", "zimmer_gateway.mcp.alerts_tools")
+                                        "zimmer_gateway.mcp.health_tools", "zimmer_gateway.mcp.alerts_tools",
+                                        "zimmer_gateway.mcp.dry_run_tools")
 
 GROUPS_HEADER: Final = "x-zimmer-tool-groups"
 SESSION_HEADER: Final = "x-zimmer-session-id"

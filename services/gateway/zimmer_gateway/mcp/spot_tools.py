@@ -28,6 +28,7 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.mcp.registry import CORE, tool
 from zimmer_gateway.routes.common import ID_MAX, Precedence
+from zimmer_gateway.web.quota_words import accounts_line
 
 SessionId = Annotated[int, Field(ge=1, le=ID_MAX, description="The session's id")]
 TriggerId = Annotated[int, Field(ge=1, le=ID_MAX, description="The trigger's id")]
@@ -334,6 +335,7 @@ def describe_policy(v: p.PolicyView) -> str:
              f"{v.accounts_in_pool} account(s) in the pool."]
     lines += [_window_line(w) for w in v.windows] or [
         "No quota readings yet: both windows are not calibrated and have no figures."]
+    lines.append(accounts_line(v))
     lines.append(f"Running: {_counts(v.running)}. Held: {_counts(v.held)}.")
     d = v.decision
     lines.append(f"A new spot session now: {'admitted' if d.allowed else 'held'} ({d.reason}), ceiling "
@@ -350,8 +352,8 @@ def _report(view: p.PolicyView) -> SpotPolicyReport:
 async def get_spot_policy(service: Service) -> SpotPolicyReport:
     """The spot policy and quota posture: each window in dollars once calibrated (else "not
     calibrated", in fractions), reserve as % and $, spot budget left, fleet burn vs the sustainable
-    rate, max sessions, running and held counts, the gate's current decision and ceiling, and when
-    the pool comes back. The same decision every surface renders."""
+    rate, max sessions, running and held counts, the gate's current decision and ceiling, when the
+    pool comes back, and every account (status, windows, reading age). The same decision every surface renders."""
     return _report(await _bus(service).request(p.GET_POLICY, p.PolicyQuery()))
 
 

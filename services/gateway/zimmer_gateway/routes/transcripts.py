@@ -68,10 +68,25 @@ async def session_transcript(session_id: SessionIdPath, bus: BusDep) -> Streamin
     subagent transcripts included, with a session.json, as the archive last stored them: the
     archive runs every 10 minutes on the host holding the clone, so the newest turns may not be in
     it yet. 404 when no archive exists (none made yet, or the session was deleted)."""
-    info = await _object(bus.js, session_transcript_object(session_id),
+    return await transcript_zip(bus.js, session_id)
+
+
+async def transcript_zip(js: JetStreamContext, session_id: int) -> StreamingResponse:
+    """The session's transcript zip as a download (this route's, and the session page's link)."""
+    info = await _object(js, session_transcript_object(session_id),
                          f"no transcript archive for session {session_id}: none made yet (the archive runs every 10 "
                          "minutes), or no such session (never created, or deleted)")
-    return _zip(bus.js, info, f"session-{session_id}-transcript.zip")
+    return _zip(js, info, f"session-{session_id}-transcript.zip")
+
+
+async def transcript_info(js: JetStreamContext, session_id: int) -> api.ObjectInfo | None:
+    """The archive's description (size, when stored), or None when there is none yet; raises
+    `unavailable` when JetStream does not answer (the session page then says so)."""
+    try:
+        found = await objects.find(js, TRANSCRIPT_BUCKET, session_transcript_object(session_id))
+    except Exception as exc:  # noqa: BLE001 - JetStream did not answer: the page says the archive cannot be read
+        raise unavailable(MESSAGE_BUS, f"the transcript archive could not be read ({type(exc).__name__})") from None
+    return None if found is None else found[1]
 
 
 @router.get("/api/v1/transcripts/latest.zip", tags=["sessions"], dependencies=[Depends(operator_only)],

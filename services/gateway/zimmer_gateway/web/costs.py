@@ -9,6 +9,7 @@ from starlette.responses import Response
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
+from zimmer_gateway.web.charts import spend_charts
 from zimmer_gateway.web.pages import bus_of, refusal, render, signed_in
 
 
@@ -22,6 +23,6 @@ def create_costs(service: Service) -> APIRouter:
             view = await bus_of(service).request(p.GET_COSTS, p.CostsQuery())
         except ZimmerError as exc:
             return refusal(request, exc)
-        return render(request, "costs.html", title="Costs", costs=view)
+        return render(request, "costs.html", title="Costs", costs=view, **await spend_charts(service))
 
     return router

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from zimmer_common.contracts import health as h
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
-from zimmer_gateway.web.pages import Refused, back_to, bus_of, perform, whole_number
+from zimmer_gateway.web.pages import Ping, Refused, back_to, bus_of, form_refusal, perform, whole_number
 from zimmer_gateway.web.recovery_banner import install_recovery_banner, remember
 
 PANEL = "/health#queue-recovery"
@@ -64,8 +64,18 @@ async def recovery_panels(service: Service, request: Request, present_lanes: lis
     return found
 
 
-def create_health_recovery(service: Service) -> APIRouter:
+def create_health_recovery(service: Service, ping: Ping) -> APIRouter:
     router = APIRouter(include_in_schema=False)
+
+    async def refused_page(request: Request, form_id: str, refused: Refused) -> Response:
+        """The Health page again, the refused form as it was filled in with the refusal beside it
+        (issue 32 #6); a form that is not this site's gets the refusal page."""
+        if refused.error.code.value == "forbidden":
+            return refused.response
+        from zimmer_gateway.web.health import health_page  # the page module imports this one's panels
+
+        return await health_page(service, ping, request, status_code=refused.error.http_status,
+                                 refused=form_refusal(form_id, refused.form, refused.error))
 
     @router.post("/health/queue_recovery/enter")
     async def enter(request: Request) -> Response:
@@ -75,7 +85,7 @@ def create_health_recovery(service: Service) -> APIRouter:
         try:
             status = await perform(request, service, h.ENTER_QUEUE_RECOVERY, build)
         except Refused as refused:
-            return refused.response
+            return await refused_page(request, "recovery-enter", refused)
         remember(request.app, status)
         return back_to("/health", "recovery_on")
 
@@ -85,11 +95,11 @@ def create_health_recovery(service: Service) -> APIRouter:
             status = await perform(request, service, h.EXIT_QUEUE_RECOVERY,
                                    lambda form: h.ExitQueueRecoveryMode(actor="operator"))
         except Refused as refused:
-            return refused.response
+            return await refused_page(request, "recovery-exit", refused)
         remember(request.app, status)
         return back_to("/health", "recovery_off", resumed=str(len(status.resumed_consumers)))
 
-    async def mutate(request: Request, rpc: Any, done: str) -> Response:
+    async def mutate(request: Request, rpc: Any, done: str, form_id: str) -> Response:
         def build(form: Any) -> h.QueuedMutation:
             return h.QueuedMutation(lane=_text(form, "lane"), subject=_text(form, "subject"),
                                     expected_count=whole_number(form, "expected_count") or 0,
@@ -97,21 +107,22 @@ def create_health_recovery(service: Service) -> APIRouter:
         try:
             receipt = await perform(request, service, rpc, build)
         except Refused as refused:
-            return refused.response
+            return await refused_page(request, form_id, refused)
         return back_to("/health", done, count=str(receipt.count), skipped=str(len(receipt.skipped)))
 
     @router.post("/health/queued/discard")
     async def discard(request: Request) -> Response:
-        return await mutate(request, h.DISCARD_QUEUED, "discarded")
+        return await mutate(request, h.DISCARD_QUEUED, "discarded", "queued-discard")
 
     @router.post("/health/queued/reschedule")
     async def reschedule(request: Request) -> Response:
-        return await mutate(request, h.RESCHEDULE_QUEUED, "rescheduled")
+        return await mutate(request, h.RESCHEDULE_QUEUED, "rescheduled", "queued-reschedule")
 
     return router
 
 
-def install_queue_recovery_pages(app: FastAPI, service: Service) -> None:
-    """The banner on every page and the panels' form routes."""
+def install_queue_recovery_pages(app: FastAPI, service: Service, ping: Ping) -> None:
+    """The banner on every page and the panels' form routes (`ping`: the Health page's, which a
+    refused form re-renders)."""
     install_recovery_banner(app, service)
-    app.include_router(create_health_recovery(service))
+    app.include_router(create_health_recovery(service, ping))

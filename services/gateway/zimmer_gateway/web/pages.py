@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.service import Service
 from zimmer_gateway.auth import Realm, realm_of
 from zimmer_gateway.web import session as web_session
+from zimmer_gateway.web import words
+from zimmer_gateway.web.live import live_family
 from zimmer_gateway.web.session import OperatorSession
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -37,31 +40,25 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 def utc(at: datetime | None) -> str:
     """A moment as the markup shows it before the browser rewrites it to local time."""
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
+    return words.utc_text(at) if at else "—"
 
 
-def age(seconds: float | None) -> str:
-    """A wait or an execution as the pages and pages' bodies say it: 18s, 41m, 2h 5m, 3d 4h."""
-    if seconds is None:
-        return "—"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        hours, minutes = divmod(s // 60, 60)
-        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
-    days, hours = divmod(s // 3600, 24)
-    return f"{days}d {hours}h" if hours else f"{days}d"
-
+age = words.duration  # a wait or an execution as the pages say it: "45 s", "41 min", "2 h 5 min", "3 d 4 h"
 
 TEMPLATES.env.filters["utc"] = utc
 TEMPLATES.env.filters["age"] = age
+TEMPLATES.env.filters["duration"] = words.duration
+TEMPLATES.env.filters["cadence"] = words.cron_words
+TEMPLATES.env.filters["with_times"] = words.with_times
+TEMPLATES.env.globals["wait_pill"] = words.wait_pill
+TEMPLATES.env.globals["hold_words"] = words.HOLD_WORDS
+TEMPLATES.env.globals["time_element"] = words.time_element
+TEMPLATES.env.globals["issue_links"] = words.issue_links
+TEMPLATES.env.filters["repository"] = words.repository_of
 STATIC = Path(__file__).parent / "static"  # our own small scripts (no build step, no CDN)
 NAVIGATION: list[tuple[str, str]] = [
     ("Issues", "/issues"), ("Ranked", "/ranked"), ("Quotas", "/quotas"), ("Costs", "/costs"), ("Sessions", "/sessions"),
-    ("Health", "/health")]
+    ("Triggers", "/triggers"), ("Health", "/health")]
 HOME = "/issues"
 
 
@@ -78,6 +75,10 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
             web_session.read_session(request, request.app.state.settings)
     # The queue-recovery banner's status, left by its ASGI layer (web/recovery_banner.py) on page GETs.
     context.setdefault("queue_recovery", getattr(request.state, "queue_recovery", None))
+    # A page read with GET that answered 200 refreshes itself (web/live.py); a refusal re-rendered
+    # with what was typed never does (a re-fetch would lose it). "As of" is when it was rendered.
+    context.setdefault("live", live_family(request.url.path) if status_code == 200 and request.method == "GET" else None)
+    context.setdefault("as_of", datetime.now(UTC))
     response = TEMPLATES.TemplateResponse(
         request, template, {"navigation": NAVIGATION, "version": __version__, **context}, status_code=status_code)
     response.headers["Cache-Control"] = "no-store"
@@ -88,8 +89,8 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
 
 def signed_in(request: Request) -> OperatorSession:
     session = web_session.read_session(request, request.app.state.settings)
-    if session is None:
-        raise NotSignedIn(request.url.path)
+    if session is None:  # back to the same address after signing in, its query (a filter, a page) kept
+        raise NotSignedIn(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
     request.state.operator = session  # read once: render() uses it
     return session
 
@@ -199,36 +200,75 @@ def create_signin(service: Service) -> APIRouter:
     return router
 
 
-def refusal(request: Request, exc: ZimmerError) -> Response:
-    """A refused action, worded as the service worded it; nothing was done."""
-    return render(request, "refused.html", status_code=exc.http_status, title="Not done", reason=exc.message,
-                  code=exc.code.value)
+def refusal(request: Request, exc: ZimmerError, names: dict[int, str] | None = None) -> Response:
+    """A refused action or an unreadable page, worded as the service worded it (backlog rows named
+    by their keys, never their internal ids); nothing was done. Back goes to the page it came from."""
+    back = words.origin(request.url.path)
+    return render(request, "refused.html", status_code=exc.http_status, title="Not done",
+                  reason=words.with_times(words.name_rows(exc.message, names or {})), code=exc.code.value,
+                  back=back, back_title=page_title(back))
+
+
+def page_title(path: str) -> str:
+    """What the navigation calls the page at `path` ("Session 5" for a session's page)."""
+    if path.startswith("/sessions/"):
+        return f"Session {path.rsplit('/', 1)[-1]}"
+    return next((title for title, p in NAVIGATION if p == path), "the pages")
+
+
+@dataclass(frozen=True)
+class FormRefusal:
+    """A refused form, for the page that re-renders it (issue 32 #6): which form (`form`, the id the
+    template gives it), the field at fault (None: the form as a whole), the refusal in the
+    operator's words, and what was typed, put back in the fields."""
+
+    form: str
+    field: str | None
+    message: str
+    values: dict[str, str] = field(default_factory=dict)
+
+    def about(self, form: str, name: str | None = None) -> bool:
+        """Whether this refusal is the one for `form` (and for its field `name`, when given)."""
+        return self.form == form and (name is None or self.field in (name, None))
+
+
+def form_refusal(form_id: str, form: FormData | None, error: ZimmerError, names: dict[int, str] | None = None) -> FormRefusal:
+    """The refusal `perform` raised, for the re-rendered form `form_id`: the field the error names,
+    its words (rows named by their keys), what was typed (never the CSRF token)."""
+    typed = {k: str(v) for k, v in (form or {}).items() if k != "csrf" and isinstance(v, str)}
+    return FormRefusal(form_id, error.details.get("field"), words.name_rows(error.message, names or {}), typed)
 
 
 class Refused(Exception):
-    """What `perform` hands back instead of an answer: the refusal page to return, and the refusal
-    itself (a script asking for JSON gets its words and status instead of the page)."""
+    """What `perform` hands back instead of an answer: the refusal page to return, the refusal
+    itself (a script asking for JSON gets its words and status instead of the page), and the form
+    as it was posted (a page re-rendering the form puts back what was typed)."""
 
-    def __init__(self, response: Response, error: ZimmerError):
+    def __init__(self, response: Response, error: ZimmerError, form: FormData | None = None):
         self.response = response
         self.error = error
+        self.form = form
 
 
-async def perform(request: Request, service: Service, rpc: Any, build: Callable[[FormData], Any]) -> Any:
+async def perform(request: Request, service: Service, rpc: Any, build: Callable[[FormData], Any],
+                  labels: dict[str, str] | None = None) -> Any:
     """A page's form: check it (signed in, CSRF), build the contract request from it, make the
     same RPC REST makes, as the operator. Returns the answer; raises `Refused` carrying the page
-    that says why not (as the service worded it; nothing was done)."""
+    that says why not (as the service worded it; nothing was done). A contract's limit is said in
+    words naming the field by its label on the page (`labels`: field → label), else by its name."""
+    form: FormData | None = None
     try:
         form = await checked_form(request)
         with as_operator():
             return await bus_of(service).request(rpc, build(form))
     except ZimmerError as exc:
-        raise Refused(refusal(request, exc), exc) from None
-    except ValidationError as exc:  # the contract's own limits, named by field
+        raise Refused(refusal(request, exc), exc, form) from None
+    except ValidationError as exc:  # the contract's own limits, named by field, in words
         first = exc.errors()[0]
-        field = ".".join(str(x) for x in first["loc"]) or "form"
-        error = ZimmerError(ErrorCode.INVALID, f"{field}: {first['msg']}", {"field": field})
-        raise Refused(refusal(request, error), error) from None
+        name = ".".join(str(x) for x in first["loc"]) or "form"
+        label = (labels or {}).get(name) or name.replace("_", " ").capitalize()
+        error = ZimmerError(ErrorCode.INVALID, words.field_words(first, label), {"field": name})
+        raise Refused(refusal(request, error), error, form) from None
 
 
 def whole_number(form: FormData, name: str) -> int | None:
@@ -237,7 +277,8 @@ def whole_number(form: FormData, name: str) -> int | None:
     if not raw:
         return None
     if not raw.removeprefix("-").isdigit() or len(raw) > 20:
-        raise ZimmerError(ErrorCode.INVALID, f"{name}: {raw[:40]!r} is not a whole number", {"field": name})
+        raise ZimmerError(ErrorCode.INVALID, f"{name.replace('_', ' ').capitalize()}: “{raw[:40]}” is not a whole "
+                          "number.", {"field": name})
     return int(raw)
 
 
@@ -249,5 +290,6 @@ def decimal_number(form: FormData, name: str) -> float | None:
     except ValueError:
         value = float("nan")
     if value is not None and not math.isfinite(value):
-        raise ZimmerError(ErrorCode.INVALID, f"{name}: {raw[:40]!r} is not a number", {"field": name})
+        raise ZimmerError(ErrorCode.INVALID, f"{name.replace('_', ' ').capitalize()}: “{raw[:40]}” is not a number.",
+                          {"field": name})
     return value

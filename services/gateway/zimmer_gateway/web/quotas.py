@@ -3,7 +3,8 @@ concurrency limit", the MCP parity table's Web UI column): the Account Pool with
 banner, each window in dollars or "not calibrated", the spot gate card, the settings form and the
 genesis classes. Everything comes from one `get_spot_policy` answer, the same one REST and MCP
 give, so the page and the gate cannot disagree; the forms make `set_spot_policy` and
-`genesis_action`, as REST does."""
+`genesis_action`, as REST does, and "Preview these settings against the last 7 days" asks the
+policy dry-run (`quotas_preview`) and shows the page again with its answer."""
 
 from __future__ import annotations
 
@@ -18,9 +19,25 @@ from starlette.responses import Response
 from zimmer_common.contracts import spot_policy as p
 from zimmer_common.errors import ZimmerError
 from zimmer_common.service import Service
-from zimmer_gateway.web.pages import Refused, back_to, bus_of, decimal_number, perform, refusal, render, signed_in, whole_number
+from zimmer_gateway.web import quota_words, quotas_preview
+from zimmer_gateway.web.charts import quota_charts
+from zimmer_gateway.web.pages import (
+    FormRefusal,
+    Refused,
+    back_to,
+    bus_of,
+    decimal_number,
+    form_refusal,
+    perform,
+    refusal,
+    render,
+    signed_in,
+    whole_number,
+)
+from zimmer_gateway.web.quota_words import WINDOW_NAMES, money, rate
 
-WINDOW_NAMES = {"five_hour": "5-hour", "seven_day": "7-day"}
+__all__ = ["WINDOW_NAMES", "countdown", "create_quotas", "money", "rate", "weekly_note"]
+
 DONE = {"settings": "Saved the settings.", "promote_genesis": "Promoted {genesis} to priority.",
         "demote_genesis": "Demoted {genesis} to spot.", "reset_genesis_classes": "Reset every genesis to its default."}
 
@@ -31,15 +48,6 @@ def countdown(at: datetime, now: datetime) -> str:
     h, rem = divmod(s, 3600)
     days, h = divmod(h, 24)
     return (f"{days}d {h:02d}" if days else f"{h:02d}") + f":{rem // 60:02d}:{rem % 60:02d}"
-
-
-def money(window: p.WindowPosture, dollars: float | None) -> str:
-    """Dollars once calibrated; never $0.00 for "not calibrated" (seed 004)."""
-    return "not calibrated" if not window.calibrated or dollars is None else f"${dollars:,.2f}"
-
-
-def rate(window: p.WindowPosture, value: float) -> str:
-    return f"${value:,.4f}/min" if window.calibrated else f"{value * 100:.4f}% of the window/min"
 
 
 def weekly_note(unblock: p.UnblockView) -> str | None:
@@ -53,11 +61,18 @@ def weekly_note(unblock: p.UnblockView) -> str | None:
     return None
 
 
+# The settings form's fields as its labels name them: a refusal names the field the operator sees.
+SETTING_LABELS = {"reserve_five_hour_percent": "Priority reserve, 5-hour window (%)",
+                  "reserve_seven_day_percent": "Priority reserve, 7-day window (%)",
+                  "max_sessions": "Max sessions at once"}
+
+
 def create_quotas(service: Service) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
-    @router.get("/quotas")
-    async def quotas(request: Request, done: str | None = None, genesis: str | None = None) -> Response:
+    async def page(request: Request, done: str | None = None, genesis: str | None = None,
+                   preview: quotas_preview.Preview | None = None, refused: FormRefusal | None = None,
+                   status_code: int = 200) -> Response:
         session = signed_in(request)
         try:
             policy = await bus_of(service).request(p.GET_POLICY, p.PolicyQuery())
@@ -66,17 +81,36 @@ def create_quotas(service: Service) -> APIRouter:
         now = datetime.now(UTC)
         windows = {w.window: w for w in policy.windows}
         notice = DONE[done].format(genesis=genesis or "the genesis") if done in DONE else None
-        return render(request, "quotas.html", title="Quotas", csrf=session.csrf, policy=policy, windows=windows,
-                      names=WINDOW_NAMES, now=now, notice=notice, money=money, rate=rate,
+        charts = await quota_charts(service)
+        return render(request, "quotas.html", status_code=preview.status if preview else status_code, title="Quotas",
+                      refused=refused, csrf=session.csrf, policy=policy, windows=windows,
+                      names=WINDOW_NAMES, now=now, notice=notice, money=money, rate=rate, quota_words=quota_words,
                       clock=countdown(policy.unblock.at, now) if policy.unblock.at else None,
-                      weekly_note=weekly_note(policy.unblock))
+                      weekly_note=weekly_note(policy.unblock), **charts,
+                      **quotas_preview.page_context(preview, policy, charts))
+
+    @router.get("/quotas")
+    async def quotas(request: Request, done: str | None = None, genesis: str | None = None) -> Response:
+        return await page(request, done, genesis)
+
+    @router.post("/quotas/preview")
+    async def preview(request: Request) -> Response:
+        """Preview these settings against the last 7 days: the page again, with the answer (or the
+        refusal beside its field); nothing is changed, so no redirect."""
+        asked = await quotas_preview.ask(request, service)
+        return asked if isinstance(asked, Response) else await page(request, preview=asked)
 
     async def act(request: Request, done: str, rpc: Any, build: Callable[[FormData], Any],
-                  genesis: str = "") -> Response:
+                  genesis: str = "", form_id: str | None = None) -> Response:
+        """The form's RPC, then back to the page; a refusal of the settings form (`form_id`) is the
+        page again with what was typed and the words beside the field (issue 32 #6)."""
         try:
-            await perform(request, service, rpc, build)
+            await perform(request, service, rpc, build, labels=SETTING_LABELS)
         except Refused as refused:
-            return refused.response
+            if form_id is None or refused.error.code.value == "forbidden":  # a forged form: nothing to re-render
+                return refused.response
+            return await page(request, refused=form_refusal(form_id, refused.form, refused.error),
+                              status_code=refused.error.http_status)
         return back_to("/quotas", done, **({"genesis": genesis} if genesis else {}))
 
     @router.post("/quotas/settings")
@@ -85,7 +119,7 @@ def create_quotas(service: Service) -> APIRouter:
             gating_enabled=form.get("gating_enabled") == "on",
             reserve_five_hour_percent=decimal_number(form, "reserve_five_hour_percent"),
             reserve_seven_day_percent=decimal_number(form, "reserve_seven_day_percent"),
-            max_sessions=whole_number(form, "max_sessions")))
+            max_sessions=whole_number(form, "max_sessions")), form_id="settings")
 
     @router.post("/quotas/genesis")
     async def genesis_action(request: Request) -> Response:

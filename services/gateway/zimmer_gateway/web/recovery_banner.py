@@ -7,6 +7,14 @@ shows no banner and no error, and does not wait again for 5 s. An enter or exit 
 gateway replaces the cached status at once. The banner shows only while the status is active and
 its expiry is still ahead by the gateway's clock, so an elapsed halt is never announced.
 
+Open pages follow it live (issue 32 #1): a change made anywhere (another gateway, MCP, the TTL
+job) is announced by alerts as `queue_recovery_changed`, which every gateway's live feed hears
+(`changed`: the cache is dropped, then every open page re-fetches and reads it again); and the
+expiry needs no event: each time the gateway reads an active status it sets a timer for its expiry
+(`announce` when it fires, a moment after it so alerts' clock agrees), so the banner goes from
+every open page when the window ends, not on the next unrelated event. No timer, read or
+connection exists before the first page is served.
+
 A pure ASGI layer (not BaseHTTPMiddleware, which would wrap the MCP stream too): for a page GET it
 leaves the status on `request.state.queue_recovery`, where `render` finds it.
 """
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
@@ -26,6 +35,7 @@ from zimmer_common.service import Service
 
 CACHE_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 0.5
+EXPIRY_MARGIN_SECONDS = 0.25  # the expiry timer fires this long after the window ends
 NOT_PAGES = ("/api/", "/mcp", "/static", "/metrics", "/healthz", "/readyz", "/docs", "/openapi", "/redoc", "/signin")
 
 
@@ -35,9 +45,33 @@ class RecoveryBanner:
         self._status: h.QueueRecoveryStatus | None = None
         self._read_at = float("-inf")
         self._lock = asyncio.Lock()
+        self._changes = 0  # changes announced so far: a read begun before one is not kept as fresh
+        self._expiry: asyncio.TimerHandle | None = None
+        self.announce: Callable[[], None] = lambda: None  # tell every open page (bootstrap.py: the live pages)
 
     def remember(self, status: h.QueueRecoveryStatus) -> None:
         self._status, self._read_at = status, time.monotonic()
+        self._arm(status)
+
+    def changed(self) -> None:
+        """Alerts announced a change (through any gateway, or by the TTL): the next page reads it."""
+        self._changes += 1
+        self._read_at = float("-inf")
+
+    def _arm(self, status: h.QueueRecoveryStatus | None) -> None:
+        """One timer, for the expiry of the status last read (none while the mode is off)."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if status is None or not status.active or status.expires_at is None:
+            return
+        left = (status.expires_at - self.service.clock.now()).total_seconds()
+        if left > 0:
+            self._expiry = asyncio.get_running_loop().call_later(left + EXPIRY_MARGIN_SECONDS, self._expired)
+
+    def _expired(self) -> None:
+        self._expiry = None
+        self.announce()
 
     async def current(self) -> h.QueueRecoveryStatus | None:
         if time.monotonic() - self._read_at >= CACHE_SECONDS:
@@ -50,6 +84,7 @@ class RecoveryBanner:
         return status if status.expires_at > self.service.clock.now() else None
 
     async def _refresh(self) -> None:
+        changes = self._changes
         status: h.QueueRecoveryStatus | None = None
         bus = self.service.bus
         if bus is not None:
@@ -59,16 +94,21 @@ class RecoveryBanner:
             except Exception:  # noqa: BLE001 - alerts down or slow: no banner, no error, no wait for 5 s
                 status = None
         self.remember(status) if status is not None else self._forget()
+        if self._changes != changes:  # a change was announced while this read was out: read again next time
+            self._read_at = float("-inf")
 
     def _forget(self) -> None:
         self._status, self._read_at = None, time.monotonic()
+        self._arm(None)
 
 
 def banner_view(status: h.QueueRecoveryStatus | None) -> dict[str, Any] | None:
-    """What the layout prints: the expiry as HH:MM UTC, who and why."""
+    """What the layout prints: the expiry (`until_at`, a moment the page shows in the reader's zone;
+    `until`, its HH:MM in UTC), who and why."""
     if status is None or status.expires_at is None:
         return None
-    return {"until": status.expires_at.astimezone(UTC).strftime("%H:%M"), "entered_by": status.entered_by,
+    return {"until": status.expires_at.astimezone(UTC).strftime("%H:%M"), "until_at": status.expires_at,
+            "entered_by": status.entered_by,
             "reason": status.reason, "lanes": ", ".join(status.lanes)}
 
 
@@ -95,3 +135,6 @@ def remember(app: Any, status: h.QueueRecoveryStatus) -> None:
     banner = getattr(app.state, "recovery_banner", None)
     if banner is not None:
         banner.remember(status)
+    live = getattr(app.state, "live_broadcaster", None)  # open pages show it now (bootstrap.py, live.py)
+    if live is not None:
+        live.notify(live.every_page)

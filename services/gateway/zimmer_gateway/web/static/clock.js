@@ -20,15 +20,20 @@
       if (left <= 0 && stale) { stale.hidden = false; }
     });
   }
+  // Every <time data-local> (words.time_element) in the reader's zone, named; the UTC reading stays
+  // on hover. Idempotent: a time already rewritten is left alone, so a script that adds rows
+  // (ranked.js's live pills) may call window.zimmerLocalTimes() again.
   function localTimes() {
     var zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
-    document.querySelectorAll("time[data-local]").forEach(function (el) {
+    document.querySelectorAll("time[data-local]:not([data-localized])").forEach(function (el) {
       var at = new Date(el.getAttribute("datetime"));
       if (isNaN(at)) { return; }
-      el.title = el.textContent;  // the UTC reading, on hover
+      if (!el.title) { el.title = el.textContent; }  // the UTC reading, on hover
       el.textContent = at.toLocaleString(undefined, {dateStyle: "medium", timeStyle: "short"}) + " (" + zone + ")";
+      el.setAttribute("data-localized", "");
     });
   }
+  window.zimmerLocalTimes = localTimes;
   document.addEventListener("DOMContentLoaded", function () {
     localTimes();
     tick();

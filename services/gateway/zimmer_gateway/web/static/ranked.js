@@ -1,7 +1,7 @@
 // The Ranked page in place (seed 004 "The Ranked view"): every write is optimistic, the server's
 // answer corrects the numbers, and a refused write reloads (the server's order is the only one that
-// counts) and then says why. Status pills update live without re-sorting, re-grouping or inserting
-// rows, and never touch a row that holds focus or an unsaved edit. One ⋮ menu is open at a time
+// counts) and then says why. The page follows the server live (live.js: pills, order, rows), never
+// touching a row that holds focus or an unsaved edit. One ⋮ menu is open at a time
 // (Escape or a click outside closes it); Promote asks first on a touch screen; a row's handle moves
 // it with the arrow keys as a drag does. Without this script every control is a form.
 (function () {
@@ -68,21 +68,24 @@
     alert.hidden = false;
   })();
 
+  // Every handler below listens on the document (event delegation), never on a row: a row the
+  // live update inserted (live.js) behaves exactly as one the page loaded with.
+  function within(event, selector) {
+    return event.target instanceof Element ? event.target.closest(selector) : null;
+  }
+
   // Enter in a precedence field saves it and moves the row now.
-  document.querySelectorAll("[data-precedence-form]").forEach((form) => {
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      const row = form.closest("li");
-      const input = form.querySelector("[data-precedence-input]");
-      row.dataset.precedence = input.value;
-      placeByPrecedence(row);
-      try {
-        const answer = await post(form.action, { precedence: input.value });
-        input.defaultValue = String(answer.session.precedence);
-        setPrecedence(answer.session);
-      } catch (e) { rollback(e); }
-    });
-  });
+  async function savePrecedence(form) {
+    const row = form.closest("li");
+    const input = form.querySelector("[data-precedence-input]");
+    row.dataset.precedence = input.value;
+    placeByPrecedence(row);
+    try {
+      const answer = await post(form.action, { precedence: input.value });
+      input.defaultValue = String(answer.session.precedence);
+      setPrecedence(answer.session);
+    } catch (e) { rollback(e); }
+  }
 
   // A row moved between two others (a drag, or its handle's arrow keys): it takes their midpoint,
   // or they are nudged one apart.
@@ -96,7 +99,7 @@
       answer.nudged.forEach(setPrecedence);
     } catch (e) { rollback(e); }
   }
-  if (window.Sortable) {
+  if (window.Sortable) {  // Sortable listens on the list and finds the handle when a drag starts
     for (const list of lists) {
       window.Sortable.create(list, {
         handle: ".handle", forceFallback: true, animation: 100,
@@ -104,7 +107,7 @@
       });
     }
   }
-  document.querySelectorAll(".handle").forEach((handle) => handle.addEventListener("keydown", async (event) => {
+  async function keyMove(handle, event) {
     if (event.key !== "ArrowUp" && event.key !== "ArrowDown") return;
     event.preventDefault();
     const row = handle.closest("li");
@@ -113,74 +116,66 @@
     row.parentElement.insertBefore(row, event.key === "ArrowUp" ? sibling : sibling.nextElementSibling);
     handle.focus();
     await moved(row);
-  }));
+  }
 
   // One ⋮ menu at a time; Escape or a click outside closes it (an open menu on a phone covered the
-  // next row, where a mis-tap promoted and started a session).
-  const menus = Array.from(document.querySelectorAll("details.menu"));
-  menus.forEach((menu) => menu.addEventListener("toggle", () => {
-    if (menu.open) menus.forEach((other) => { if (other !== menu) other.open = false; });
-  }));
+  // next row, where a mis-tap promoted and started a session). The menus are looked up when asked:
+  // the live update adds and removes rows.
+  function menus() { return Array.from(document.querySelectorAll("ol.ranked details.menu")); }
+  document.addEventListener("toggle", (event) => {  // toggle does not bubble: heard while it is captured
+    const menu = event.target;
+    if (!(menu instanceof HTMLDetailsElement) || !menu.matches("ol.ranked details.menu") || !menu.open) return;
+    menus().forEach((other) => { if (other !== menu) other.open = false; });
+  }, true);
   document.addEventListener("keydown", (event) => {
-    const open = menus.find((menu) => menu.open);
+    const handle = within(event, "ol.ranked .handle");
+    if (handle) { keyMove(handle, event); return; }
+    const open = menus().find((menu) => menu.open);
     if (event.key !== "Escape" || !open) return;
     open.open = false;
     open.querySelector("summary").focus();
   });
   document.addEventListener("click", (event) => {
-    menus.forEach((menu) => { if (menu.open && !menu.contains(event.target)) menu.open = false; });
+    menus().forEach((menu) => { if (menu.open && !menu.contains(event.target)) menu.open = false; });
   });
+
   // Promote starts the session: on a touch screen it asks first.
-  document.querySelectorAll("form[data-promote]").forEach((form) => form.addEventListener("submit", (event) => {
+  function confirmPromote(form, event) {
     const id = form.closest("li").dataset.session;
     if (window.matchMedia("(pointer: coarse)").matches
         && !window.confirm(`Promote session ${id} to priority and start it now?`)) event.preventDefault();
-  }));
+  }
 
   // Trash with a speed bump and an Undo toast.
-  document.querySelectorAll("form[data-trash]").forEach((form) => {
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      const row = form.closest("li");
-      const id = row.dataset.session;
-      if (!window.confirm(`Trash session ${id}? It is archived and leaves the queue.`)) return;
-      try {
-        await post(form.action, {});
-      } catch (e) { rollback(e); return; }
-      const list = row.parentElement, next = row.nextElementSibling;
-      row.remove();
+  async function trash(form) {
+    const row = form.closest("li");
+    const id = row.dataset.session;
+    if (!window.confirm(`Trash session ${id}? It is archived and leaves the queue.`)) return;
+    try {
+      await post(form.action, {});
+    } catch (e) { rollback(e); return; }
+    const list = row.parentElement, next = row.nextElementSibling;
+    row.remove();
+    renumber();
+    toast.querySelector("[data-toast-text]").textContent = `Trashed session ${id}.`;
+    toast.hidden = false;
+    toast.querySelector("[data-undo]").onclick = async () => {
+      try { await post(`/ranked/${id}/untrash`, {}); } catch (e) { rollback(e); return; }
+      list.insertBefore(row, next);
       renumber();
-      toast.querySelector("[data-toast-text]").textContent = `Trashed session ${id}.`;
-      toast.hidden = false;
-      toast.querySelector("[data-undo]").onclick = async () => {
-        try { await post(`/ranked/${id}/untrash`, {}); } catch (e) { rollback(e); return; }
-        list.insertBefore(row, next);
-        renumber();
-        toast.hidden = true;
-      };
-    });
+      toast.hidden = true;
+    };
+  }
+
+  document.addEventListener("submit", (event) => {
+    const form = within(event, "ol.ranked form");
+    if (!form) return;
+    if (form.matches("[data-precedence-form]")) { event.preventDefault(); savePrecedence(form); }
+    else if (form.matches("[data-promote]")) confirmPromote(form, event);
+    else if (form.matches("[data-trash]")) { event.preventDefault(); trash(form); }
   });
 
-  // Live status pills: never re-sort, re-group or insert; skip a row with focus or an unsaved edit.
-  function busy(row) {
-    const input = row.querySelector("[data-precedence-input]");
-    return row.contains(document.activeElement) || (input && input.value !== input.defaultValue);
-  }
-  async function refresh() {
-    const rows = Array.from(document.querySelectorAll("li[data-session]"));
-    if (!rows.length) return;
-    try {
-      const r = await fetch(`/ranked/statuses?ids=${rows.map((x) => x.dataset.session).join(",")}`,
-                            { headers: { Accept: "application/json" }, credentials: "same-origin" });
-      if (!r.ok) return;
-      const statuses = await r.json();
-      for (const row of rows) {
-        const status = statuses[row.dataset.session];
-        if (status && !busy(row)) row.querySelector("[data-status]").textContent = status;
-      }
-    } catch (e) { /* the next tick tries again */ }
-  }
-  const every = Number(document.body.dataset.rankedRefreshMs || 5000);
-  window.setInterval(refresh, every);
-  window.rankedRefresh = refresh;  // for a test to call now rather than wait
+  // Live: the page follows the server over its event stream (live.js), rows and pills merged in
+  // place, a focused row or an unsaved edit left alone. No polling. A test may ask for a refresh now.
+  window.rankedRefresh = function () { return window.zimmerLive ? window.zimmerLive.refresh() : Promise.resolve(); };
 })();

@@ -1,0 +1,74 @@
+"""The queue-recovery banner's cache on the live pages (web/recovery_banner.py, issue 32 #1), in
+process: a change alerts announces makes the next page read the mode again (also when it lands
+while a read is out), and an active mode's expiry is announced by a timer when its window ends."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from zimmer_common.clock import FrozenClock
+from zimmer_common.contracts import health as h
+from zimmer_gateway.web.recovery_banner import RecoveryBanner
+
+NOW = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
+
+
+class Alerts:
+    """The alerts service's answer to QUEUE_RECOVERY_STATUS, counted; `gate` holds a read open."""
+
+    def __init__(self, status: h.QueueRecoveryStatus) -> None:
+        self.status, self.reads = status, 0
+        self.gate: asyncio.Event | None = None
+
+    async def request(self, _spec: Any, _query: Any, timeout: float = 0) -> h.QueueRecoveryStatus:
+        self.reads += 1
+        status = self.status  # as it stood when asked
+        if self.gate is not None:
+            await self.gate.wait()
+        return status
+
+
+class Gateway:
+    def __init__(self, alerts: Alerts) -> None:
+        self.bus, self.clock = alerts, FrozenClock(NOW)
+
+
+def on(minutes: float) -> h.QueueRecoveryStatus:
+    return h.QueueRecoveryStatus(active=True, entered_by="operator", reason="test", entered_at=NOW,
+                                 expires_at=NOW + timedelta(minutes=minutes), lanes=["pollers"])
+
+
+async def test_an_announced_change_is_read_again_even_one_that_lands_during_a_read() -> None:
+    alerts = Alerts(h.QueueRecoveryStatus(active=False))
+    banner = RecoveryBanner(Gateway(alerts))  # type: ignore[arg-type]  # a stand-in with the two attributes it reads
+    assert await banner.current() is None and alerts.reads == 1
+    alerts.status = on(30)  # entered through another gateway
+    assert await banner.current() is None and alerts.reads == 1  # cached: nothing announced yet
+    banner.changed()
+    assert (await banner.current()) == alerts.status and alerts.reads == 2
+
+    alerts.gate = asyncio.Event()
+    banner.changed()
+    reading = asyncio.create_task(banner.current())
+    while alerts.reads < 3:
+        await asyncio.sleep(0)
+    alerts.status = h.QueueRecoveryStatus(active=False)  # lifted while that read was out
+    banner.changed()
+    alerts.gate.set()
+    await reading
+    assert await banner.current() is None and alerts.reads == 4  # that read was not kept as fresh
+
+
+async def test_the_end_of_the_window_is_announced_with_no_event() -> None:
+    alerts = Alerts(h.QueueRecoveryStatus(active=False))
+    gateway = Gateway(alerts)
+    banner = RecoveryBanner(gateway)  # type: ignore[arg-type]  # a stand-in with the two attributes it reads
+    announced = asyncio.Event()
+    banner.announce = announced.set
+    banner.remember(on(30))
+    banner.remember(on(0.001))  # read again, ending sooner: the timer follows the last read
+    await asyncio.wait_for(announced.wait(), timeout=10)
+    gateway.clock.advance(1)
+    assert await banner.current() is None and alerts.reads == 0  # from the cache: the window is over
