@@ -9,6 +9,7 @@ import logging
 import random
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -190,3 +191,19 @@ async def test_a_timeline_holds_the_run_open_past_its_length_until_it_lets_go() 
     unheld = Context(run=None, stack=None, invariants=None, stop=asyncio.Event(), seconds=1.0)  # type: ignore[arg-type] # as above
     unheld.time_up()
     assert unheld.stop.is_set() and not await unheld.sleep(5.0)
+
+
+def test_orphans_come_in_whole_and_dated_and_a_killed_runs_drafts_do_not_stop_the_next(tmp_path: Path) -> None:
+    """The sweeper must never see an orphan half-written or still young (disk-pressure's reclaim fell
+    short on those); a run killed mid-write leaves drafts beside the clones, which the next run clears."""
+    clones = tmp_path / "runtime" / "clones"
+    leftover = tmp_path / "runtime" / ".clones-orphans-staging" / "orphan-0000000000"
+    leftover.mkdir(parents=True)
+    (leftover / "left-behind.bin").write_bytes(b"half")
+    disk = SimDisk(clones=clones, transcripts=None, host="sim-host", rng=random.Random(2))
+    made = disk.make_orphans(3, size=70_000)
+    assert sorted(p.name for p in clones.iterdir()) == sorted(Path(m).name for m in made) and len(made) == 3
+    assert sorted(p.name for p in (tmp_path / "runtime").iterdir()) == ["clones"]  # no staging left
+    for m in made:
+        assert (Path(m) / "left-behind.bin").stat().st_size == 70_000
+        assert time.time() - Path(m).stat().st_mtime > 2 * 24 * 3600  # past every sweep's age bar

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from disking import HOST, make_dir, running  # type: ignore[import-not-found]  # a helper module beside the tests, on sys.path
@@ -26,6 +29,19 @@ MB = 1_000_000
 async def runs(sql, job: str) -> list:  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
     return await sql("SELECT outcome, counts, bytes_freed, refusals, note FROM sweeper.disk_runs "
                      "WHERE job = $1 ORDER BY id", job)
+
+
+@asynccontextmanager
+async def monitored(settings_factory, tmp_path: Path, sql) -> AsyncIterator[Any]:  # type: ignore[no-untyped-def]  # fixture values are untyped
+    """A 20 MB volume whose monitor reclaims below 12 MB free to 15 MB, checked only when a test
+    asks (`watch.check()`), once its reading at start is written."""
+    async with running(settings_factory, tmp_path, capacity=20 * MB, free_low_bytes=12 * MB,
+                       free_high_bytes=15 * MB, free_check_seconds=3600) as stack:
+        async def first_reading() -> bool:
+            return bool(await sql("SELECT 1 FROM sweeper.disk_roots WHERE host = $1", HOST))
+
+        await eventually(first_reading, "the monitor's reading at start")
+        yield stack
 
 
 async def test_a_tracked_basename_is_never_a_candidate_and_tombstones_go_first(
@@ -178,12 +194,7 @@ async def _no_answer_from_another_host(bus: Bus) -> bool:
 
 async def test_the_monitor_reclaims_below_low_to_high_and_pages_when_it_cannot(
         settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
-    async with running(settings_factory, tmp_path, capacity=20 * MB, free_low_bytes=12 * MB,
-                       free_high_bytes=15 * MB, free_check_seconds=3600) as stack:
-        async def first_reading() -> bool:
-            return bool(await sql("SELECT 1 FROM sweeper.disk_roots WHERE host = $1", HOST))
-
-        await eventually(first_reading, "the monitor's reading at start")
+    async with monitored(settings_factory, tmp_path, sql) as stack:
         clones = stack.layout.clones
         for i in range(4):
             make_dir(clones / f"zimmer-main-{i}-orphan", age=(10 - i) * H, size=MB)
@@ -244,3 +255,38 @@ async def test_a_missing_clones_base_aborts_rather_than_reading_as_empty(setting
         run = await stack.disk.orphans.sweep()
         report = await stack.disk.orphans.reclaim_space(1)
         assert run.outcome == "aborted" and not report.reached and "not a directory" in report.sentence
+
+
+async def test_a_reclaim_that_fell_short_goes_on_between_the_marks_until_the_high_one(
+        settings_factory, tmp_path: Path, sql) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """The CI case behind it: a reclaim ran out of orphans (or budget) with the volume above the low
+    mark but under the high one. Reclaiming only below the low mark then resolved the page while
+    Health read "unreachable" for the hour: the volume was still short of its target."""
+    async with monitored(settings_factory, tmp_path, sql) as stack:
+        clones = stack.layout.clones
+        for i in range(2):
+            make_dir(clones / f"zimmer-main-{i}-orphan", age=(10 - i) * H, size=MB)
+        busy = [await stack.spot.session(make_dir(clones / f"zimmer-main-{i}-busy", age=50 * H, size=MB))
+                for i in range(3)]
+        # 10 MB used: the two orphans bring it to 14 MB free, over the low mark, short of the high.
+        check = await stack.disk.watch.check()
+        assert check.reclaim is not None and not check.reclaim.reached and len(check.reclaim.removed) == 2
+
+        async def pages() -> list[tuple[str, bool]]:
+            rows = await sql("SELECT payload::jsonb->'data' AS page FROM sweeper.outbox WHERE event_type = 'page' "
+                             "ORDER BY id")
+            return [(p["title"], p["still_true"]) for p in (json.loads(r["page"]) for r in rows)]
+
+        assert (await pages())[-1] == (TITLE, True)
+        # Between the marks with nothing to take: it tries again, and the page stays open.
+        check = await stack.disk.watch.check()
+        assert check.reclaim is not None and not check.reclaim.reached and check.reclaim.removed == []
+        assert (await pages())[-1] == (TITLE, True)
+        # A session is deleted and leaves its clone an orphan: still between the marks, it is taken,
+        # the volume reaches 16 MB free, and only then does the page resolve.
+        await stack.spot.delete(busy[0])
+        check = await stack.disk.watch.check()
+        assert check.reclaim is not None and check.reclaim.reached and len(check.reclaim.removed) == 1
+        assert (await pages())[-1] == (TITLE, False)
+        # At the target: the next check reclaims nothing.
+        assert (await stack.disk.watch.check()).reclaim is None

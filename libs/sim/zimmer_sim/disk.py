@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -69,20 +70,29 @@ class SimDisk:
             f.write(line + "\n")
 
     def make_orphans(self, count: int, size: int = 4096) -> list[str]:
-        """Directories no session owns, dated three days back: what the orphan sweeps are for."""
+        """Directories no session owns, dated three days back: what the orphan sweeps are for. Each is
+        written and dated beside the clones directory and renamed into it whole, so a sweep never
+        finds one half-written and still young (a reclaim running mid-write fell short and paged)."""
         if self.clones is None or count <= 0:
             return []
+        self.clones.mkdir(parents=True, exist_ok=True)
+        staging = self.clones.parent / f".{self.clones.name}-orphans-staging"
+        shutil.rmtree(staging, ignore_errors=True)  # drafts a killed run left: never renamed in, nobody's
         made, old = [], time.time() - ORPHAN_AGE_SECONDS
         for _ in range(count):
-            path = self.clones / f"orphan-{self.rng.getrandbits(40):010x}"
-            path.mkdir(parents=True, exist_ok=True)
-            with (path / "left-behind.bin").open("wb") as f:
+            name = f"orphan-{self.rng.getrandbits(40):010x}"
+            draft = staging / name
+            draft.mkdir(parents=True, exist_ok=True)
+            with (draft / "left-behind.bin").open("wb") as f:
                 for _ in range(size // CHUNK):
                     f.write(ZEROS)
                 f.write(bytes(size % CHUNK))
-            for p in (path / "left-behind.bin", path):
+            for p in (draft / "left-behind.bin", draft):
                 os.utime(p, (old, old))
+            path = self.clones / name
+            draft.rename(path)  # the same volume: one step, and the directory keeps its date
             made.append(str(path))
+        shutil.rmtree(staging, ignore_errors=True)
         return made
 
     def exists(self, path: str | None) -> bool:

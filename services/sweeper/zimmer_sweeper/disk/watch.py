@@ -1,7 +1,8 @@
 """The free-space monitor, kubelet-style (issue 16, after seed 003's CloneDiskGuard): every
 `free_check_seconds` it writes down each root's reading (disk_roots, for the Disk and clones panel
 and `zimmer_disk_free_bytes`), and when the clones volume has less than `free_low_bytes` free it
-reclaims until `free_high_bytes` are (two thresholds, so it does not flap around one). When the
+reclaims until `free_high_bytes` are (two thresholds, so it does not flap around one); after a reclaim
+that fell short it goes on reclaiming at each check while the volume is under the high mark. When the
 target cannot be reached it pages "Disk space could not be reclaimed" under one condition key per
 host, resolved once the volume recovers. It reclaims only where the fence lets this deployment
 delete; readings are written for every configured root either way.
@@ -84,9 +85,13 @@ class DiskWatch:
         clones = next(s for s in states if s.name == "clones")
         report = None
         if clones.reading is not None and self.roots.sweepable("clones") is not None:
-            if clones.reading.free_bytes < self.disk.free_low_bytes:
-                log.warning("clones volume below its low threshold; reclaiming", extra=kv(
-                    free_bytes=clones.reading.free_bytes, low=self.disk.free_low_bytes, target=self.disk.free_high_bytes))
+            free = clones.reading.free_bytes
+            # A reclaim that fell short goes on at the next check until the high mark, not only
+            # below the low one: stopping in between would resolve the page and leave Health
+            # reading "unreachable" for a volume still short of its target.
+            if free < self.disk.free_low_bytes or (free < self.disk.free_high_bytes and await self._fell_short(unknown=False)):
+                log.warning("clones volume short of free space; reclaiming", extra=kv(
+                    free_bytes=free, low=self.disk.free_low_bytes, target=self.disk.free_high_bytes))
                 report = await self.sweep.reclaim_space(self.disk.free_high_bytes)
                 await self._verdict(report.reached, report.sentence)
             else:
@@ -134,9 +139,7 @@ class DiskWatch:
                                            f"{self.disk.free_high_bytes:,} bytes free. {sentence}",
                                    context={"host": self.host, "target_free_bytes": self.disk.free_high_bytes})
             return
-        if self._unreachable is None:
-            self._unreachable = await self._newest_reclaim_fell_short()
-        if self._unreachable:
+        if await self._fell_short(unknown=True):  # resolving a condition never opened is harmless
             self._unreachable = False
             if pager is not None:
                 await pager.report(title=TITLE, fingerprint=["sweeper", "disk_reclaim", self.host],
@@ -144,14 +147,21 @@ class DiskWatch:
                                    message=f"The clones volume on {self.host} has room again. {sentence}".rstrip(),
                                    context={"host": self.host})
 
-    async def _newest_reclaim_fell_short(self) -> bool:
+    async def _fell_short(self, *, unknown: bool) -> bool:
+        """Whether the newest reclaim on this host did not reach its target (read once per process);
+        `unknown` when it cannot be read now."""
+        if self._unreachable is None:
+            self._unreachable = await self._newest_reclaim_fell_short()
+        return unknown if self._unreachable is None else self._unreachable
+
+    async def _newest_reclaim_fell_short(self) -> bool | None:
         runs: Any = DiskRunRow.__table__.c  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
         query = (select(runs.counts["reached"].as_integer()).where(runs.host == self.host, runs.job == RECLAIM_JOB)
                  .order_by(runs.started_at.desc(), runs.id.desc()).limit(1))
         try:
             async with self.units.read() as conn:
                 reached = (await conn.execute(query)).scalar_one_or_none()
-        except Exception as exc:  # noqa: BLE001 - resolving a condition never opened is harmless
+        except Exception as exc:  # noqa: BLE001 - not known: asked again at the next check
             log.warning("could not read the newest reclaim", extra=kv(error=repr(exc)[:200]))
-            return True
+            return None
         return reached == 0
