@@ -17,8 +17,9 @@ from sqlmodel import SQLModel
 from zimmer_common.db import asyncpg_dsn, migrate
 
 SERVICES = [("backlog", "zimmer_backlog.migrations", "zimmer_backlog.store.tables"),
-            ("alerts", "zimmer_alerts.migrations", "zimmer_alerts.store.tables,zimmer_alerts.store.health_tables"),
-            ("spot_gate", "zimmer_spot_gate.migrations", "zimmer_spot_gate.store.tables"),
+            ("alerts", "zimmer_alerts.migrations",
+             "zimmer_alerts.store.tables,zimmer_alerts.store.health_tables,zimmer_alerts.store.history_tables"),
+            ("spot_gate", "zimmer_spot_gate.migrations", "zimmer_spot_gate.store.tables,zimmer_spot_gate.store.history_tables"),
             ("sweeper", "zimmer_sweeper.migrations",
              "zimmer_sweeper.logs.tables,zimmer_sweeper.disk.tables,zimmer_sweeper.trash.tables,zimmer_sweeper.transcripts.tables")]
 

@@ -73,6 +73,7 @@ _KEYS_DIFFER = "the Idempotency-Key header and the body's idempotency_key differ
 KEYED = ("POST /api/v1/sessions", "POST /api/v1/sessions/{session_id}/turns", "POST /api/v1/triggers",
          "POST /api/v1/triggers/{trigger_id}/invoke", "POST /api/v1/triggers/{trigger_id}/fire",
          "POST /api/v1/work_backlog_items", "POST /api/v1/work_backlog_items/pull")
+HISTORY_PATHS = ("/api/v1/spot_policy/history", "/api/v1/costs/history", "/api/v1/health/history")
 REFUSALS = [
     # A header and a body field must be equal when both are given: JSON Schema validates the body
     # and each parameter on its own, so no schema can say it (both descriptions do).
@@ -86,6 +87,20 @@ REFUSALS = [
             lambda p: str(p.get("detail", "")).startswith("name a lane or a subject") and _field(p) == "lane"),
     Refusal("GET", "/api/v1/sessions/{session_id}/gate_decisions", "at with since/until, or since after until",
             lambda p: _only(p, "give at alone, or since and/or until", "since is after until")),
+    # Between body fields: the dry-run's span (its order, at most 7 days); and on the clock: a span
+    # starting after now, `until` left to default to now.
+    Refusal("POST", "/api/v1/spot_policy/dry_run", "since not before until, or more than 7 days apart",
+            lambda p: _only(p, "since must be before until", "the span is longer than 7 days")),
+    Refusal("POST", "/api/v1/spot_policy/dry_run", "since in the future with until left to default to now",
+            lambda p: _field(p) == "since" and "is in the future" in str(p.get("detail", ""))),
+    # The charts' history: between query parameters (since before until), and between the range, the
+    # step and the clock (the range's points at the step must fit one answer; the answer says the
+    # smallest step that fits).
+    *(Refusal("GET", path, "since not before until", lambda p: _only(p, "since must be before until"))
+      for path in HISTORY_PATHS),
+    *(Refusal("GET", path, "a step too small for the range to fit one answer",
+              lambda p: _field(p) == "step_minutes" and "more than one answer carries" in str(p.get("detail", "")))
+      for path in HISTORY_PATHS),
     # Between a path parameter and the body.
     Refusal("PATCH", "/api/v1/sessions/{session_id}/reorder_precedence", "a session named as its own neighbour",
             lambda p: _only(p, "a session is not its own neighbour")),

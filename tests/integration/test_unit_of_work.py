@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.idempotency import KeyRef
@@ -90,3 +91,61 @@ async def test_no_engine_before_the_service_starts() -> None:
     with pytest.raises(RuntimeError, match="before the service started"):
         async with units.begin():
             pass
+
+
+async def test_an_after_commit_effect_runs_once_committed_and_never_after_a_rollback(db) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """What is outside the database (a metric) waits for the commit: a rolled-back change is not
+    counted, and nothing runs while the transaction is still open."""
+    units = UnitsOfWork(db, SCHEMA)
+    ran: list[str] = []
+    async with units.begin() as uow:
+        await uow.emit("zimmer.test.evt.one", "one", {"n": 1})
+        uow.after_commit(lambda: ran.append("committed"))
+        assert ran == []  # not while the transaction is open
+    assert ran == ["committed"]
+    with pytest.raises(RuntimeError):
+        async with units.begin() as uow:
+            uow.after_commit(lambda: ran.append("rolled back"))
+            raise RuntimeError("the change fails")
+    assert ran == ["committed"]
+    assert await _counts(units) == (1, 0)
+
+
+async def test_a_snapshot_reads_one_moment_and_writes_nothing(db) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """The costs answer read its five-hour total and its models seen in two queries: a spend that
+    committed between them showed three models beside a total of two (a CI run). A snapshot's
+    queries all see what committed before its first; `read`'s each see what committed before them."""
+    units = UnitsOfWork(db, SCHEMA)
+    count = text(f'SELECT count(*) FROM "{SCHEMA}".outbox')
+
+    async def commit_one() -> None:
+        async with units.begin() as uow:
+            await uow.emit("zimmer.test.evt.one", "one", {"n": 1})
+
+    async with units.snapshot() as conn:
+        first = (await conn.execute(count)).scalar_one()
+        await commit_one()
+        assert (await conn.execute(count)).scalar_one() == first
+        with pytest.raises(DBAPIError, match="read-only transaction"):
+            await conn.execute(text(f'DELETE FROM "{SCHEMA}".outbox'))
+    async with units.read() as conn:
+        first = (await conn.execute(count)).scalar_one()
+        await commit_one()
+        assert (await conn.execute(count)).scalar_one() == first + 1
+    # The pool's connections come back as they were lent: the next reads and writes are read
+    # committed and may write, whichever connection they get.
+    pid = text("SELECT pg_backend_pid()")
+    lent, reused = set(), set()
+    for _ in range(3):
+        async with units.snapshot() as conn:
+            lent.add((await conn.execute(pid)).scalar_one())
+        async with units.begin() as uow:
+            modes = (await uow.conn.execute(text("SELECT pg_backend_pid(), current_setting('transaction_isolation'), "
+                                                 "current_setting('transaction_read_only')"))).one()
+            assert tuple(modes)[1:] == ("read committed", "off")
+            reused.add(modes[0])
+            await uow.emit("zimmer.test.evt.one", "one", {"n": 1})
+        async with units.read() as conn:
+            assert (await conn.execute(text("SELECT current_setting('transaction_isolation')"))).scalar_one() == \
+                "read committed"
+    assert lent & reused, "no connection a snapshot used was lent again: the check above proved nothing"

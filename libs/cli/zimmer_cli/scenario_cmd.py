@@ -15,6 +15,8 @@ from typing import Any
 
 import typer
 
+LOG_PROGRESS_SECONDS = 60.0  # stderr not a terminal: a progress line this often
+
 
 async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: int, stack: Any,
                        progress: bool = True) -> dict[str, Any]:
@@ -67,20 +69,26 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
         for proc, value in reading.items():
             rss.setdefault(proc, {})[label] = value
 
+    tty, printed = sys.stderr.isatty(), [float("-inf")]
+
     async def during(run: FleetRun) -> None:
         if "warm" not in rss.get("sim", {}) and time.monotonic() - started >= warm_up:
             sample_rss("warm")
         await invariants.during(run)
-        if progress:
+        if progress and (tty or time.monotonic() - printed[0] >= LOG_PROGRESS_SECONDS):
+            printed[0] = time.monotonic()
             s = run.ledger.summary()
             violations = sum(len(r.violations) for r in invariants.table.values())
-            sys.stderr.write(f"\r[{name} {(time.monotonic() - started) / 60:4.1f}/{length:g} min] sessions "
-                             f"{s['sessions']} running {run.ledger.running()} turns {s['turns']} spend "
-                             f"${s['spend_dollars']:.2f} violations {violations}  ")
+            line = (f"[{name} {(time.monotonic() - started) / 60:4.1f}/{length:g} min] sessions {s['sessions']} "
+                    f"running {run.ledger.running()} turns {s['turns']} spend ${s['spend_dollars']:.2f} "
+                    f"violations {violations}")
+            # A terminal's line is redrawn in place; a log (CI, a file) gets a line a minute, not
+            # one line of thousands of carriage returns.
+            sys.stderr.write(f"\r{line}  " if tty else f"{line}\n")
             sys.stderr.flush()
 
     async def finish(run: FleetRun) -> None:
-        if progress:
+        if progress and tty:
             sys.stderr.write("\n")
         sample_rss("end")
         await invariants.finish(run)

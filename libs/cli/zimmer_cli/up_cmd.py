@@ -6,11 +6,11 @@ runtime host). What runs is written to DATA_DIR/runtime.json, which `zimmer stat
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,11 +19,11 @@ from typing import Annotated, Any
 import httpx
 import typer
 
-from zimmer_cli.common import DataDir, _data_dir, _load_factory, _settings
-from zimmer_cli.registry import START_ORDER
+from zimmer_cli.common import DataDir, _data_dir, _settings
 from zimmer_cli.topology import Plan, disk_roots, plan
 
 READY_TIMEOUT = 120.0
+MIGRATE_TIMEOUT = 300.0  # every schema's migrations, on a slow machine
 CLUSTER_READY_TIMEOUT = 240.0  # eleven Python processes starting together on a small machine
 SIM = "sim"
 SIM_BANNER = ("A simulated fleet is attached (zimmer sim: sessions, spend, quota windows and a fake GitHub; it "
@@ -56,7 +56,6 @@ def up(data_dir: DataDir = None,
     )
     from zimmer_cli.servers import NATS, POSTGRES, nats_child, nats_cluster_child, postgres_child
     from zimmer_cli.supervisor import Child, Supervisor, say
-    from zimmer_common.db import migrate as run_migrations
 
     root = _data_dir(data_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -147,11 +146,17 @@ def up(data_dir: DataDir = None,
         fleet = _simulated_fleet(no_sim, settings)
         if fleet is not None:
             env.update(fleet)  # the backlog reads the simulated fleet's fake GitHub
-        for name in START_ORDER:
-            service = _load_factory(name)(settings)
-            if service.schema:
-                asyncio.run(run_migrations(db_url, service.schema, service.migrations))
-        say("INFO", "schemas migrated")
+        # `zimmer migrate` in a child: building the five services to read their migrations imports
+        # all of them, which kept ~90 MB in this supervisor for as long as it ran.
+        migrated = subprocess.run([sys.executable, "-m", "zimmer_cli", "migrate"], env=dict(env, ZIMMER_DATABASE_URL=db_url),
+                                  capture_output=True, text=True, timeout=MIGRATE_TIMEOUT, check=False)
+        if stopping["flag"]:
+            return
+        if migrated.returncode != 0:
+            say("ERROR", "migrations failed; nothing started", exit_code=migrated.returncode,
+                output=(migrated.stderr or migrated.stdout)[-2000:])
+            raise typer.Exit(1)
+        say("INFO", "schemas migrated", schemas=[line.split()[0] for line in migrated.stdout.splitlines() if line.strip()])
 
         children = []
         for process in layout.processes:

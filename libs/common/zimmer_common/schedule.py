@@ -115,6 +115,12 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
                   description="BurnRateRecomputeJob: $/min per harness+model over the last 25 sessions of each"),
     ScheduleEntry("spot-gate", "usage_sampler", "30 */15 * * * *", "pollers", ALL,
                   description="ClaudeUsageSamplerJob: ask for the serving account and up to 2 stale ones (>60 min)"),
+    ScheduleEntry("spot-gate", "record_pool_history", "0 * * * * *", "default", ALL,
+                  description="The Quotas charts' minute: each window's pooled utilization, pacing curve, reserve and "
+                              "capacity, the running / held / asleep counts, the holds, pauses and resumes since"),
+    ScheduleEntry("spot-gate", "pool_history_retention", "45 */15 * * * *", "maintenance", ALL,
+                  description="Fold the Quotas charts' minutes older than 7 days into quarter hours, drop quarter hours "
+                              "older than 90 days, a bounded span a batch"),
     ScheduleEntry("sweeper", "outbox_prune", "20 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("sweeper", "log_retention", "30 */10 * * * *", "maintenance", ALL,
@@ -165,7 +171,8 @@ SCHEDULE: tuple[ScheduleEntry, ...] = (
     ScheduleEntry("alerts", "outbox_prune", "30 */10 * * * *", "maintenance", ALL,
                   description="Delete relayed outbox rows and processed-message records older than 7 days"),
     ScheduleEntry("alerts", "health_records_prune", "40 */10 * * * *", "maintenance", ALL,
-                  description="Delete job-run records older than 14 days and heartbeats older than a day"),
+                  description="Delete job-run records older than 14 days and heartbeats older than a day; fold the "
+                              "Health charts' lane minutes older than 7 days into quarter hours, drop those past 90"),
     ScheduleEntry("alerts", "queue_recovery_expiry", "0 * * * * *", "auth", ALL,
                   description="QueueRecoveryModeExpiryJob: lift queue recovery mode once its TTL has elapsed (actor "
                               "ttl; JetStream's pause deadline is the other path) and re-pause a demand-side "

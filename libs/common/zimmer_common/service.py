@@ -40,6 +40,7 @@ from zimmer_common.streams import provision_streams
 
 log = logging.getLogger("zimmer.service")
 PING_DATABASE_SECONDS = 1.0
+ABANDON_RETRY_SECONDS = 0.25  # a start a stop signal abandons is cancelled again this often until it unwinds
 
 Hook = Callable[["Service"], Awaitable[None]]
 
@@ -259,9 +260,7 @@ class Service:
             signalled.cancel()
             if not starting.done():
                 log.info("stop signal during the start: the start is abandoned")
-                starting.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await starting
+                await self._abandon(starting)
                 return
             try:
                 starting.result()
@@ -272,6 +271,22 @@ class Service:
             await stop.wait()
         finally:
             await self.stop()
+
+    async def _abandon(self, starting: asyncio.Future[None]) -> None:
+        """Cancel the start and wait for it to unwind, within the grace. Cancelled again every
+        ABANDON_RETRY_SECONDS: a cancellation can be lost (Python 3.11's `wait_for` swallows one that
+        lands as its inner await completes, as a connect attempt can), and the start's bounded
+        retries would then run on for their ~20 s (seen once in a loaded suite)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.shutdown_grace_seconds
+        while not starting.done() and loop.time() < deadline:
+            starting.cancel()
+            await asyncio.wait({starting}, timeout=ABANDON_RETRY_SECONDS)
+        if starting.done():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                starting.result()
+        else:
+            log.warning("the abandoned start did not unwind within the grace; stopping anyway")
 
     # ---- built-in handlers -----------------------------------------------------------
 

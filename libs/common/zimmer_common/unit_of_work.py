@@ -48,6 +48,20 @@ class UnitOfWork:
     def __init__(self, conn: AsyncConnection, schema: str):
         self.conn = conn
         self.schema = schema
+        self._after_commit: list[Callable[[], None]] = []
+
+    def after_commit(self, effect: Callable[[], None]) -> None:
+        """Run `effect` once this unit has committed, never if it rolls back: for what is outside
+        the database (a metric observed) and must not count a change that did not happen. A unit
+        joined to a caller's transaction (`UnitsOfWork.join`) commits with it: that caller calls
+        `committed()` after its commit."""
+        self._after_commit.append(effect)
+
+    def committed(self) -> None:
+        """The transaction committed: run what waited for it."""
+        effects, self._after_commit = self._after_commit, []
+        for effect in effects:
+            effect()
 
     async def emit(self, subject: str, event_type: str, data: Payload | dict[str, Any]) -> int:
         """Announce an event of this transaction; returns its outbox row id."""
@@ -90,13 +104,24 @@ class UnitsOfWork:
         """A unit of work: committed when the block ends, rolled back when it raises (nothing of it
         then exists, its events and keyed answers included). A commit wakes the outbox relay."""
         async with self.engine.begin() as conn:
-            yield UnitOfWork(conn, self.schema)
+            unit = UnitOfWork(conn, self.schema)
+            yield unit
         self.kick()
+        unit.committed()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads: whatever it began is rolled back when the block ends."""
         async with self.engine.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only connection whose queries all see one snapshot (REPEATABLE READ): for an answer
+        built from several queries whose figures must agree (a total and the rows it sums), where
+        each query of `read` sees what committed before it, not before the first."""
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
             yield conn
 
     def join(self, conn: AsyncConnection) -> UnitOfWork:

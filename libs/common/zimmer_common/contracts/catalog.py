@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from zimmer_common.contracts import alerts, backlog, clones, logs, ops, runtime, spot
+from zimmer_common.contracts import alerts, backlog, clones, health, logs, ops, runtime, spot
 from zimmer_common.contracts.disk import reclaim_space_spec
 from zimmer_common.contracts.envelope import RpcSpec
 from zimmer_common.contracts.subjects import CONTEXTS, Stream, job_subject, schedule_subject
@@ -114,6 +114,8 @@ SPOT_EVENTS = [
     _event(spot.SESSION_UNARCHIVED, "session_unarchived", spot.SessionEvent, "spot-gate", "A session was unarchived."),
     _event(spot.SESSION_DELETED, "session_deleted", spot.SessionDeleted, "spot-gate",
            "A session's row is gone (an operator's DELETE or an archive purge): what is kept by its id goes too."),
+    _event(spot.QUOTA_READING_RECORDED, "quota_reading_recorded", spot.QuotaReadingRecorded, "spot-gate",
+           "An account's quota reading was recorded (the Quotas page follows it)."),
 ]
 
 OPERATIONS_EVENTS = [
@@ -122,6 +124,9 @@ OPERATIONS_EVENTS = [
     _event(ops.JOB_RUN, "job_run", ops.JobRun, "every service", "One lifecycle step of one job run; read by alerts."),
     _event(alerts.PAGE, "page", alerts.Page, "every service",
            "Something a human must hear about, sent through the sender's outbox; consumed by alerts."),
+    _event(health.QUEUE_RECOVERY_CHANGED, "queue_recovery_changed", health.QueueRecoveryStatus, "alerts",
+           "Queue recovery mode was entered, extended or lifted (a person or its TTL): the gateways' live pages "
+           "show, change or drop the banner."),
 ]
 
 RUNTIME_COMMANDS = [
