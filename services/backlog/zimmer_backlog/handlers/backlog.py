@@ -56,7 +56,7 @@ class Backlog:
     async def list(self, q: ItemQuery, budget: int = ANSWER_ROWS_MAX_BYTES) -> ItemList:
         """A page of rows: `q.limit` at most, fewer when their bytes reach `budget`, with where the
         next page starts."""
-        async with self._units.read() as conn:
+        async with self._units.snapshot() as conn:  # the rows, their total and the counts agree
             now = self.clock.now()
             items, total = await queue.search(conn, q.status, q.limit, q.offset, now, budget)
             return ItemList(items=items, total=total, counts=await queue.counts(conn, now),

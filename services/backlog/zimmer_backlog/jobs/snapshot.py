@@ -74,8 +74,9 @@ class GithubSnapshot:
 
     async def view(self, limit: int = SECTION_LIMIT, budget: int = ANSWER_ROWS_MAX_BYTES, *,
                    stranded_offset: int = 0, awaiting_offset: int = 0) -> c.IssuesView:
-        """The Issues view as of now (`issues_view`), in one read."""
-        async with self._units.read() as conn:
+        """The Issues view as of now (`issues_view`), in one read: one snapshot, so its sections and
+        counts agree."""
+        async with self._units.snapshot() as conn:
             return await issues_view(conn, self.clock.now(), limit, budget, stranded_offset=stranded_offset,
                                      awaiting_offset=awaiting_offset)
 
