@@ -70,6 +70,12 @@ def pg_base_url() -> Iterator[str]:
     # disk. Tests that kill PostgreSQL run their own cluster, not this one.
     for setting in ("fsync", "full_page_writes"):
         server.psql(f"ALTER SYSTEM SET {setting} = off;")
+    # Every test's CREATE DATABASE ... TEMPLATE writes its copy to the WAL; at the default 1 GB
+    # max_wal_size each worker's WAL swung the volume's free space by hundreds of MB a minute, which
+    # the disk-pressure scenario (thresholds a few hundred MB around the volume's free space) read as
+    # a reclaim falling short. Checkpoints without fsync are cheap: keep the WAL small.
+    server.psql("ALTER SYSTEM SET max_wal_size = '64MB';")
+    server.psql("ALTER SYSTEM SET min_wal_size = '32MB';")
     server.psql("SELECT pg_reload_conf();")
     try:
         yield server.get_uri()
@@ -246,11 +252,12 @@ def unit_layer(item: pytest.Item) -> bool:
                 or item.get_closest_marker("e2e") or item.get_closest_marker("network"))
 
 
-# The files that take minutes of wall time (timed fleet runs, the schemathesis run, whole stacks as
-# subprocesses): collected first, so that pytest-xdist hands them out at the start (`--dist
+# The files that take minutes of wall time (timed fleet runs, the schemathesis run, the accessibility
+# walks, whole stacks as subprocesses): collected first, so that pytest-xdist hands them out at the start (`--dist
 # loadfile --no-loadscope-reorder`, dev.py: files in collection order) and the short files fill the
 # workers around them, instead of one of them starting last and running alone at the end.
-LONG_FILES_FIRST = ("tests/sim/test_scenarios.py", "tests/contract/test_openapi_fuzz.py", "tests/e2e/")
+LONG_FILES_FIRST = ("tests/sim/test_scenarios.py", "tests/contract/test_openapi_fuzz.py", "tests/web/test_accessibility",
+                    "tests/e2e/")
 
 
 def _long_first(item: pytest.Item) -> int:
