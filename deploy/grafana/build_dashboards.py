@@ -148,6 +148,22 @@ GATEWAY = Dashboard("gateway.json", "zimmer-gateway", "Zimmer gateway", 'job="zi
         ts("Peers answering the readiness probe", "short", ("min by (peer) (zimmer_gateway_peer_up{F})", "{{peer}}"),
            width=24),
     ]),
+    Row("Live pages", [
+        ts("Open live pages by page", "short", ("sum by (page) (zimmer_gateway_live_clients{F})", "{{page}}"),
+           ("min(zimmer_gateway_live_feed_up{F})", "feed up"),
+           description="Operator pages holding GET /live open (server-sent events), and whether each gateway's "
+                       "ordered consumer on ZIMMER_EVENTS is subscribed (0: the pages say 'Live updates paused')."),
+        ts("Notices and events / s", "ops",
+           ("sum by (page) (rate(zimmer_gateway_live_notices_total{F}[5m]))", "notices {{page}}"),
+           ("sum(rate(zimmer_gateway_live_events_total{F}[5m]))", "events read"),
+           ("sum(rate(zimmer_gateway_live_renders_shared_total{F}[5m]))", "re-fetches answered by a shared render"),
+           description="Events the live feed read, the 'changed' notices queued to pages (a burst is one), and "
+                       "pages' re-fetches answered with another reader's render of the same address."),
+        ts("Pages dropped for falling behind / s", "ops",
+           ("sum by (page) (rate(zimmer_gateway_live_dropped_clients_total{F}[5m]))", "{{page}}"),
+           description="A page whose notice queue filled is dropped (it reconnects and re-fetches), never "
+                       "buffered without bound."),
+    ]),
     *service_rows("the gateway"),
 ])
 
@@ -201,6 +217,22 @@ SPOT = Dashboard("spot-gate.json", "zimmer-spot-gate", "Zimmer spot gate", 'job=
         ts("Gate open, work resumes in (s)", "short", ("max(zimmer_spot_gate_allowed{F})", "gate allows a spot session"),
            ("min(zimmer_spot_unblock_seconds{F})", "resumes in (s)")),
     ]),
+    Row("Accounts (the Quotas page's account table)", [
+        ts("Utilization per account: as read, and as the pool average counts it", "percentunit",
+           ("max by (account, window) (zimmer_spot_account_utilization{F})", "{{account}} {{window}}"),
+           ("max by (account, window) (zimmer_spot_account_counted_utilization{F})", "counted {{account}} {{window}}"),
+           width=12),
+        ts("Account status (1: the status last reported)", "short",
+           ("max by (account, status) (zimmer_spot_account_status{F})", "{{account}} {{status}}"), width=12),
+        ts("Reading age, resets and back in, per account", "s",
+           ("max by (account) (zimmer_spot_account_reading_age_seconds{F})", "reading age {{account}}"),
+           ("min by (account, window) (zimmer_spot_account_reset_seconds{F})", "resets {{account}} {{window}}"),
+           ("min by (account) (zimmer_spot_account_back_seconds{F})", "back {{account}}"), width=12),
+        ts("Windows: mean time to reset, time since calibrated", "s",
+           ("max by (window) (zimmer_spot_window_reset_seconds{F})", "resets in {{window}}"),
+           ("time() - max by (window) (zimmer_spot_window_calibrated_timestamp_seconds{F})", "since calibrated {{window}}"),
+           width=12),
+    ]),
     Row("Spend and burn (the Costs page)", [
         ts("Spend by window, by the account it draws on", "currencyUSD",
            ("max by (window) (zimmer_spot_spend_dollars{F})", "{{window}}"),
@@ -211,6 +243,14 @@ SPOT = Dashboard("spot-gate.json", "zimmer-spot-gate", "Zimmer spot gate", 'job=
            ("max by (harness, model) (zimmer_spot_burn_rate_opus_dollars_per_minute{F})", "opus-priced {{harness}} {{model}}"),
            ("max(zimmer_spot_candidate_burn_rate{F})", "candidate"), width=12),
         stat("Unpriced models", "short", ("max(zimmer_spot_unpriced_models{F})", "unpriced"), width=24),
+        ts("A session's spend when it ended, p50 / p95 / p99 by class", "currencyUSD",
+           *quantiles("zimmer_spot_session_spend_dollars", by="class"), width=12,
+           description="zimmer_spot_session_spend_dollars: the spend a session's page shows, observed once as it is "
+                       "archived or fails (a histogram: a series per session would be unbounded)."),
+        ts("Sessions ended per hour, and their mean spend, by class and end status", "short",
+           ("sum by (class, status) (increase(zimmer_spot_session_spend_dollars_count{F}[1h]))", "ended {{class}} {{status}}"),
+           ("sum by (class, status) (increase(zimmer_spot_session_spend_dollars_sum{F}[1h])) / sum by (class, status) "
+            "(increase(zimmer_spot_session_spend_dollars_count{F}[1h]))", "mean $ {{class}} {{status}}"), width=12),
     ]),
     Row("Sessions and decisions", [
         ts("Running by class, held by reason", "short",
@@ -221,6 +261,16 @@ SPOT = Dashboard("spot-gate.json", "zimmer-spot-gate", "Zimmer spot gate", 'job=
         ts("Ceiling: asleep in the spot queue, paused and resumed per 5 min", "short",
            ("max by (reason) (zimmer_spot_paused_sessions{F})", "asleep {{reason}}"),
            ("sum by (outcome) (increase(zimmer_spot_ceiling_sessions_total{F}[5m]))", "{{outcome}}")),
+        ts("Policy dry-runs per hour, by outcome", "short",
+           ("sum by (outcome) (increase(zimmer_spot_dry_runs_total{F}[1h]))", "{{outcome}}"), width=12,
+           description="POST /api/v1/spot_policy/dry_run, MCP preview_spot_policy and the Quotas page's preview: "
+                       "served, or refused (a span starting after now)."),
+        ts("Policy dry-run time p50 / p95 / p99", "s", *quantiles("zimmer_spot_dry_run_seconds"), width=12,
+           description="zimmer_spot_dry_run_seconds: reading a span's records and replaying them."),
+        ts("Quotas charts' history: points kept (flat once 90 days old)", "short",
+           ("max by (resolution) (zimmer_chart_history_points{F})", "{{resolution}}"), width=24,
+           description="spot_gate.pool_history: a point a minute for 7 days, then one per 15 minutes for 90 days "
+                       "(docs/charts.md); about 18,000 per window at most"),
     ]),
     *service_rows("the spot gate"),
 ])
@@ -308,6 +358,10 @@ ALERTS = Dashboard("alerts-health.json", "zimmer-alerts-health", "Zimmer alerts 
            ("max(zimmer_workers_active{F})", "active"), ("max(zimmer_workers_registered{F})", "registered")),
     ]),
     Row("Queues", [
+        ts("Health charts' history: lane points kept (flat once 90 days old)", "short",
+           ("max by (resolution) (zimmer_chart_history_points{F})", "{{resolution}}"), width=24,
+           description="alerts.lane_history: a point a minute per lane for 7 days, then one per 15 minutes for 90 "
+                       "days (docs/charts.md); about 18,000 per lane at most"),
         ts("Ready and claimed by lane", "short", ("max by (lane) (zimmer_queue_ready{F})", "ready {{lane}}"),
            ("max by (lane) (zimmer_queue_claimed{F})", "claimed {{lane}}")),
         ts("Oldest ready and oldest execution by lane", "s",
@@ -330,6 +384,10 @@ ALERTS = Dashboard("alerts-health.json", "zimmer-alerts-health", "Zimmer alerts 
         ts("Notifications / s by sink and outcome", "ops",
            ("sum by (sink, outcome) (rate(zimmer_alert_notifications_total{F}[5m]))", "{{sink}} {{outcome}}")),
         ts("Issues not yet notified", "short", ("max(zimmer_alert_open_issues{F})", "open")),
+        ts("The Health page's Alerts panel: newest issues shown, still paging", "short",
+           ("max by (state) (zimmer_alert_newest_issues{F})", "{{state}}"), width=24,
+           description="zimmer_alert_newest_issues: \"N of the M issues shown are still paging\" for the newest "
+                       "10 issues (PANEL_ISSUES), set where the ledger changes and at every notifier pass."),
     ]),
     *service_rows("the alerts service"),
 ])
