@@ -54,3 +54,22 @@ def test_a_server_one_leader_saw_go_is_offline_for_every_stream() -> None:
     idle = stream_replicas("ZIMMER_EVENTS", info(3, "n2", {"name": "n3", "current": False, "active": 1_000}))
     health = cluster_health([seen, idle])
     assert [(s.offline, s.lagging) for s in health.streams] == [(["n3"], []), (["n3"], [])]
+
+
+def test_a_replica_a_leader_never_heard_from_in_its_term_is_offline() -> None:
+    # nats-server 2.11+: a leader elected after the replica died has never heard from it: `active` 0.
+    def led_for(seconds: float, active: int = 0) -> dict:
+        answer = info(3, "n1", {"name": "n2", "current": True, "active": 1_000_000},
+                      {"name": "n3", "current": False, "active": active})
+        answer["cluster"]["leader_since"] = "2026-12-05T16:00:00.123456789Z"
+        answer["ts"] = f"2026-12-05T16:00:{seconds:09.6f}Z"
+        return answer
+
+    silent_term = stream_replicas("ZIMMER_EVENTS", led_for(30.5))
+    fresh_term = stream_replicas("ZIMMER_EVENTS", led_for(2.5))
+    heard = stream_replicas("ZIMMER_EVENTS", led_for(30.5, active=500_000_000))
+    assert [(s.offline, s.lagging) for s in (silent_term, fresh_term, heard)] == [
+        (["n3"], []), ([], ["n3"]), ([], ["n3"])]
+    unparseable = led_for(30.5)
+    unparseable["ts"] = "not a time"
+    assert stream_replicas("ZIMMER_EVENTS", unparseable).lagging == ["n3"]

@@ -13,12 +13,14 @@ deployment's streams have one replica and no cluster block: always ok.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from zimmer_common.contracts.health import ClusterHealth, Status, StreamReplicas
 
 # A replica the leader has not heard from for this long is offline, whether or not the server
-# says so (`offline` is set only by some versions; `active` is nanoseconds since last activity).
+# says so (`offline` comes from the server's own view of its peers, which notices a killed one only
+# after minutes; `active` is nanoseconds since the leader last heard from the replica).
 SILENT_NS = 10 * 1_000_000_000
 
 
@@ -27,17 +29,32 @@ def stream_replicas(stream: str, info: Mapping[str, Any]) -> StreamReplicas:
     expected = int((info.get("config") or {}).get("num_replicas") or 1)
     cluster = info.get("cluster") or {}
     leader = cluster.get("leader") or (None if expected > 1 else "local")
+    term = _leader_for_ns(info, cluster)
     offline, lagging, current = [], [], 1 if leader else 0
     for replica in cluster.get("replicas") or []:
         name = str(replica.get("name", "?"))
+        active = int(replica.get("active") or 0)
         if replica.get("current") and not replica.get("offline"):
             current += 1
-        elif replica.get("offline") or int(replica.get("active") or 0) > SILENT_NS:
-            offline.append(name)  # said so, or not heard from by the leader for SILENT_NS
+        # A leader elected after a replica died never hears from it and reports `active` 0 ("never
+        # seen", nats-server 2.11+): not heard from in a term longer than SILENT_NS is silence too.
+        elif replica.get("offline") or active > SILENT_NS or (not active and term is not None and term > SILENT_NS):
+            offline.append(name)
         else:
             lagging.append(name)
     return StreamReplicas(stream=stream, expected=expected, current=min(current, expected), leader=leader,
                           offline=sorted(offline), lagging=sorted(lagging))
+
+
+def _leader_for_ns(info: Mapping[str, Any], cluster: Mapping[str, Any]) -> int | None:
+    """How long the stream's leader has led, on the server's own clock (the answer's `ts` beside
+    `leader_since`), in nanoseconds; None when the server does not say."""
+    try:
+        since = datetime.fromisoformat(str(cluster["leader_since"]))
+        answered = datetime.fromisoformat(str(info["ts"]))
+    except (KeyError, ValueError):
+        return None
+    return int((answered - since).total_seconds() * 1_000_000_000)
 
 
 def cluster_health(streams: Sequence[StreamReplicas], unreadable: Mapping[str, str] | None = None) -> ClusterHealth:
