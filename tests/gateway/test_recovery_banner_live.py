@@ -16,14 +16,18 @@ NOW = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
 
 
 class Alerts:
-    """The alerts service's answer to QUEUE_RECOVERY_STATUS, counted; `gate` holds a read open."""
+    """The alerts service's answer to QUEUE_RECOVERY_STATUS, counted; `gate` holds a read open;
+    `failing` reads time out."""
 
     def __init__(self, status: h.QueueRecoveryStatus) -> None:
-        self.status, self.reads = status, 0
+        self.status, self.reads, self.failing = status, 0, 0
         self.gate: asyncio.Event | None = None
 
     async def request(self, _spec: Any, _query: Any, timeout: float = 0) -> h.QueueRecoveryStatus:
         self.reads += 1
+        if self.failing:
+            self.failing -= 1
+            raise TimeoutError("alerts did not answer")
         status = self.status  # as it stood when asked
         if self.gate is not None:
             await self.gate.wait()
@@ -72,3 +76,31 @@ async def test_the_end_of_the_window_is_announced_with_no_event() -> None:
     await asyncio.wait_for(announced.wait(), timeout=10)
     gateway.clock.advance(1)
     assert await banner.current() is None and alerts.reads == 0  # from the cache: the window is over
+
+
+async def test_a_change_whose_read_failed_is_read_again_and_announced_until_one_succeeds(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    import zimmer_gateway.web.recovery_banner as module
+
+    monkeypatch.setattr(module, "RETRY_SECONDS", 0.01)
+    alerts = Alerts(h.QueueRecoveryStatus(active=False))
+    banner = RecoveryBanner(Gateway(alerts))  # type: ignore[arg-type]  # a stand-in with the two attributes it reads
+    announced: list[int] = []
+    banner.announce = lambda: announced.append(1)
+    assert await banner.current() is None
+    alerts.status, alerts.failing = on(30), 2  # entered elsewhere; alerts too slow to answer twice
+    banner.changed()
+    assert await banner.current() is None and alerts.reads == 2  # the failed read: no banner, for now
+    while not announced:
+        await asyncio.sleep(0.005)
+    assert await banner.current() is None and alerts.reads == 3  # told again, read again, failed again
+    while len(announced) < 2:
+        await asyncio.sleep(0.005)
+    assert (await banner.current()) == alerts.status and alerts.reads == 4
+    await asyncio.sleep(0.1)  # read: nothing more is announced
+    assert len(announced) == 2
+
+    monkeypatch.setattr(module, "CACHE_SECONDS", 0.0)  # every page reads again
+    alerts.failing = 1  # a read that fails with no change announced is not chased
+    assert (await banner.current()) is None and alerts.reads == 5
+    await asyncio.sleep(0.1)
+    assert len(announced) == 2

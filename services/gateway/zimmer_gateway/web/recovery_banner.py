@@ -12,7 +12,10 @@ job) is announced by alerts as `queue_recovery_changed`, which every gateway's l
 (`changed`: the cache is dropped, then every open page re-fetches and reads it again); and the
 expiry needs no event: each time the gateway reads an active status it sets a timer for its expiry
 (`announce` when it fires, a moment after it so alerts' clock agrees), so the banner goes from
-every open page when the window ends, not on the next unrelated event. No timer, read or
+every open page when the window ends, not on the next unrelated event. A read that fails after a
+change was announced (alerts slow under load, or restarting) is tried again, and the pages told
+again, after RETRY_SECONDS doubling to RETRY_MAX_SECONDS until one succeeds: otherwise every open
+page would keep the status from before the change until some unrelated event. No timer, read or
 connection exists before the first page is served.
 
 A pure ASGI layer (not BaseHTTPMiddleware, which would wrap the MCP stream too): for a page GET it
@@ -36,6 +39,7 @@ from zimmer_common.service import Service
 CACHE_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 0.5
 EXPIRY_MARGIN_SECONDS = 0.25  # the expiry timer fires this long after the window ends
+RETRY_SECONDS, RETRY_MAX_SECONDS = 1.0, 30.0  # a failed read of an announced change, tried again
 NOT_PAGES = ("/api/", "/mcp", "/static", "/metrics", "/healthz", "/readyz", "/docs", "/openapi", "/redoc", "/signin")
 
 
@@ -47,6 +51,9 @@ class RecoveryBanner:
         self._lock = asyncio.Lock()
         self._changes = 0  # changes announced so far: a read begun before one is not kept as fresh
         self._expiry: asyncio.TimerHandle | None = None
+        self._unread = False  # a change was announced and no read has succeeded since
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = RETRY_SECONDS
         self.announce: Callable[[], None] = lambda: None  # tell every open page (bootstrap.py: the live pages)
 
     def remember(self, status: h.QueueRecoveryStatus) -> None:
@@ -56,6 +63,7 @@ class RecoveryBanner:
     def changed(self) -> None:
         """Alerts announced a change (through any gateway, or by the TTL): the next page reads it."""
         self._changes += 1
+        self._unread = True
         self._read_at = float("-inf")
 
     def _arm(self, status: h.QueueRecoveryStatus | None) -> None:
@@ -93,9 +101,28 @@ class RecoveryBanner:
                                                             timeout=READ_TIMEOUT_SECONDS), READ_TIMEOUT_SECONDS + 0.1)
             except Exception:  # noqa: BLE001 - alerts down or slow: no banner, no error, no wait for 5 s
                 status = None
-        self.remember(status) if status is not None else self._forget()
+        if status is not None:
+            self.remember(status)
+            self._unread = self._unread and self._changes != changes
+            self._retry_delay = RETRY_SECONDS
+        else:
+            self._forget()
+            if self._unread:
+                self._try_again_later()
         if self._changes != changes:  # a change was announced while this read was out: read again next time
             self._read_at = float("-inf")
+
+    def _try_again_later(self) -> None:
+        if self._retry is not None:
+            return
+        delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, RETRY_MAX_SECONDS)
+        self._retry = asyncio.get_running_loop().call_later(delay, self._try_again)
+
+    def _try_again(self) -> None:
+        self._retry = None
+        if self._unread:
+            self._read_at = float("-inf")
+            self.announce()  # every open page re-fetches, and the first of them reads the status again
 
     def _forget(self) -> None:
         self._status, self._read_at = None, time.monotonic()
