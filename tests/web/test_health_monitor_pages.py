@@ -60,7 +60,7 @@ async def test_the_health_page_shows_lanes_cron_workers_and_the_ledger(stack, br
     assert f"{active} active / {registered} registered" in await page.locator("#workers").inner_text()
     summary = await page.locator("[data-summary]").inner_text()
     assert summary.startswith("Overall:") and "Workers:" in summary
-    for _ in range(50):  # the page reaches the ledger through the sender's outbox
+    for _ in range(100):  # the page reaches the ledger through the sender's outbox (10 s at most)
         if await page.locator("[data-alert-issue]").count():
             break
         await page.wait_for_timeout(100)
@@ -95,7 +95,7 @@ async def test_the_alerts_panel_offers_older_issues(stack, browser) -> None:  # 
     # The pages reach the ledger one by one through the sender's outbox: a page read while the
     # last one is still on its way offers it on neither page (newer than the link's cursor), so
     # read both pages again until all twelve have arrived (a CI run read eleven).
-    for _ in range(50):
+    for _ in range(100):
         await page.goto(first_page)
         if await page.locator("[data-next-page=alerts]").count():
             newest = await page.locator("[data-alert-issue] .alert-title").all_inner_texts()

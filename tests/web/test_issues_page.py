@@ -111,7 +111,7 @@ async def test_every_operator_form_round_trips(stack, browser) -> None:  # type:
             ("zimmer#2", "operator", "duplicate of zimmer#1, judged by hand")]
         started = (await http.get("/api/v1/work_backlog_items", params={"status": "started"})).json()["items"]
         assert [i["key"] for i in started] == ["zimmer#4"] and started[0]["started_session_id"]
-    for _ in range(50):  # the in-flight section follows spot-gate's session events
+    for _ in range(100):  # the in-flight section follows spot-gate's session events (10 s at most)
         await page.goto(f"{base}/issues")
         if await page.locator('#in-flight tr[data-key="zimmer#4"]').count():
             break

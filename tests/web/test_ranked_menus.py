@@ -129,7 +129,7 @@ async def test_a_row_the_live_update_inserted_has_the_menu_and_the_handle_of_a_l
         await page.wait_for_selector('html[data-live-state="live"]', state="attached", timeout=15_000)
         await page.evaluate("() => { window.__notReloaded = true; }")
         c = await spawn(http, title="arrived live", precedence=20)  # inserted by live.js between a and b
-        await page.wait_for_selector(f'ol[data-section="spot"] > li[data-session="{c["id"]}"]', timeout=5_000)
+        await page.wait_for_selector(f'ol[data-section="spot"] > li[data-session="{c["id"]}"]', timeout=10_000)
         assert await order(page, "spot") == [a["id"], c["id"], b["id"]]
 
         # Its ⋮ menu: one open at a time, Escape closes it (focus back on its ⋮), so does a click outside.
