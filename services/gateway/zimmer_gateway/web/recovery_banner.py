@@ -12,11 +12,11 @@ job) is announced by alerts as `queue_recovery_changed`, which every gateway's l
 (`changed`: the cache is dropped, then every open page re-fetches and reads it again); and the
 expiry needs no event: each time the gateway reads an active status it sets a timer for its expiry
 (`announce` when it fires, a moment after it so alerts' clock agrees), so the banner goes from
-every open page when the window ends, not on the next unrelated event. A read that fails after a
-change was announced (alerts slow under load, or restarting) is tried again, and the pages told
-again, after RETRY_SECONDS doubling to RETRY_MAX_SECONDS until one succeeds: otherwise every open
-page would keep the status from before the change until some unrelated event. No timer, read or
-connection exists before the first page is served.
+every open page when the window ends, not on the next unrelated event. A read that fails (alerts
+slow under load, or restarting) shows no banner, and is tried again in the background after
+RETRY_SECONDS, doubling to RETRY_MAX_SECONDS, until one succeeds; if that one finds the mode on,
+every open page is told: otherwise a page served during the failure would go on without the banner
+until some unrelated event. No timer, read or connection exists before the first page is served.
 
 A pure ASGI layer (not BaseHTTPMiddleware, which would wrap the MCP stream too): for a page GET it
 leaves the status on `request.state.queue_recovery`, where `render` finds it.
@@ -39,7 +39,7 @@ from zimmer_common.service import Service
 CACHE_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 0.5
 EXPIRY_MARGIN_SECONDS = 0.25  # the expiry timer fires this long after the window ends
-RETRY_SECONDS, RETRY_MAX_SECONDS = 1.0, 30.0  # a failed read of an announced change, tried again
+RETRY_SECONDS, RETRY_MAX_SECONDS = 1.0, 30.0  # a failed read, tried again in the background
 NOT_PAGES = ("/api/", "/mcp", "/static", "/metrics", "/healthz", "/readyz", "/docs", "/openapi", "/redoc", "/signin")
 
 
@@ -51,9 +51,9 @@ class RecoveryBanner:
         self._lock = asyncio.Lock()
         self._changes = 0  # changes announced so far: a read begun before one is not kept as fresh
         self._expiry: asyncio.TimerHandle | None = None
-        self._unread = False  # a change was announced and no read has succeeded since
         self._retry: asyncio.TimerHandle | None = None
         self._retry_delay = RETRY_SECONDS
+        self._retrying: asyncio.Future[None] | None = None  # the background read, kept from the collector
         self.announce: Callable[[], None] = lambda: None  # tell every open page (bootstrap.py: the live pages)
 
     def remember(self, status: h.QueueRecoveryStatus) -> None:
@@ -63,7 +63,6 @@ class RecoveryBanner:
     def changed(self) -> None:
         """Alerts announced a change (through any gateway, or by the TTL): the next page reads it."""
         self._changes += 1
-        self._unread = True
         self._read_at = float("-inf")
 
     def _arm(self, status: h.QueueRecoveryStatus | None) -> None:
@@ -103,11 +102,10 @@ class RecoveryBanner:
                 status = None
         if status is not None:
             self.remember(status)
-            self._unread = self._unread and self._changes != changes
             self._retry_delay = RETRY_SECONDS
         else:
             self._forget()
-            if self._unread:
+            if bus is not None:  # no bus: not started, or stopped; nothing to try again
                 self._try_again_later()
         if self._changes != changes:  # a change was announced while this read was out: read again next time
             self._read_at = float("-inf")
@@ -120,9 +118,14 @@ class RecoveryBanner:
 
     def _try_again(self) -> None:
         self._retry = None
-        if self._unread:
+        self._retrying = asyncio.ensure_future(self._read_for_pages())
+
+    async def _read_for_pages(self) -> None:
+        async with self._lock:
             self._read_at = float("-inf")
-            self.announce()  # every open page re-fetches, and the first of them reads the status again
+            await self._refresh()  # a failure arms the next try
+        if self._status is not None and self._status.active:
+            self.announce()  # the pages served during the failure showed no banner: they re-fetch
 
     def _forget(self) -> None:
         self._status, self._read_at = None, time.monotonic()
