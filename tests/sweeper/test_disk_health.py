@@ -26,6 +26,12 @@ def _units(engine) -> UnitsOfWork:  # type: ignore[no-untyped-def]  # a test hel
     return UnitsOfWork(SimpleNamespace(engine=engine, relay=None), "sweeper")  # type: ignore[arg-type]  # a stand-in for the Service UnitsOfWork reads
 
 
+async def read_health(engine, now):  # type: ignore[no-untyped-def]  # a test helper: fixture values are untyped
+    """The readings as the sweeper answers DISK_HEALTH: one snapshot."""
+    async with _units(engine).snapshot() as conn:
+        return await disk_health.read(conn, now)
+
+
 def _root(host: str, name: str, *, path: str | None = "/data/x", exists: bool = True, free: int | None = 10 << 30,
           sweepable: bool = True) -> dict[str, object]:
     return dict(host=host, name=name, path=path, exists_now=exists, free_bytes=free, total_bytes=100 << 30,
@@ -45,7 +51,7 @@ async def test_every_hosts_roots_newest_runs_and_refusals(database_url: str) -> 
                     counts={"removed": 3, "deferred": 2}, bytes_freed=3 << 30, note="budget exhausted; 2 left")
         await a.refusal("orphan_clone_sweep", "/data/clones/zimmer-1", [7], "session 7 is running")
         await a.refusal("orphan_clone_sweep", "/data/clones/zimmer-2", [8], "old")  # at T0, still inside 24 h
-        health = await disk_health.read(engine, T0 + timedelta(hours=1))
+        health = await read_health(engine, T0 + timedelta(hours=1))
     finally:
         await engine.dispose()
     assert [h.host for h in health.hosts] == ["host-a", "host-b"]
@@ -66,11 +72,11 @@ async def test_a_reclaim_that_missed_its_target_is_critical_until_one_reaches_it
     try:
         records = DiskRecords(_units(engine), "host-a", lambda: T0)
         await records.run("reclaim_space", started_at=T0, outcome="partial", counts={"reached": 0, "removed": 20})
-        missed = await disk_health.read(engine, T0 + timedelta(minutes=5))
-        later = await disk_health.read(engine, T0 + timedelta(hours=2))  # no reclaim since: the monitor saw no pressure
+        missed = await read_health(engine, T0 + timedelta(minutes=5))
+        later = await read_health(engine, T0 + timedelta(hours=2))  # no reclaim since: the monitor saw no pressure
         await records.run("reclaim_space", started_at=T0 + timedelta(minutes=10), outcome="ok",
                           counts={"reached": 1, "removed": 2})
-        reached = await disk_health.read(engine, T0 + timedelta(minutes=15))
+        reached = await read_health(engine, T0 + timedelta(minutes=15))
     finally:
         await engine.dispose()
     assert (missed.status, missed.hosts[0].pressure) == ("critical", "unreachable")
@@ -81,7 +87,7 @@ async def test_a_reclaim_that_missed_its_target_is_critical_until_one_reaches_it
 async def test_no_host_yet_says_so(database_url: str) -> None:
     engine = await _engine(database_url)
     try:
-        health = await disk_health.read(engine, T0)
+        health = await read_health(engine, T0)
     finally:
         await engine.dispose()
     assert health.status == "ok" and health.hosts == []

@@ -133,7 +133,8 @@ def _serve_ledger(service: Service, units: UnitsOfWork, link: BusLink, metrics: 
     """The ledger's read, a page at a time, and resolving a condition by hand."""
 
     async def list_alerts(q: a.AlertQuery) -> a.AlertList:
-        async with units.read() as conn:  # the issues that fit one answer (issue 27 #13)
+        # The issues that fit one answer (issue 27 #13), their conditions and notices: one snapshot.
+        async with units.snapshot() as conn:
             return await ledger_pages.read(conn, q, answer_budget(link.bus.payload_room()))
 
     async def resolve(req: a.ResolveCondition) -> a.ConditionView:

@@ -82,6 +82,7 @@ def serve_disk_health(service: Service, *, units: UnitsOfWork) -> None:
     """The Disk and clones readings, every host's (any sweeper answers)."""
 
     async def disk_readings(req: DiskHealthQuery) -> DiskHealth:
-        return await disk_health.read(units.engine, service.clock.now())
+        async with units.snapshot() as conn:
+            return await disk_health.read(conn, service.clock.now())
 
     service.rpc(DISK_HEALTH)(disk_readings)

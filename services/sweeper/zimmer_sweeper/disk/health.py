@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zimmer_common.contracts import disk as d
 from zimmer_sweeper.disk.tables import DiskRefusalRow, DiskRootRow, DiskRunRow
@@ -26,16 +26,17 @@ ROOTS: Any = DiskRootRow.__table__.c  # type: ignore[attr-defined]  # SQLModel s
 REFUSALS: Any = DiskRefusalRow.__table__.c  # type: ignore[attr-defined]  # SQLModel sets __table__ at class creation
 
 
-async def read(engine: AsyncEngine, now: datetime) -> d.DiskHealth:
+async def read(conn: AsyncConnection, now: datetime) -> d.DiskHealth:
+    """Every host's readings, runs and refusals on `conn`: one snapshot (`UnitsOfWork.snapshot`), so a
+    host's pressure is judged from the runs and readings of one moment."""
     runs, roots, refusals = RUNS, ROOTS, REFUSALS
     newest = (select(DiskRunRow).distinct(runs.host, runs.job)
               .order_by(runs.host, runs.job, runs.started_at.desc(), runs.id.desc()))
     refused = (select(refusals.host, func.count()).where(refusals.at > now - REFUSAL_WINDOW)
                .group_by(refusals.host))
-    async with engine.connect() as conn:
-        run_rows = (await conn.execute(newest)).all()
-        root_rows = (await conn.execute(select(DiskRootRow).order_by(roots.host, roots.name))).all()
-        refusal_counts = {host: int(n) for host, n in await conn.execute(refused)}
+    run_rows = (await conn.execute(newest)).all()
+    root_rows = (await conn.execute(select(DiskRootRow).order_by(roots.host, roots.name))).all()
+    refusal_counts = {host: int(n) for host, n in await conn.execute(refused)}
     hosts = sorted({r.host for r in run_rows} | {r.host for r in root_rows} | set(refusal_counts))
     disks = [_host(host, [r for r in root_rows if r.host == host], [r for r in run_rows if r.host == host],
                    refusal_counts.get(host, 0), now) for host in hosts]
