@@ -3,28 +3,23 @@ with SIGKILL and start again on the same port and store (the client must lose no
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from nats_control import KillableNats, killable_server
 from prometheus_client import CollectorRegistry
-from runtime_stack import FLEET, KillableNats
+from runtime_stack import FLEET
 
-from zimmer_cli.embedded import free_port, start_nats
 from zimmer_runtime import RuntimeClient
 
 
 @pytest.fixture
 async def killable_nats(tmp_path: Path) -> AsyncIterator[KillableNats]:
-    port, store = free_port(), tmp_path / "killable-nats"
-    nats = KillableNats(store, port, await asyncio.to_thread(start_nats, store, port=port))
-    try:
+    async with killable_server(tmp_path) as nats:
         yield nats
-    finally:
-        await asyncio.to_thread(nats.server.stop)
 
 
 @pytest.fixture

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry
 
-from zimmer_cli.embedded import EmbeddedNats, start_nats
 from zimmer_runtime import Command
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
@@ -32,24 +28,6 @@ async def eventually(check: Callable[[], Awaitable[Any]], within: float = 20.0, 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, labels or None) or 0.0
-
-
-@dataclass
-class KillableNats:
-    store: Path
-    port: int
-    server: EmbeddedNats
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    async def kill(self) -> None:
-        self.server.process.send_signal(signal.SIGKILL)
-        await asyncio.to_thread(self.server.process.wait, 5)
-
-    async def start(self) -> None:
-        self.server = await asyncio.to_thread(start_nats, self.store, port=self.port)
 
 
 async def spawn(gateway: httpx.AsyncClient, **body: Any) -> dict[str, Any]:

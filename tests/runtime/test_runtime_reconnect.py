@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import nats
 import pytest
+from nats_control import KillableNats
 from prometheus_client import CollectorRegistry
-from runtime_stack import KillableNats, eventually, next_command, sample, spawn
+from runtime_stack import eventually, next_command, sample, spawn
 
 from zimmer_runtime import LogLine, RuntimeClient
 

@@ -15,10 +15,9 @@ from typing import Any
 import httpx
 import nats
 import pytest
+from nats_control import KillableNats, killable_server
 from pageshots import accessibility_problems, screenshot
 from test_issues_page import append, sign_in
-
-from zimmer_cli.embedded import EmbeddedNats, free_port, start_nats
 
 FLEET = {"Authorization": "Bearer test-fleet-key"}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}
@@ -30,31 +29,16 @@ LIVE = 'html[data-live-state="live"]'
 PAUSED = 'html[data-live-state="paused"]'
 
 
-class KillableNats:
-    def __init__(self, store: Path, port: int, server: EmbeddedNats) -> None:
-        self.store, self.port, self.server = store, port, server
-
-    async def stop(self) -> None:
-        await asyncio.to_thread(self.server.stop)
-
-    async def start(self) -> None:
-        self.server = await asyncio.to_thread(start_nats, self.store, port=self.port)
-
-
 @pytest.fixture
 async def killable_nats(tmp_path: Path) -> AsyncIterator[KillableNats]:
-    port, store = free_port(), tmp_path / "killable-nats"
-    nats = KillableNats(store, port, await asyncio.to_thread(start_nats, store, port=port))
-    try:
+    async with killable_server(tmp_path) as nats:
         yield nats
-    finally:
-        await asyncio.to_thread(nats.server.stop)
 
 
 @pytest.fixture
 def nats_url(killable_nats: KillableNats) -> str:
     """The stack runs on a NATS server the test may stop and start again (same port, same store)."""
-    return killable_nats.server.url
+    return killable_nats.url
 
 
 async def live_page(browser: Any, base: str, path: str) -> Any:

@@ -12,20 +12,10 @@ from typing import Any
 
 import httpx
 from pageshots import VIEWPORTS, accessibility_problems, screenshot
+from test_quotas_page import FLEET, OPERATOR_API, sign_in
 
 from zimmer_spot_gate.domain.model import Window
 from zimmer_spot_gate.store import quota
-
-OPERATOR = "test-operator-token"
-FLEET = {"Authorization": "Bearer test-fleet-key"}
-OPERATOR_API = {"Authorization": f"Bearer {OPERATOR}"}
-
-
-async def sign_in(page: Any, base: str, path: str) -> None:
-    await page.goto(f"{base}{path}")
-    await page.get_by_label("Operator token").fill(OPERATOR)
-    await page.get_by_role("button", name="Sign in").click()
-    assert page.url.startswith(f"{base}{path}"), page.url
 
 
 def window(utilization: float, resets_in: timedelta | None) -> dict[str, Any]:
