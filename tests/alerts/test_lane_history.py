@@ -151,3 +151,25 @@ async def test_health_records_prune_keeps_the_lane_history_flat(alerts) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"not folded: {rows}")
+
+
+async def test_a_lane_first_recorded_during_a_read_does_not_overflow_its_step(alerts, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """The step is chosen from how many lanes there are; the rows read after it must be of those
+    lanes only (CI once answered two lanes at a one-minute step that fits one: a lane's first minute
+    committed between the count and the rows)."""
+    from zimmer_alerts.handlers import lane_history
+
+    service, clock, history = alerts
+    await history.record(report(clock.now(), lane("default", 1, 5.0)))
+    counted = lane_history.series_in
+
+    async def a_lane_arrives_after_the_count(*args: Any, **kwargs: Any) -> Any:
+        found = await counted(*args, **kwargs)
+        await history.record(report(clock.now(), lane("ingest", 2, 5.0)))  # its own transaction, committed
+        return found
+
+    monkeypatch.setattr(lane_history, "series_in", a_lane_arrives_after_the_count)
+    answer = await history.read(ch.HealthHistoryQuery())
+    assert len(answer.lanes) * (24 * 60 // answer.step_minutes + 1) <= ch.SERIES_MAX_POINTS, \
+        (answer.step_minutes, [x.lane for x in answer.lanes])
+    assert [x.lane for x in answer.lanes] == ["default"]

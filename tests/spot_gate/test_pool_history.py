@@ -145,6 +145,29 @@ async def test_reads_aggregate_to_a_step_and_refuse_what_one_answer_cannot_carry
     assert all(p.dollars_per_minute == pytest.approx(p.dollars / 60) for p in opus.points)
 
 
+
+async def test_a_model_first_spent_on_during_a_read_does_not_overflow_its_step(spot, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """The step is chosen from how many models spent; the buckets read after it must be of those
+    models only, or one answer carries more points than it may (a spend committed between the count
+    and the buckets)."""
+    from zimmer_spot_gate.store import history
+
+    await spot.spend(SpendReport(request_id="m0", session_id=None, harness="claude_code", model="claude-opus-4",
+                                 output_tokens=1_000, at=spot.clock.now() - timedelta(minutes=5)))
+    counted = history.spend_models
+
+    async def a_model_spends_after_the_count(*args, **kwargs):  # type: ignore[no-untyped-def]  # wraps the store's query
+        found = await counted(*args, **kwargs)
+        await spot.spend(SpendReport(request_id="m1", session_id=None, harness="codex", model="gpt-5-codex",
+                                     output_tokens=1_000, at=spot.clock.now() - timedelta(minutes=5)))
+        return found
+
+    monkeypatch.setattr(history, "spend_models", a_model_spends_after_the_count)
+    costs = await ops(spot).costs_history(ch.CostsHistoryQuery())
+    buckets = -(-7 * 24 * 60 // costs.step_minutes) + 1
+    assert len(costs.models) * buckets <= ch.SERIES_MAX_POINTS, (costs.step_minutes, [m.model for m in costs.models])
+    assert [m.model for m in costs.models] == ["claude-opus-4"]
+
 async def test_the_retention_job_folds_what_is_past_a_week(spot) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
     """The scheduled job (pool_history_retention, as its schedule would tick it) applies the rule."""
     old = floor_to(spot.clock.now() - timedelta(days=8), COARSE)

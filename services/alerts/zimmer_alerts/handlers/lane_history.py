@@ -65,7 +65,8 @@ class LaneHistory:
         where = [LANE_HISTORY.c.lane == q.lane] if q.lane is not None else []
         try:
             start, end = clamp_range(q.since, q.until, now=now, default_span=DEFAULT_SPAN)
-            async with self.units.read() as conn:
+            # One snapshot: a lane first recorded between the count and the rows would not fit the step.
+            async with self.units.snapshot() as conn:
                 # The lanes the widest step's buckets would hold: how many series the step must fit.
                 lanes = len(await series_in(conn, LANE_HISTORY, floor_to(start, STEPS[-1]), end, where))
                 span = read_range(q.since, q.until, q.step_minutes, now=now, default_span=DEFAULT_SPAN, series=lanes,

@@ -99,7 +99,8 @@ class PoolHistoryOps:
 
     async def costs_history(self, q: ch.CostsHistoryQuery) -> ch.CostsHistory:
         now = self.now()
-        async with self.units.read() as conn:
+        # One snapshot: a model first spent on between the count and the buckets would not fit the step.
+        async with self.units.snapshot() as conn:
             start, end = range_or_invalid(lambda: clamp_range(q.since, q.until, now=now, default_span=COSTS_SPAN))
             models = await history.spend_models(conn, floor_to(start, STEPS[-1]), end)  # the widest a step aligns to
             span = range_or_invalid(lambda: read_range(q.since, q.until, q.step_minutes, now=now,
