@@ -22,9 +22,9 @@ from zimmer_runtime import RuntimeRequestError
 from zimmer_sim.accounts import AccountPool, SimWindow
 from zimmer_sim.disk import SimDisk, transcript_name
 from zimmer_sim.fleet import RETRIES, Fleet, choose_arrival
-from zimmer_sim.ledger import Ledger, SessionRecord
+from zimmer_sim.ledger import Ledger, Restart, SessionRecord
 from zimmer_sim.profile import GENESIS_MIX, PROFILES
-from zimmer_sim.scenarios import Context
+from zimmer_sim.scenarios import Context, batch_pairs
 from zimmer_sweeper.transcripts.domain import transcript_name as sweepers_transcript_name
 
 PACKAGE = Path(zimmer_sim.__file__).parent
@@ -192,6 +192,16 @@ async def test_a_timeline_holds_the_run_open_past_its_length_until_it_lets_go() 
     unheld.time_up()
     assert unheld.stop.is_set() and not await unheld.sleep(5.0)
 
+
+
+def test_one_sweeps_resumes_are_a_batch_however_late_they_arrive() -> None:
+    """The precedence order is checked on consecutive resumes of one ceiling sweep: known by the
+    time the sweep's transaction gave their commands, not by when they came (a loaded CI box
+    delivered one sweep's commands more than a second apart, and the order went unchecked)."""
+    sweep, next_sweep = T0, T0 + timedelta(seconds=5)
+    late = [Restart(0.0, 1, 9, sweep), Restart(3.0, 2, 5, sweep), Restart(4.5, 3, 7, next_sweep)]
+    assert batch_pairs(late) == 1  # 1 then 2; 2 and 3 are two sweeps however close they arrived
+    assert batch_pairs([Restart(0.0, 1, 9, sweep), Restart(0.1, 2, 5, next_sweep)]) == 0
 
 def test_orphans_come_in_whole_and_dated_and_a_killed_runs_drafts_do_not_stop_the_next(tmp_path: Path) -> None:
     """The sweeper must never see an orphan half-written or still young (disk-pressure's reclaim fell

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -21,7 +21,7 @@ from zimmer_common.contracts.spot_policy import CREATE_TRIGGER, FIRE_TRIGGER, Cr
 from zimmer_runtime import Command, LogLine, RuntimeClient, RuntimeRequestError
 from zimmer_sim.accounts import AccountPool, request_dollars, utc_now
 from zimmer_sim.disk import SimDisk
-from zimmer_sim.ledger import Ledger, SessionRecord
+from zimmer_sim.ledger import Ledger, Restart, SessionRecord
 from zimmer_sim.profile import CLAUDE_MODELS, CODEX_MODELS, GENESIS_MIX, Profile
 
 log = logging.getLogger("zimmer_sim.fleet")
@@ -133,13 +133,13 @@ class Fleet:
         self.ledger.commands[command.kind] += 1
         match command.payload:
             case StartTurn() as start:
-                await self._start(start)
+                await self._start(start, command.occurred_at)
             case StopTurn() as stop:
                 await self._stop(stop)
             case SampleQuota(accounts=names):
                 await self.report_readings(names)
 
-    async def _start(self, start: StartTurn) -> None:
+    async def _start(self, start: StartTurn, decided_at: datetime) -> None:
         record = self.ledger.sessions.get(start.session_id)
         if record is None:
             view = await self._retry(lambda: self.client.call(spot.GET_SESSION, spot.SessionRef(
@@ -157,7 +157,8 @@ class Fleet:
             record.delivered_prompts.append(start.prompt)
         self._check_cap(record, start.turn_kind)
         if start.turn_kind == "restart":
-            self.ledger.restarts.append((asyncio.get_running_loop().time(), record.session_id, record.precedence))
+            self.ledger.restarts.append(Restart(asyncio.get_running_loop().time(), record.session_id, record.precedence,
+                                                decided_at))
         self._idle_since.pop(record.session_id, None)
         if self.ledger.parked.pop(record.session_id, None) is not None:
             self.ledger.counts["auth_unparked"] += 1
@@ -188,6 +189,7 @@ class Fleet:
         if record is not None:
             record.turn_in_flight = False
         self.ledger.counts["stopped"] += 1
+        self.ledger.stopped_sessions.add(stop.session_id)
         self.ledger.stop_reasons[stop.reason[:80]] += 1
         await self.client.report_status(stop.session_id, "waiting")
 

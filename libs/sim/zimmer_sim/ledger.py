@@ -34,6 +34,16 @@ class SessionRecord:
     transcript_dir: str | None = None
 
 
+@dataclass(frozen=True)
+class Restart:
+    """A restart turn the fleet was told to run: a pause's resume."""
+
+    received: float  # the fleet's monotonic clock
+    session_id: int
+    precedence: int
+    decided_at: datetime  # the command's own time: one sweep's resumes share its transaction's
+
+
 @dataclass
 class Ledger:
     sessions: dict[int, SessionRecord] = field(default_factory=dict)
@@ -43,7 +53,8 @@ class Ledger:
     log_lines: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # per session
     violations: list[dict[str, Any]] = field(default_factory=list)
     max_running: int = 0
-    restarts: list[tuple[float, int, int]] = field(default_factory=list)  # (monotonic, session, precedence)
+    restarts: list[Restart] = field(default_factory=list)
+    stopped_sessions: set[int] = field(default_factory=set)  # every session told to stop a turn
     stop_reasons: Counter[str] = field(default_factory=Counter)
     # Prompts the gate admitted (or passed): their start_turn was committed with the answer.
     admitted: dict[str, tuple[int, datetime]] = field(default_factory=dict)  # prompt: (session, when)

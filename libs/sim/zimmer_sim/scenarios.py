@@ -23,10 +23,11 @@ from zimmer_common.contracts.disk import DISK_HEALTH, DiskHealthQuery
 from zimmer_common.contracts.spot_policy import GET_POLICY, PolicyQuery
 from zimmer_runtime import RuntimeRequestError
 from zimmer_sim.invariants import Invariants
+from zimmer_sim.ledger import Restart
 from zimmer_sim.profile import PROFILES, Profile
 from zimmer_sim.runner import FleetRun
 
-BATCH_GAP_SECONDS = 1.0  # restarts closer than this came from one ceiling sweep's batch
+BATCH_GAP_SECONDS = 1.0  # restarts decided closer than this came from one ceiling sweep's batch
 # How long a timeline may hold a run open past its length to finish what it planned (each kill of
 # `outage` waits for the stack to come back, which takes longer on a loaded machine).
 HOLD_OPEN_LIMIT_SECONDS = 300.0
@@ -115,31 +116,34 @@ async def _steady_expect(ctx: Context) -> None:
 # ---- quota-crunch ---------------------------------------------------------------------------
 
 async def _crunch_timeline(ctx: Context) -> None:
-    """Fill the pool until the gate holds spot work and the ceiling sweep pauses some (or half the
-    run), then let it drain:
-    the fleet goes quiet, the window resets, and the sweep resumes the paused. The sweep runs every
-    5 minutes on its schedule; the run asks for it every 5 seconds, as an operator can (`zimmer jobs
-    run spot-gate.ceiling_sweep`). When the pool filled late (a slow machine fills it slowly) the
-    run is held open past its length until the cycle has shown: a sweep's batch of resumes and what
-    follows it."""
+    """Fill the pool until the gate holds spot work and the ceiling sweep has paused two sessions
+    (two, so that one sweep's resumes are a batch whose order can be checked; after half the run,
+    two paused are enough; past its length, one), then let it drain: the fleet goes quiet, the
+    window resets, and the sweep resumes the paused. The sweep runs every 5 minutes on its
+    schedule; the run asks for it every 5 seconds, as an operator can (`zimmer jobs run
+    spot-gate.ceiling_sweep`). When the pool filled late (a slow machine fills it slowly) the run is
+    held open past its length until the cycle has shown: a sweep's batch of resumes and what follows
+    it."""
     loop = asyncio.get_running_loop()
     began = loop.time()
     quiet_by = began + ctx.seconds / 2
     async with ctx.held_open():
         while await ctx.sleep(5.0):
             await ctx.stack.run_job("spot-gate.ceiling_sweep")
-            restarts = ctx.run.ledger.restarts
+            ledger = ctx.run.ledger
+            restarts = ledger.restarts
             # The cycle has shown once resumes came and two of them in one sweep's batch (what the
             # precedence order is checked on); a first batch of one waits for the next, held open.
-            shown = (ctx.run.fleet.quiet and restarts and loop.time() - restarts[0][0] > 8.0
-                     and _batch_pairs(restarts) > 0)
+            shown = (ctx.run.fleet.quiet and restarts and loop.time() - restarts[0].received > 8.0
+                     and batch_pairs(restarts) > 0)
             if shown and (ctx.seconds < 300 or ctx.past_length):
                 ctx.stop.set()  # the whole cycle is in the record
                 return
-            if ctx.past_length and not ctx.run.ledger.counts["stopped"]:
+            paused = len(ledger.stopped_sessions)
+            if ctx.past_length and not paused:
                 return  # nothing was paused: there is no resume to wait for (the expectations say so)
-            filled = ctx.run.ledger.counts["stopped"] > 0 and ctx.run.ledger.outcomes["held"] > 0
-            if not ctx.run.fleet.quiet and (filled or loop.time() > quiet_by):
+            filled = paused >= 2 and (ledger.outcomes["held"] > 0 or loop.time() > quiet_by)
+            if not ctx.run.fleet.quiet and (filled or (ctx.past_length and paused)):
                 ctx.run.fleet.quiet = True
                 ctx.run.ledger.counts["quiet_after_seconds"] = int(loop.time() - began)
 
@@ -171,25 +175,32 @@ async def _crunch_expect(ctx: Context) -> None:
     await _resume_order(ctx)
 
 
-def _batch_pairs(restarts: list[tuple[float, int, int]]) -> int:
-    """Consecutive resumes close enough to be one sweep's batch: the pairs the order is checked on."""
-    return sum(1 for (t1, _, _), (t2, _, _) in itertools.pairwise(restarts) if t2 - t1 <= BATCH_GAP_SECONDS)
+def _one_batch(first: Restart, then: Restart) -> bool:
+    """Two consecutive resumes decided by one sweep: their commands' times, not when they arrived
+    (a loaded machine delivers one transaction's commands seconds apart)."""
+    return abs((then.decided_at - first.decided_at).total_seconds()) <= BATCH_GAP_SECONDS
+
+
+def batch_pairs(restarts: list[Restart]) -> int:
+    """Consecutive resumes of one sweep's batch: the pairs the order is checked on."""
+    return sum(1 for first, then in itertools.pairwise(restarts) if _one_batch(first, then))
 
 
 async def _resume_order(ctx: Context) -> None:
     """Within one sweep's batch, resumes come highest precedence first (seed 004)."""
     restarts = ctx.run.ledger.restarts
-    ids = sorted({sid for _, sid, _ in restarts})[:500]
+    ids = sorted({r.session_id for r in restarts})[:500]
     precedence = {}
     if ids:
         try:
             listed = await ctx.run.client.call(spot.LIST_SESSIONS, spot.SessionQuery(ids=ids, limit=500))
             precedence = {s.id: s.precedence for s in listed.sessions}
         except RuntimeRequestError:
-            precedence = {sid: p for _, sid, p in restarts}
+            precedence = {r.session_id: r.precedence for r in restarts}
     row = ctx.invariants.row("resumes come in precedence order")
-    for (t1, a, _), (t2, b, _) in itertools.pairwise(restarts):
-        if t2 - t1 <= BATCH_GAP_SECONDS:
+    for first, then in itertools.pairwise(restarts):
+        if _one_batch(first, then):
+            a, b = first.session_id, then.session_id
             row.check(precedence.get(a, 0) >= precedence.get(b, 0), first=a, then=b,
                       precedences=(precedence.get(a), precedence.get(b)))
 
