@@ -54,7 +54,8 @@ async def a_crunch(services: dict[str, Any]) -> None:
         await conn.execute(text(
             "INSERT INTO spot_gate.pool_history (resolution_minutes, window_name, at, samples, utilization, pacing, "
             "reserve, capacity_dollars, running, held, paused, holds, pauses, resumes) VALUES (:r, :w, :at, :s, :u, "
-            ":p, :reserve, NULL, :running, :held, 0, :holds, :pauses, :resumes)"), rows)
+            ":p, :reserve, NULL, :running, :held, 0, :holds, :pauses, :resumes) "
+            "ON CONFLICT DO NOTHING"), rows)  # a minute the live recorder already wrote keeps its row
 
 
 async def rendered(page: Any, chart: str) -> dict[str, Any]:
@@ -159,8 +160,9 @@ async def test_the_health_charts_draw_each_lane_with_its_thresholds(stack, brows
     rows = [{"at": now - timedelta(minutes=m), "ready": 400 if 60 <= m <= 120 else 3,
              "age": 900.0 if 60 <= m <= 120 else 2.0} for m in range(24 * 60, 0, -1)]
     async with services["alerts"].engine.begin() as conn:
+        # ON CONFLICT: the live monitor may have recorded the last minute already (CI: a minute turned between).
         await conn.execute(text("INSERT INTO alerts.lane_history VALUES (1, 'ingest', :at, 1, :ready, 0, :age, 100, "
-                                "300.0)"), rows)
+                                "300.0) ON CONFLICT DO NOTHING"), rows)
     async with httpx.AsyncClient(base_url=base, headers=FLEET) as http:
         for _ in range(100):  # and the live monitor's own minute for every lane
             if len((await http.get("/api/v1/health/history")).json()["lanes"]) > 2:
