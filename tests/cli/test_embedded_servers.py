@@ -21,7 +21,7 @@ import nats
 import psutil
 import pytest
 
-from zimmer_cli.embedded import EmbeddedPostgres, free_port, prepare_pgdata, running_postmaster
+from zimmer_cli.embedded import EmbeddedPostgres, free_port, prepare_pgdata, reserve_port, running_postmaster
 from zimmer_cli.main import _credentials
 from zimmer_cli.servers import nats_child, postgres_child
 from zimmer_cli.supervisor import Child, Supervisor
@@ -215,3 +215,29 @@ def test_the_up_line_names_where_the_credentials_came_from(tmp_path: Path, monke
     creds, where = _credentials(tmp_path)
     assert creds == stored and where == f"credentials in {path}"
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.network  # binds and connects on 127.0.0.1
+def test_a_reserved_port_is_taken_by_no_one_but_the_server_that_shares_it() -> None:
+    """A scenario's stack chooses the fake GitHub's port minutes before the fleet binds it (CI: by
+    then another test's server had it, and the outage scenario died on EADDRINUSE). The port is
+    held from the choice on; only the fake, binding beside the hold, may take it."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from zimmer_sim.fake_github import FakeGithub
+
+    held = reserve_port()
+    port = held.getsockname()[1]
+    try:
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))
+        with pytest.raises(OSError):
+            FakeGithub("token", port=port)  # an ordinary bind is refused too
+        with FakeGithub("token", port=port, share_port=True):
+            with pytest.raises(urllib.error.HTTPError) as unauthorized:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/rate_limit", timeout=5)
+            assert unauthorized.value.code == 401  # the fake answered: no token
+    finally:
+        held.close()

@@ -59,6 +59,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def reserve_port(host: str = "127.0.0.1") -> socket.socket:
+    """A socket bound to a free port (`free_port`'s choice) and held: no other bind takes the port
+    until it is closed (a port chosen now and bound minutes later was taken meanwhile by another
+    test's server), except a server that sets SO_REUSEPORT too, which may listen on it beside it."""
+    for _ in range(50):
+        held = socket.socket()
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            held.bind((host, free_port(host)))
+        except OSError:  # taken between the choice and this bind
+            held.close()
+            continue
+        return held
+    raise RuntimeError(f"no free port to reserve on {host}")
+
+
 def _ephemeral_low() -> int:
     """The low end of the kernel's ephemeral port range (Linux: 32768 by default)."""
     try:

@@ -29,7 +29,8 @@ async def run_scenario(name: str, *, short: bool, minutes: float | None, seed: i
     config = SimConfig(nats_url=stack.nats_url, seed=seed, profile=scenario.short if short else scenario.long,
                        name=f"sim-{name}", host=getattr(stack, "host", "sim-host"), clones_dir=stack.clones_dir,
                        transcripts_dir=getattr(stack, "transcripts_dir", None),
-                       github_port=getattr(stack, "github_port", None))
+                       github_port=getattr(stack, "github_port", None),
+                       github_port_shared=getattr(stack, "github_port_shared", False))
     invariants = Invariants(healthy=scenario.healthy, owned_backlog=bool(getattr(stack, "owned", False)))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from zimmer_cli.embedded import die_with_parent, free_port
+from zimmer_cli.embedded import die_with_parent, free_port, reserve_port
 from zimmer_cli.jobs_cmd import run_job
+from zimmer_common.tls import client_tls
 
 READY_SECONDS = 180.0
 SIM_HOST = "sim-host"  # the sweeper's host name in an owned stack, and the fleet's clones' host
@@ -53,7 +55,12 @@ class OwnedStack(ExternalStack):
     def __init__(self, root: Path, env: dict[str, str] | None = None):
         root.mkdir(parents=True, exist_ok=True)
         self.root, self.data = root, root / "data"
-        self.port, self.github_port = free_port(), free_port()
+        self.port = free_port()
+        # The fleet's fake GitHub binds its port minutes later (the stack starts while the scenario
+        # before runs): held until then, and shared with the fake (SO_REUSEPORT) when it binds.
+        self._github_hold: socket.socket | None = reserve_port()
+        self.github_port = int(self._github_hold.getsockname()[1])
+        self.github_port_shared = True
         self.extra_env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
         super().__init__("", f"http://127.0.0.1:{self.port}", self.data / "runtime" / "clones")
@@ -113,6 +120,9 @@ class OwnedStack(ExternalStack):
         return found
 
     def stop(self) -> None:
+        if self._github_hold is not None:
+            self._github_hold.close()
+            self._github_hold = None
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.send_signal(signal.SIGINT)
@@ -135,7 +145,7 @@ def _ready_within(url: str, timeout: float, proc: subprocess.Popen[bytes] | None
         if proc is not None and proc.poll() is not None:
             return False
         try:
-            if httpx.get(f"{url}/readyz", timeout=3).status_code == 200:
+            if httpx.get(f"{url}/readyz", timeout=3, verify=client_tls()).status_code == 200:
                 return True
         except httpx.HTTPError:
             pass

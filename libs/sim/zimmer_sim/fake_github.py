@@ -92,9 +92,10 @@ class FakeIssue:
 
 class FakeGithub:
     def __init__(self, token: str, files: dict[tuple[str, str, str], bytes] | None = None, port: int = 0,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", share_port: bool = False):
         """Bound at once (port 0: any free one), so `url` is known before `start`: `zimmer up` can
-        hand it to the backlog before the backlog starts."""
+        hand it to the backlog before the backlog starts. `share_port`: bind with SO_REUSEPORT,
+        beside the socket that held the port for us until now."""
         self.token = token
         self.files = dict(files or {})  # (owner/repo, path, ref) -> raw content
         self.issues: dict[tuple[str, int], FakeIssue] = {}  # (owner/repo, number)
@@ -119,7 +120,14 @@ class FakeGithub:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
                 pass
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = ThreadingHTTPServer((host, port), Handler, bind_and_activate=False)
+        self._server.allow_reuse_port = share_port
+        try:
+            self._server.server_bind()
+            self._server.server_activate()
+        except OSError:
+            self._server.server_close()
+            raise
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-github", daemon=True)
 

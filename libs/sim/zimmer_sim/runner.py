@@ -36,6 +36,7 @@ class SimConfig:
     clones_dir: Path | None = None
     transcripts_dir: Path | None = None
     github_port: int | None = None  # serve the fake GitHub here (0: any free port); None: no GitHub
+    github_port_shared: bool = False  # the port is held for us by a socket with SO_REUSEPORT: bind beside it
     github_token: str = "sim-github-token"
     github_numbers_from: int = 1  # a rerun on the same backlog must not reuse the first run's issue numbers
 
@@ -143,7 +144,7 @@ async def _start_github(run: FleetRun):  # type: ignore[no-untyped-def]  # retur
     from zimmer_sim.github_world import GithubWorld
 
     config = run.config
-    fake = FakeGithub(config.github_token, port=config.github_port or 0)
+    fake = FakeGithub(config.github_token, port=config.github_port or 0, share_port=config.github_port_shared)
     fake.start()
     run.github_url = fake.url
     world = GithubWorld(fake, run.client, random.Random(f"{config.seed}:github"),
