@@ -26,6 +26,7 @@ from zimmer_cli.embedded import (
 )
 from zimmer_cli.supervisor import NATS_TIER, POSTGRES_TIER, Child
 from zimmer_cli.topology import NatsNode
+from zimmer_common.tls import client_tls
 
 NATS = "nats-server"
 POSTGRES = "postgres"
@@ -67,8 +68,8 @@ def nats_cluster_child(node: NatsNode, log_path: Path) -> Child:
         if not port_open("127.0.0.1", node.client_port):
             return False
         try:
-            healthy = httpx.get(f"{node.monitor_url}/healthz", timeout=1.0).status_code == 200
-            meta = httpx.get(f"{node.monitor_url}/jsz", timeout=1.0).json().get("meta_cluster") or {}
+            healthy = httpx.get(f"{node.monitor_url}/healthz", timeout=1.0, verify=client_tls()).status_code == 200
+            meta = httpx.get(f"{node.monitor_url}/jsz", timeout=1.0, verify=client_tls()).json().get("meta_cluster") or {}
         except (httpx.HTTPError, ValueError):
             return False
         return healthy and bool(meta.get("leader"))

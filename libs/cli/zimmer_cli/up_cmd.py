@@ -21,6 +21,7 @@ import typer
 
 from zimmer_cli.common import DataDir, _data_dir, _settings
 from zimmer_cli.topology import Plan, disk_roots, plan
+from zimmer_common.tls import client_tls
 
 READY_TIMEOUT = 120.0
 MIGRATE_TIMEOUT = 300.0  # every schema's migrations, on a slow machine
@@ -306,7 +307,7 @@ def _simulated_fleet(no_sim: bool, settings: Any) -> dict[str, str] | None:
 
 def _is_ready(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/readyz", timeout=3).status_code == 200
+        return httpx.get(f"{url}/readyz", timeout=3, verify=client_tls()).status_code == 200
     except httpx.HTTPError:
         return False
 

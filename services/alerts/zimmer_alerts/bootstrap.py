@@ -39,6 +39,7 @@ from zimmer_common.contracts.subjects import Stream
 from zimmer_common.history_store import PointsGauge
 from zimmer_common.pager import attach_pager
 from zimmer_common.service import Service
+from zimmer_common.tls import client_tls
 from zimmer_common.unit_of_work import UnitsOfWork
 
 
@@ -81,7 +82,7 @@ def bootstrap(service: Service, config: AlertSettings) -> Alerts:
     maintenance = QueuedMaintenance(link, service.clock, service.page_error)
     _serve_maintenance(service, maintenance)
     # The one paging path (issue 11): the ledger, its notifier and the sinks.
-    http = httpx.AsyncClient()
+    http = httpx.AsyncClient(verify=client_tls())
     notifier = Notifier(units, Sinks(config, http), service.settings.env, service.clock.now, metrics)
     _consume(service, metrics)
     _serve_ledger(service, units, link, metrics)

@@ -20,6 +20,7 @@ import httpx
 
 from zimmer_backlog.domain.issues import GITHUB_ISSUE_URL
 from zimmer_backlog.domain.liveness import IssueEvidence, PullRequest
+from zimmer_common.tls import client_tls
 
 log = logging.getLogger("zimmer.backlog.github")
 
@@ -148,9 +149,9 @@ class GithubClient:
         return headers
 
     def _client(self) -> httpx.AsyncClient:
-        """One HTTP client per operation (a pass's probe, a listing): building one loads the CA
-        bundle (~20 ms), which would otherwise be most of each request's cost."""
-        return httpx.AsyncClient(timeout=self.timeout, follow_redirects=True)
+        """One HTTP client per operation (a pass's probe, a listing), on the process's one TLS
+        context (building a context loads the CA bundle, ~20 ms: most of a request's cost)."""
+        return httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, verify=client_tls())
 
     async def _send(self, client: httpx.AsyncClient, api: str, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
