@@ -33,8 +33,7 @@ def live_gateway(pg_base_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
     services: dict[str, Any] = {}
     settings = dict(env=Environment.TEST, database_url=with_database(pg_base_url, name), nats_url=nats.url,
                     api_key="test-fleet-key", operator_token="test-operator-token", metrics_port=-1, http_port=0,
-                    http_host="127.0.0.1", rpc_timeout_seconds=5.0, shutdown_grace_seconds=5.0,
-                    outbox_poll_seconds=0.1)
+                    http_host="127.0.0.1", rpc_timeout_seconds=5.0, shutdown_grace_seconds=5.0)
 
     async def start() -> str:
         for service in START_ORDER:

@@ -175,3 +175,37 @@ async def test_after_commit_runs_once_the_effects_are_visible(env) -> None:  # t
         assert len(pending) == 1
     finally:
         await consumer.stop()
+
+
+async def test_a_message_whose_transaction_wrote_events_wakes_the_relay_and_one_that_did_not_does_not(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """A consumer's events leave when its transaction commits, not at the relay's next poll; a
+    message that announced nothing (most ingest) costs the relay no pass."""
+    from zimmer_common.outbox import emit
+
+    engine, bus = env
+    kicks: list[str] = []
+
+    async def handle(conn: AsyncConnection, event: EventEnvelope) -> None:
+        await conn.execute(text("INSERT INTO backlog.seen VALUES (:i, :n)"), {"i": event.id, "n": event.data["n"]})
+        if event.data["n"] == 2:
+            await emit(conn, "backlog", event_subject("backlog", "thing_happened"), "thing_happened", {"id": event.id})
+        if event.data["n"] == 3:  # an event written, then the transaction rolls back: no kick for it
+            await emit(conn, "backlog", event_subject("backlog", "thing_happened"), "thing_happened", {"id": event.id})
+            raise ValueError("refused")
+
+    consumer = DurableConsumer(bus, engine, schema="backlog", handler=handle, kick=lambda: kicks.append("kick"),
+                               spec=ConsumerSpec("backlog_sessions", Stream.EVENTS, (SUBJECT,)))
+    await consumer.start()
+    try:
+        await bus.publish(SUBJECT, envelope("quiet", n=1), msg_id="q")
+        await bus.publish(SUBJECT, envelope("refused", n=3), msg_id="r")
+        await bus.publish(SUBJECT, envelope("loud", n=2), msg_id="l")
+        await bus.publish(SUBJECT, envelope("quiet-2", n=1), msg_id="q2")
+
+        async def handled() -> bool:
+            return [i for i, _ in await seen(engine)] == ["loud", "quiet", "quiet-2"]
+
+        await wait_for(handled)
+        assert kicks == ["kick"]
+    finally:
+        await consumer.stop()

@@ -327,3 +327,23 @@ async def test_a_failed_pass_is_retried_after_a_poll_not_a_gathering(env) -> Non
     finally:
         relay.stop()
         await asyncio.wait_for(task, timeout=5)
+
+
+async def test_an_idle_poll_asks_without_a_pass_and_a_row_nobody_kicked_for_still_goes(env) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """A poll nobody kicked asks whether anything is unsent (one statement, no transaction) and
+    runs a pass only when something is: a row another process committed, whose kick this relay
+    never hears, still leaves within a poll."""
+    engine, bus = env
+    relay = CountedRelay(engine, bus, schema=SCHEMA, source="backlog", poll_interval=0.05, gather_seconds=0)
+    task = asyncio.create_task(relay.run())
+    try:
+        await asyncio.sleep(0.5)  # about ten polls of an empty outbox
+        assert relay.passes == [0]  # the pass at start only
+        async with engine.begin() as conn:  # as another process would: no kick
+            await emit(conn, SCHEMA, SUBJECT, "thing_happened", {"thing": "unkicked"})
+        await _until_sent(relay)
+        assert relay.passes[1:] == [1]
+        assert [e.data["thing"] for e in await deliveries(bus)] == ["unkicked"]
+    finally:
+        relay.stop()
+        await asyncio.wait_for(task, timeout=5)

@@ -31,7 +31,7 @@ from zimmer_common.contracts.subjects import Stream
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
 from zimmer_common.outage import MESSAGE_BUS, Outages
-from zimmer_common.outbox import claim_message
+from zimmer_common.outbox import claim_message, take_announced
 from zimmer_common.paging import PageFn, page_or_log
 
 log = logging.getLogger("zimmer.consumer")
@@ -113,8 +113,9 @@ def _since(more: int) -> str:
 
 class DurableConsumer:
     def __init__(self, bus: Bus, engine: AsyncEngine, *, schema: str, spec: ConsumerSpec, handler: Handler,
-                 outages: Outages | None = None, page: PageFn | None = None):
+                 outages: Outages | None = None, page: PageFn | None = None, kick: Callable[[], None] | None = None):
         self.bus = bus
+        self.kick = kick  # wakes the service's outbox relay after a message's transaction wrote events
         self.page = page  # a message terminated unprocessed is lost work: it pages
         self.outages = outages or Outages()
         self.engine = engine
@@ -188,9 +189,13 @@ class DurableConsumer:
             return
         try:
             async with self.engine.begin() as conn:
+                take_announced(conn)  # a flag left on the pooled connection by a transaction rolled back
                 fresh = await claim_message(conn, self.schema, self.spec.durable, envelope.id)
                 if fresh:
                     await self.handler(conn, envelope)
+                events = take_announced(conn)
+            if events and self.kick is not None:
+                self.kick()  # its events go now, not at the relay's next poll
             if fresh and self.spec.after_commit is not None:
                 self.spec.after_commit()
         except (ValidationError, ZimmerError) as exc:

@@ -162,7 +162,8 @@ class Service:
             if self.engine is None or self.schema is None:
                 raise RuntimeError(f"{self.name}: a durable consumer needs the service's database")
             consumer = DurableConsumer(self.bus, self.engine, schema=self.schema, spec=cspec, handler=handler,
-                                       outages=self.outages, page=self.page_error)
+                                       outages=self.outages, page=self.page_error,
+                                       kick=self.relay.kick if self.relay is not None else None)
             await consumer.start()
             self.consumers.append(consumer)
         entries = entries_for(self.name, s.env, self.schedule)

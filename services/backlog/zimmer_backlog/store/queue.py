@@ -46,7 +46,7 @@ from zimmer_common.columns import TIMESTAMPTZ
 from zimmer_common.contracts.backlog import ITEM_APPENDED, AppendItem, Counts, ItemEvent, ItemView
 from zimmer_common.contracts.spot import SessionView
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import events_from
+from zimmer_common.outbox import announced, events_from
 
 __all__ = ["SCHEMA"]
 RANKING_LOCK = "zimmer.backlog.ranking"
@@ -183,6 +183,8 @@ async def insert_many(conn: AsyncConnection, rows: list[tuple[AppendItem, int]],
     arrays["payload"] = [json.dumps(req.payload) for req, _ in rows]
     arrays["precedence"] = [precedence for _, precedence in rows]
     arrays["writing_session_id"] = [req.acting_session_id for req, _ in rows]
+    if announce:
+        announced(conn)
     result = list(await conn.execute(INSERT_ANNOUNCED if announce else INSERT_COUNTED, {**arrays, "now": now}))
     written = {r.key: view(r) for r in result}
     return [written[req.key] for req, _ in rows], _counts(result[0], inserted=len(result))

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zimmer_common import deadline
 from zimmer_common.contracts.spot import SessionView, SpawnSession
 from zimmer_common.errors import ErrorCode, ZimmerError
-from zimmer_common.outbox import Events, event_arrays, unnested_events
+from zimmer_common.outbox import Events, announced, event_arrays, unnested_events
 from zimmer_spot_gate.domain.classes import DEFAULT_GENESIS_CLASS, Lineage, Origin, resolve_class
 from zimmer_spot_gate.domain.lifecycle import ENDED
 from zimmer_spot_gate.domain.model import Genesis, SchedulingClass, SessionStatus
@@ -376,6 +376,8 @@ async def save_turn_state(conn: AsyncConnection, sessions: list[dict[str, Any]],
     arrays = {f"u_{name}": [row[name] for row in sessions] for name, _ in TURN_STATE[:-1]}
     arrays["u_held_attachments"] = [dumps(row["held_attachments"]) for row in sessions]
     arrays.update({f"d_{name}": [d[name] for d in decisions] for name, _ in DECISION_LOG})
+    if events:
+        announced(conn)
     rows = (await conn.execute(SAVE_TURN_STATE, {**arrays, **event_arrays(events), "decided_at": decided_at})).all()
     expected = {row["id"]: (row["updated_at"], row["version"]) for row in sessions}
     if {r.id: (r.updated_at, r.version) for r in rows} != expected:
