@@ -103,6 +103,9 @@ class Scenario:
     # The environment of a stack the scenario starts, given the free bytes on its volume and
     # whether the run is the short form.
     stack_env: Callable[[int, bool], dict[str, str]] | None = None
+    # Its stack's environment is set from the volume's free bytes: start the stack just before the
+    # run, never ahead of it (every other writer on the volume moves them meanwhile).
+    measures_free_space: bool = False
 
 
 # ---- steady ---------------------------------------------------------------------------------
@@ -407,5 +410,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("disk-pressure", "the fleet's orphans fill the clones volume; the sweeper reclaims them, never a live clone",
              DEMO.with_(orphan_clones=PRESSURE_ORPHANS, orphan_bytes=PRESSURE_ORPHAN_BYTES),
              SHORT.with_(orphan_clones=PRESSURE_ORPHANS, orphan_bytes=PRESSURE_ORPHAN_BYTES),
-             minutes=5, short_minutes=0.6, needs_owned_stack=True, expect=_pressure_expect, stack_env=_pressure_env),
+             minutes=5, short_minutes=0.6, needs_owned_stack=True, expect=_pressure_expect, stack_env=_pressure_env,
+             measures_free_space=True),
 )}
