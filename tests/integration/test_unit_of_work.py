@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from zimmer_common.db import create_engine, migrate
 from zimmer_common.idempotency import KeyRef
+from zimmer_common.outbox import announced
 from zimmer_common.unit_of_work import UnitsOfWork
 
 SCHEMA = "uow"
@@ -65,6 +66,24 @@ async def test_events_and_keyed_answer_commit_together_then_the_relay_is_woken(d
     async with units.begin() as uow:
         again = await uow.claim(key)
     assert not again.fresh and again.response == {"result": {"n": 1}}
+
+
+async def test_a_unit_of_work_that_announced_nothing_wakes_nobody(db) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
+    """A write without events (a job's bookkeeping, a history point) costs the relay no pass; one
+    whose events a single statement writes (`events_from`, as an append's) says so and wakes it."""
+    units = UnitsOfWork(db, SCHEMA)
+    with pytest.raises(RuntimeError):  # its events rolled back: no flag of it outlives it on the pooled connection
+        async with units.begin() as uow:
+            await uow.emit("zimmer.test.evt.one", "one", {"n": 1})
+            raise RuntimeError("refused")
+    async with units.begin() as uow:
+        await uow.claim(KeyRef("fleet", "op", "k3", "h"))
+    assert db.relay.kicks == 0
+    async with units.begin() as uow:
+        await uow.conn.execute(text(f'INSERT INTO "{SCHEMA}".outbox (subject, event_type, payload) '
+                                    """VALUES ('zimmer.test.evt.one', 'one', '{"data": {}}')"""))
+        announced(uow.conn)
+    assert db.relay.kicks == 1
 
 
 async def test_a_unit_of_work_that_raises_leaves_nothing_and_wakes_nobody(db) -> None:  # type: ignore[no-untyped-def]  # pytest fixtures are untyped
