@@ -31,7 +31,7 @@ from zimmer_common.contracts.subjects import Stream
 from zimmer_common.errors import ErrorCode, ZimmerError
 from zimmer_common.logs import kv
 from zimmer_common.outage import MESSAGE_BUS, Outages
-from zimmer_common.outbox import claim_message, take_announced
+from zimmer_common.outbox import claim_message, transaction
 from zimmer_common.paging import PageFn, page_or_log
 
 log = logging.getLogger("zimmer.consumer")
@@ -188,14 +188,10 @@ class DurableConsumer:
             await msg.term()
             return
         try:
-            async with self.engine.begin() as conn:
-                take_announced(conn)  # a flag left on the pooled connection by a transaction rolled back
+            async with transaction(self.engine, self.kick) as conn:  # its events go at its commit, not at a poll
                 fresh = await claim_message(conn, self.schema, self.spec.durable, envelope.id)
                 if fresh:
                     await self.handler(conn, envelope)
-                events = take_announced(conn)
-            if events and self.kick is not None:
-                self.kick()  # its events go now, not at the relay's next poll
             if fresh and self.spec.after_commit is not None:
                 self.spec.after_commit()
         except (ValidationError, ZimmerError) as exc:

@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -59,9 +59,21 @@ def announced(conn: AsyncConnection) -> None:
     conn.info[ANNOUNCED] = True
 
 
-def take_announced(conn: AsyncConnection) -> bool:
+def _take_announced(conn: AsyncConnection) -> bool:
     """Whether `conn`'s transaction wrote outbox rows since the last take (and forget it)."""
     return bool(conn.info.pop(ANNOUNCED, False))
+
+
+@contextlib.asynccontextmanager
+async def transaction(engine: AsyncEngine, kick: Callable[[], None] | None) -> AsyncIterator[AsyncConnection]:
+    """A transaction on `engine` that wakes the outbox relay (`kick`) once it has committed, if it
+    wrote events; one that wrote none costs the relay no pass."""
+    async with engine.begin() as conn:
+        _take_announced(conn)  # a flag left on the pooled connection by a transaction rolled back
+        yield conn
+        events = _take_announced(conn)
+    if events and kick is not None:
+        kick()
 
 
 async def emit(conn: AsyncConnection, schema: str, subject: str, event_type: str,

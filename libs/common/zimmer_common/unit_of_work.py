@@ -30,7 +30,7 @@ from zimmer_common import idempotency, outbox
 from zimmer_common.contracts.envelope import Payload
 from zimmer_common.errors import ZimmerError
 from zimmer_common.idempotency import Claim, KeyRef
-from zimmer_common.outbox import OutboxRelay, take_announced
+from zimmer_common.outbox import OutboxRelay
 
 
 class Database(Protocol):
@@ -104,13 +104,9 @@ class UnitsOfWork:
         """A unit of work: committed when the block ends, rolled back when it raises (nothing of it
         then exists, its events and keyed answers included). A commit that wrote events wakes the
         outbox relay; one that wrote none costs the relay no pass."""
-        async with self.engine.begin() as conn:
-            take_announced(conn)  # a flag left on the pooled connection by a transaction rolled back
+        async with outbox.transaction(self.engine, self.kick) as conn:
             unit = UnitOfWork(conn, self.schema)
             yield unit
-            events = take_announced(conn)
-        if events:
-            self.kick()
         unit.committed()
 
     @asynccontextmanager
